@@ -1,0 +1,84 @@
+#pragma once
+// A frame is one immutable Cap'n Proto message: its segments and the pooled
+// memory that holds them. Frames are shared by reference count
+// (`frame_ptr`), so passing one between local actors copies no bytes. A frame
+// is made either by `frame_builder::finish()` or by `frame::parse()` from the
+// standard capnp stream encoding (what crosses process boundaries). A frame
+// is never modified after it is made, so any thread may read it.
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <capnp/message.h>
+
+#include "messages/buffer_pool.hpp"
+
+namespace keel {
+
+class frame;
+using frame_ptr = std::shared_ptr<const frame>;
+
+// Largest frame keel accepts from bytes: anything larger is refused before
+// any memory is allocated for it.
+constexpr size_t max_frame_bytes = size_t{1} << 30;
+
+class frame {
+ public:
+  using segment = kj::ArrayPtr<const capnp::word>;
+
+  // The message's segments, in order.
+  kj::ArrayPtr<const segment> segments() const {
+    return kj::ArrayPtr<const segment>(segments_.data(), segments_.size());
+  }
+
+  // Total payload words over all segments.
+  size_t size_words() const;
+
+  // Size of the capnp stream encoding (segment table + segments) in bytes.
+  size_t encoded_size_bytes() const;
+
+  // Writes the capnp stream encoding into `out`, which must hold
+  // `encoded_size_bytes()` bytes.
+  void encode_to(unsigned char* out) const;
+
+  // Parses the capnp stream encoding held in the first `n_bytes` of `buf`
+  // and takes ownership of `buf`. Checks the segment table against the length;
+  // an inconsistent table yields errc::malformed_message naming the problem.
+  static caf::expected<frame_ptr> parse(pooled_buffer buf, size_t n_bytes);
+
+  // Copies `n_bytes` of stream encoding into a buffer from `pool`, then parses.
+  static caf::expected<frame_ptr> parse_copy(const void* data, size_t n_bytes,
+                                             buffer_pool& pool);
+
+  frame(const frame&) = delete;
+  frame& operator=(const frame&) = delete;
+  ~frame();
+
+ private:
+  friend class frame_builder;
+  frame() = default;
+  std::vector<segment> segments_;
+  std::vector<pooled_buffer> buffers_;
+  std::unique_ptr<capnp::MessageBuilder> builder_;  // set for built frames
+};
+
+// Builds one capnp message in pooled memory. Give a size hint so a large
+// message lands in a single segment. Not thread-safe; single use.
+class frame_builder {
+ public:
+  explicit frame_builder(size_t size_hint_words = 1024,
+                         std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
+  ~frame_builder();
+
+  capnp::MessageBuilder& message();
+
+  // Seals the message into an immutable frame; the builder is spent.
+  frame_ptr finish();
+
+ private:
+  std::unique_ptr<capnp::MessageBuilder> builder_;
+};
+
+}  // namespace keel

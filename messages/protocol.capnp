@@ -1,0 +1,197 @@
+# keel's wire protocol: every message that actors exchange, locally or across
+# processes. Each top-level message starts with `version` (a receiver rejects
+# a version it does not know, see messages/validate.hpp). Evolve by adding
+# fields with new ordinals only; never renumber, retype or remove a field.
+#
+# Parameter keys: a shard owns a range of a global key space (UInt64). Dense
+# values travel as little-endian Float32 packed into `Data` (one memcpy in and
+# out); sparse values as parallel key/value lists.
+@0xd805e45c8cf36c9e;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("keel::schema");
+
+const protocolVersion :UInt16 = 1;
+
+# Keys [begin, end) with their values: (end - begin) * 4 bytes of Float32.
+struct DenseRange {
+  begin @0 :UInt64;
+  end @1 :UInt64;
+  values @2 :Data;
+}
+
+# A half-open key range without values, used to ask for parameters.
+struct KeyRange {
+  begin @0 :UInt64;
+  end @1 :UInt64;
+}
+
+# Sparse keys (strictly increasing) and one value per key.
+struct SparseBlock {
+  keys @0 :List(UInt64);
+  values @1 :List(Float32);
+}
+
+# A worker's gradient for one shard at one step. `seq` counts the worker's
+# pushes from 1; a shard applies each (worker, seq) at most once.
+struct Push {
+  version @0 :UInt16;
+  worker @1 :UInt32;
+  seq @2 :UInt64;
+  step @3 :UInt64;
+  shard @4 :UInt32;
+  dense @5 :List(DenseRange);
+  sparse @6 :SparseBlock;
+}
+
+struct PushAck {
+  version @0 :UInt16;
+  worker @1 :UInt32;
+  seq @2 :UInt64;
+  shard @3 :UInt32;
+  shardVersion @4 :UInt64;   # the shard's version after this push
+  status @5 :Status;
+  reason @6 :Text;           # set when status is rejected
+
+  enum Status {
+    applied @0;
+    duplicate @1;            # already applied earlier: acknowledged again
+    rejected @2;
+  }
+}
+
+# Ask a shard for its values at a clock (the worker's step). The shard answers
+# when its consistency rule (BSP, SSP, ASP) allows.
+struct PullRequest {
+  version @0 :UInt16;
+  worker @1 :UInt32;
+  shard @2 :UInt32;
+  clock @3 :UInt64;
+  dense @4 :List(KeyRange);
+  sparseKeys @5 :List(UInt64);
+}
+
+struct PullReply {
+  version @0 :UInt16;
+  shard @1 :UInt32;
+  clock @2 :UInt64;
+  shardVersion @3 :UInt64;
+  dense @4 :List(DenseRange);
+  sparse @5 :SparseBlock;
+}
+
+# The checkpointer asks a shard for its state as of now.
+struct SnapshotRequest {
+  version @0 :UInt16;
+  checkpoint @1 :UInt64;
+  shard @2 :UInt32;
+}
+
+enum DType {
+  float32 @0;
+  float64 @1;
+  int32 @2;
+  int64 @3;
+  uint8 @4;
+}
+
+# A named tensor. Its bytes are the concatenation of `chunks` (each chunk at
+# most a few MiB, so no single capnp list limit applies); `crc32c` covers
+# those bytes.
+struct Tensor {
+  name @0 :Text;
+  dtype @1 :DType;
+  shape @2 :List(UInt64);
+  chunks @3 :List(Data);
+  crc32c @4 :UInt32;
+}
+
+struct AppliedSeq {
+  worker @0 :UInt32;
+  seq @1 :UInt64;
+}
+
+# Opaque application bytes stored with a snapshot (worker state, optimizer
+# configuration, ...), named so a reader can find its own.
+struct Section {
+  name @0 :Text;
+  data @1 :Data;
+  crc32c @2 :UInt32;
+}
+
+# A shard's state: what a restarted shard needs to continue exactly where the
+# snapshot was taken. `applied` holds, for every worker, the highest seq this
+# state includes.
+struct ShardSnapshot {
+  version @0 :UInt16;
+  magic @1 :UInt64;          # snapshotMagic
+  formatVersion @2 :UInt16;
+  shard @3 :UInt32;
+  checkpoint @4 :UInt64;
+  step @5 :UInt64;
+  shardVersion @6 :UInt64;
+  applied @7 :List(AppliedSeq);
+  createdUnixMs @8 :Int64;
+  tensors @9 :List(Tensor);
+  sections @10 :List(Section);
+}
+
+const snapshotMagic :UInt64 = 0x4b45454c534e4150;  # "KEELSNAP"
+
+struct ManifestEntry {
+  shard @0 :UInt32;
+  file @1 :Text;             # a file name inside the checkpoint directory
+  bytes @2 :UInt64;
+  crc32c @3 :UInt32;
+}
+
+# Written last and atomically: a checkpoint without its manifest does not exist.
+struct CheckpointManifest {
+  version @0 :UInt16;
+  checkpoint @1 :UInt64;
+  step @2 :UInt64;
+  createdUnixMs @3 :Int64;
+  shards @4 :List(ManifestEntry);
+}
+
+# A stable name now refers to a new incarnation, is restarting, or is gone.
+struct DirectoryUpdate {
+  version @0 :UInt16;
+  name @1 :Text;
+  incarnation @2 :UInt64;
+  state @3 :State;
+  node @4 :Text;
+
+  enum State {
+    up @0;
+    restarting @1;
+    gone @2;
+  }
+}
+
+struct Heartbeat {
+  version @0 :UInt16;
+  node @1 :Text;
+  seq @2 :UInt64;
+  sentUnixMs @3 :Int64;
+}
+
+struct NodeJoin {
+  version @0 :UInt16;
+  node @1 :Text;
+  host @2 :Text;
+  port @3 :UInt16;
+  pid @4 :UInt32;
+  actorTypes @5 :List(Text);
+}
+
+# Ask a node agent to start an actor of a registered type under a stable name.
+# `args` is an opaque capnp message the actor type defines.
+struct SpawnRequest {
+  version @0 :UInt16;
+  actorType @1 :Text;
+  name @2 :Text;
+  incarnation @3 :UInt64;
+  args @4 :Data;
+  snapshotFile @5 :Text;     # empty: start fresh
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing, then configures and builds keel incrementally.
+#   scripts/build.sh              Release build in build/
+#   KEEL_SANITIZE=1 scripts/build.sh   ASan+UBSan build in build-asan/
+# Extra arguments are passed to `cmake --build` (e.g. --target keel).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+bash scripts/install-deps.sh
+
+if [ "${KEEL_SANITIZE:-0}" = 1 ]; then
+  build_dir="${KEEL_BUILD_DIR:-build-asan}"
+  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEEL_SANITIZE=ON -DKEEL_BUILD_BENCH=OFF)
+else
+  build_dir="${KEEL_BUILD_DIR:-build}"
+  flags=(-DCMAKE_BUILD_TYPE=Release)
+fi
+# Warnings are errors in CI, so a warning never lands.
+if [ "${CI:-}" = true ]; then
+  flags+=(-DKEEL_WERROR=ON)
+fi
+
+if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+  cmake -S . -B "$build_dir" "${flags[@]}"
+fi
+cmake --build "$build_dir" -j "$(nproc)" "$@"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages keel builds and tests with, if any is missing.
+# Idempotent: runs `apt-get update` only when something must be installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkgconf
+  libcaf-dev
+  capnproto libcapnp-dev
+  libboost-dev libboost-program-options-dev
+  doctest-dev
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "keel: installing missing packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "keel: installing packages needs root (apt-get); run as root or install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

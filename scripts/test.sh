@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds keel, and runs the whole test suite
+# through CTest (tests labelled `slow` are left to `ctest -L slow`).
+#   scripts/test.sh                    Release build
+#   KEEL_SANITIZE=1 scripts/test.sh    ASan+UBSan build
+# Extra arguments are passed to ctest (e.g. -R storage).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/build.sh"
+if [ "${KEEL_SANITIZE:-0}" = 1 ]; then
+  build_dir="${KEEL_BUILD_DIR:-build-asan}"
+else
+  build_dir="${KEEL_BUILD_DIR:-build}"
+fi
+cd "$root/$build_dir"
+ctest --output-on-failure -j "$(nproc)" -LE slow "$@"

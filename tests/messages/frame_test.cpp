@@ -1,0 +1,86 @@
+#include <cstring>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "messages/buffer_pool.hpp"
+#include "messages/errors.hpp"
+#include "messages/frame.hpp"
+
+using namespace keel;
+
+TEST_CASE("a buffer given back to its pool is handed out again") {
+  auto pool = buffer_pool::create();
+  capnp::word* first = nullptr;
+  {
+    auto b = pool->acquire(1000);
+    CHECK(b.size_words() >= 1000);
+    first = b.words();
+  }
+  auto again = pool->acquire(1000);
+  CHECK(again.words() == first);
+  CHECK(pool->stats().reused == 1);
+  CHECK(pool->stats().acquired == 2);
+}
+
+TEST_CASE("a pool keeps no more idle memory than its limit") {
+  auto pool = buffer_pool::create(64 * 1024);
+  {
+    std::vector<pooled_buffer> held;
+    for (int i = 0; i < 8; ++i)
+      held.push_back(pool->acquire(2048));  // 16 KiB each
+  }
+  CHECK(pool->stats().cached_bytes <= 64 * 1024);
+  CHECK(pool->stats().cached_bytes > 0);
+}
+
+TEST_CASE("a buffer outliving its pool is freed, not returned") {
+  pooled_buffer b;
+  {
+    auto pool = buffer_pool::create();
+    b = pool->acquire(10);
+  }
+  CHECK(static_cast<bool>(b));
+  b = pooled_buffer();  // must not touch the destroyed pool (ASan checks)
+  CHECK(!b);
+}
+
+TEST_CASE("a multi-segment frame encodes and parses back to the same words") {
+  frame_builder fb(64);  // small first segment forces more segments
+  auto root = fb.message().initRoot<capnp::AnyPointer>();
+  auto data = root.initAs<capnp::Data>(100000);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<unsigned char>(i * 7);
+  auto f = fb.finish();
+  REQUIRE(f->segments().size() >= 2);
+  std::vector<unsigned char> bytes(f->encoded_size_bytes());
+  f->encode_to(bytes.data());
+  auto parsed = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE(parsed);
+  REQUIRE((*parsed)->segments().size() == f->segments().size());
+  for (size_t i = 0; i < f->segments().size(); ++i) {
+    auto a = f->segments()[i];
+    auto b = (*parsed)->segments()[i];
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.begin(), b.begin(), a.size() * 8) == 0);
+  }
+}
+
+TEST_CASE("a frame whose segment table disagrees with its length is refused, naming the sizes") {
+  std::vector<uint32_t> words = {0, 5, 0, 0};  // one segment of 5 words, but only 1 present
+  auto r = frame::parse_copy(words.data(), words.size() * 4, *buffer_pool::process_default());
+  REQUIRE(!r);
+  CHECK(is(r.error(), errc::malformed_message));
+  CHECK(describe(r.error()).find("segment table says 5 words") != std::string::npos);
+}
+
+TEST_CASE("a frame of odd length or absurd segment count is refused") {
+  unsigned char odd[12] = {};
+  auto r1 = frame::parse_copy(odd, sizeof(odd), *buffer_pool::process_default());
+  REQUIRE(!r1);
+  CHECK(describe(r1.error()).find("multiple of 8") != std::string::npos);
+  uint32_t many[2] = {100000, 0};
+  auto r2 = frame::parse_copy(many, sizeof(many), *buffer_pool::process_default());
+  REQUIRE(!r2);
+  CHECK(describe(r2.error()).find("exceeds 512") != std::string::npos);
+}
