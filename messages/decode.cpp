@@ -23,12 +23,19 @@ caf::error save_frame(caf::serializer& sink, const frame_ptr& in) {
   if (auto err = sink.begin_sequence(n))
     return err;
   if (n > 0) {
-    // One contiguous write through CAF's raw path. A single-segment frame
-    // still needs its table in front, so encode into a pooled scratch buffer.
-    auto scratch = buffer_pool::process_default()->acquire(n / sizeof(capnp::word));
-    in->encode_to(scratch.bytes());
-    if (auto err = sink.apply_raw(n, scratch.bytes()))
+    // The stream encoding written piecewise: segment table, then each
+    // segment straight from the frame, so no intermediate copy is made.
+    // (apply_raw takes a non-const pointer but only reads when saving.)
+    auto segs = in->segments();
+    std::vector<uint32_t> table((segs.size() + 2) / 2 * 2, 0);
+    table[0] = static_cast<uint32_t>(segs.size() - 1);
+    for (size_t i = 0; i < segs.size(); ++i)
+      table[i + 1] = static_cast<uint32_t>(segs[i].size());
+    if (auto err = sink.apply_raw(table.size() * 4, table.data()))
       return err;
+    for (auto& s : segs)
+      if (auto err = sink.apply_raw(s.size() * sizeof(capnp::word), const_cast<capnp::word*>(s.begin())))
+        return err;
   }
   return sink.end_sequence();
 }

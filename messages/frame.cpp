@@ -1,6 +1,7 @@
 #include "messages/frame.hpp"
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "messages/errors.hpp"
@@ -138,8 +139,22 @@ capnp::MessageBuilder& frame_builder::message() {
   return *builder_;
 }
 
+capnp::Orphan<capnp::Data> frame_builder::adopt_data(pooled_buffer buf, size_t n_bytes) {
+  if (n_bytes > buf.size_bytes())
+    throw std::invalid_argument("frame_builder::adopt_data: " + std::to_string(n_bytes) +
+                                " bytes exceed the buffer's " + std::to_string(buf.size_bytes()));
+  // The data becomes a segment of whole words: zero the padding after it so
+  // no stale bytes travel.
+  size_t padded = (n_bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word) * sizeof(capnp::word);
+  std::memset(buf.bytes() + n_bytes, 0, padded - n_bytes);
+  auto orphan = builder_->getOrphanage().referenceExternalData(capnp::Data::Reader(buf.bytes(), n_bytes));
+  adopted_.push_back(std::move(buf));
+  return orphan;
+}
+
 frame_ptr frame_builder::finish() {
   std::unique_ptr<frame> f(new frame());
+  f->buffers_ = std::move(adopted_);
   for (auto& s : builder_->getSegmentsForOutput())
     f->segments_.emplace_back(s);
   f->builder_ = std::move(builder_);

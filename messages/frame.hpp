@@ -12,6 +12,7 @@
 
 #include <caf/expected.hpp>
 #include <capnp/message.h>
+#include <capnp/orphan.h>
 
 #include "messages/buffer_pool.hpp"
 
@@ -74,11 +75,19 @@ class frame_builder {
 
   capnp::MessageBuilder& message();
 
+  // Makes the first `n_bytes` of `buf` the value of a Data field without
+  // copying them: adopt the returned orphan into the field
+  // (`range.adoptValues(fb.adopt_data(...))`). The frame keeps `buf` alive;
+  // the bytes must not change afterwards. This is how large gradients enter
+  // a push at no copy. Throws std::invalid_argument if `n_bytes` exceeds `buf`.
+  capnp::Orphan<capnp::Data> adopt_data(pooled_buffer buf, size_t n_bytes);
+
   // Seals the message into an immutable frame; the builder is spent.
   frame_ptr finish();
 
  private:
   std::unique_ptr<capnp::MessageBuilder> builder_;
+  std::vector<pooled_buffer> adopted_;
 };
 
 }  // namespace keel
