@@ -1,4 +1,5 @@
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -83,4 +84,39 @@ TEST_CASE("a frame of odd length or absurd segment count is refused") {
   auto r2 = frame::parse_copy(many, sizeof(many), *buffer_pool::process_default());
   REQUIRE(!r2);
   CHECK(describe(r2.error()).find("exceeds 512") != std::string::npos);
+}
+
+TEST_CASE("data adopted into a frame is referenced in place and survives encoding") {
+  auto pool = buffer_pool::create();
+  auto buf = pool->acquire(4);
+  std::memset(buf.bytes(), 0xff, buf.size_bytes());
+  const char text[] = "gradient bytes";  // 15 bytes: one byte of padding follows
+  std::memcpy(buf.bytes(), text, sizeof(text));
+  const unsigned char* where = buf.bytes();
+  frame_builder fb(64, pool);
+  fb.message().initRoot<capnp::AnyPointer>().adopt(fb.adopt_data(std::move(buf), sizeof(text)));
+  auto f = fb.finish();
+
+  capnp::SegmentArrayMessageReader local(f->segments());
+  auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  CHECK(d.begin() == where);
+  CHECK(std::memcmp(d.begin(), text, sizeof(text)) == 0);
+
+  std::vector<unsigned char> bytes(f->encoded_size_bytes());
+  f->encode_to(bytes.data());
+  CHECK(bytes.back() == 0);  // padding zeroed, not 0xff
+  auto parsed = frame::parse_copy(bytes.data(), bytes.size(), *pool);
+  REQUIRE(parsed);
+  capnp::SegmentArrayMessageReader remote((*parsed)->segments());
+  auto d2 = remote.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  REQUIRE(d2.size() == sizeof(text));
+  CHECK(std::memcmp(d2.begin(), text, sizeof(text)) == 0);
+}
+
+TEST_CASE("adopting more bytes than the buffer holds is refused") {
+  auto pool = buffer_pool::create();
+  frame_builder fb(64, pool);
+  auto buf = pool->acquire(1);
+  auto n = buf.size_bytes() + 1;
+  CHECK_THROWS_AS(fb.adopt_data(std::move(buf), n), std::invalid_argument);
 }
