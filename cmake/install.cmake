@@ -1,4 +1,39 @@
-# Installs keel's libraries, headers and a CMake package so applications can
-# `find_package(keel)` and link `keel::keel`.
+# Installs keel's libraries, headers and a CMake package, so an application
+# can `find_package(keel)` and link `keel::keel` (every layer) or one layer
+# (`keel::keel_messages`, ...).
 include(CMakePackageConfigHelpers)
 include(GNUInstallDirs)
+
+set(KEEL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/keel)
+set(_keel_layers)
+foreach(lib keel_messages keel_storage keel_supervision keel_models keel_actors)
+  if(TARGET ${lib})
+    list(APPEND _keel_layers ${lib})
+  endif()
+endforeach()
+
+add_library(keel_all INTERFACE)
+target_link_libraries(keel_all INTERFACE ${_keel_layers})
+set_target_properties(keel_all PROPERTIES EXPORT_NAME keel)
+add_library(keel::keel ALIAS keel_all)
+
+install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel)
+foreach(layer messages storage supervision models actors)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/${layer}
+    FILES_MATCHING PATTERN "*.hpp" PATTERN "*.capnp")
+endforeach()
+install(DIRECTORY ${KEEL_GEN_DIR}/messages/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/messages FILES_MATCHING PATTERN "*.h")
+install(EXPORT keel-targets NAMESPACE keel:: DESTINATION ${KEEL_INSTALL_CMAKEDIR})
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/keel-config.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/keel-config.cmake INSTALL_DESTINATION ${KEEL_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/keel-config-version.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/keel-config.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/keel-config-version.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/FindCAF.cmake
+  DESTINATION ${KEEL_INSTALL_CMAKEDIR})
