@@ -1,0 +1,109 @@
+#include "storage/checkpoint_files.hpp"
+
+#include <algorithm>
+
+#include "messages/errors.hpp"
+#include "storage/error_context.hpp"
+#include "storage/sealed_file.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Snapshots hold large Data lists; the reader walks each pointer a few times
+// (validation, CRC check, the caller), so allow more than decode's default.
+decode_limits snapshot_limits() {
+  decode_limits limits;
+  limits.traversal_limit_factor = 16;
+  return limits;
+}
+
+caf::error damaged(const fs::path& p, const caf::error& e) {
+  return make_error(is(e, errc::unsupported_version) ? errc::unsupported_version
+                                                     : errc::damaged_snapshot,
+                    p.filename().string() + ": " + error_text(e));
+}
+
+}  // namespace
+
+caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p,
+                                                  buffer_pool& pool, verify_mode mode,
+                                                  manifest_entry* as_recorded) {
+  bool crcs = mode == verify_mode::checksums;
+  auto contents = read_sealed(io, p, snapshot_file_magic, pool, crcs);
+  if (!contents)
+    return std::move(contents.error());
+  auto snap = decode<schema::ShardSnapshot>(contents->message, snapshot_limits());
+  if (!snap)
+    return damaged(p, snap.error());
+  if (crcs)
+    if (auto err = verify_checksums(snap->root()))
+      return damaged(p, err);
+  if (as_recorded != nullptr)
+    *as_recorded = manifest_entry{snap->root().getShard(), p.filename().string(),
+                                  contents->summary.file_bytes, contents->summary.payload_crc32c};
+  return snap;
+}
+
+caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& dir,
+                                                  const std::string& name,
+                                                  const shard_snapshot_msg& snapshot,
+                                                  const std::string& tmp_tag) {
+  auto d = decode(snapshot, snapshot_limits());
+  if (!d)
+    return in_context(d.error(), "refusing to write " + name + ": ");
+  auto summary = write_sealed(io, dir, name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
+  if (!summary)
+    return std::move(summary.error());
+  return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c};
+}
+
+caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::path& p,
+                                                      buffer_pool& pool) {
+  auto contents = read_sealed(io, p, manifest_file_magic, pool, true);
+  if (!contents)
+    return std::move(contents.error());
+  auto m = decode<schema::CheckpointManifest>(contents->message);
+  if (!m)
+    return damaged(p, m.error());
+  auto r = m->root();
+  checkpoint_manifest out;
+  out.checkpoint = r.getCheckpoint();
+  out.step = r.getStep();
+  out.created_unix_ms = r.getCreatedUnixMs();
+  for (auto e : r.getShards())
+    out.shards.push_back({e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c()});
+  std::sort(out.shards.begin(), out.shards.end(),
+            [](const manifest_entry& a, const manifest_entry& b) { return a.shard < b.shard; });
+  return out;
+}
+
+caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::string& name,
+                               const checkpoint_manifest& m, const std::string& tmp_tag) {
+  size_t hint = 32;
+  for (auto& e : m.shards)
+    hint += 6 + e.file.size() / 8;
+  auto msg = build<schema::CheckpointManifest>(hint, [&](schema::CheckpointManifest::Builder b) {
+    b.setCheckpoint(m.checkpoint);
+    b.setStep(m.step);
+    b.setCreatedUnixMs(m.created_unix_ms);
+    auto shards = b.initShards(static_cast<unsigned>(m.shards.size()));
+    for (unsigned i = 0; i < m.shards.size(); ++i) {
+      shards[i].setShard(m.shards[i].shard);
+      shards[i].setFile(m.shards[i].file);
+      shards[i].setBytes(m.shards[i].bytes);
+      shards[i].setCrc32c(m.shards[i].crc32c);
+    }
+  });
+  if (auto d = decode(msg); !d)
+    return in_context(d.error(), "refusing to write " + name + ": ");
+  auto summary = write_sealed(io, dir, name, manifest_file_magic, *msg.frame(), tmp_tag);
+  if (!summary)
+    return std::move(summary.error());
+  return {};
+}
+
+}  // namespace keel

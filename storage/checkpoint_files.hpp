@@ -1,0 +1,71 @@
+#pragma once
+// The two kinds of file a checkpoint is made of, as sealed files
+// (storage/sealed_file.hpp): one snapshot file per shard, and the manifest
+// that commits them. Reading a snapshot file checks, in order: header magic
+// and CRC, format version, length, payload CRC, the ShardSnapshot schema
+// (messages/decode.hpp) and every tensor and section CRC; the first failure
+// is returned naming the file and the reason, so a damaged snapshot is never
+// handed back as good. Functions are thread-safe given a thread-safe file_io.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/buffer_pool.hpp"
+#include "messages/decode.hpp"
+#include "storage/file_io.hpp"
+
+namespace keel {
+
+// A snapshot read back from storage and validated; holds its pooled buffer.
+using stored_snapshot = decoded<schema::ShardSnapshot>;
+
+enum class verify_mode {
+  structure,  // header, length and schema; skips the payload and tensor CRCs
+  checksums,  // everything, every CRC included (the default for restores)
+};
+
+// One shard's snapshot file as the manifest records it.
+struct manifest_entry {
+  uint32_t shard = 0;
+  std::string file;      // a name inside the store's directory
+  uint64_t bytes = 0;    // size of the whole file
+  uint32_t crc32c = 0;   // the file's payload CRC32C (as in its header)
+};
+
+// A checkpoint's manifest: which snapshot file each shard restarts from.
+struct checkpoint_manifest {
+  uint64_t checkpoint = 0;
+  uint64_t step = 0;
+  int64_t created_unix_ms = 0;
+  std::vector<manifest_entry> shards;  // sorted by shard
+};
+
+// Reads and validates a snapshot file (see the contract above). If
+// `as_recorded` is given, it receives the file's size and payload CRC, which
+// a manifest entry must match.
+caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const std::filesystem::path& p,
+                                                  buffer_pool& pool,
+                                                  verify_mode mode = verify_mode::checksums,
+                                                  manifest_entry* as_recorded = nullptr);
+
+// Writes `snapshot` as `dir/name` atomically and durably; returns the entry
+// a manifest records for it.
+caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesystem::path& dir,
+                                                  const std::string& name,
+                                                  const shard_snapshot_msg& snapshot,
+                                                  const std::string& tmp_tag);
+
+// Reads and validates a manifest file (header, CRCs, schema).
+caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,
+                                                      buffer_pool& pool);
+
+// Writes `m` as `dir/name` atomically and durably.
+caf::error write_manifest_file(file_io& io, const std::filesystem::path& dir,
+                               const std::string& name, const checkpoint_manifest& m,
+                               const std::string& tmp_tag);
+
+}  // namespace keel

@@ -1,0 +1,104 @@
+#pragma once
+// faulty_io is a file_io that forwards to another one (normally posix_io())
+// and injects the failures a real disk produces, on a schedule set by the
+// caller: fail the Nth write, fsync, rename, create or read with an errno
+// (ENOSPC, EIO, ...), or tear the Nth write after some bytes. Tests use it
+// to prove a failed checkpoint leaves the previous one valid; the fault
+// injector of actors/ arms it at run time. Thread-safe: operations from any
+// thread are counted in one sequence per kind, and arming is atomic with
+// respect to them. For damaging files already stored, see file_damage.hpp.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "storage/file_io.hpp"
+
+namespace keel {
+
+enum class io_op : uint8_t {
+  create,    // file_io::create
+  write,     // writable_file::write_at (one call, whatever its size)
+  fsync,     // writable_file::sync and file_io::sync_dir
+  rename,    // file_io::rename
+  read,      // readable_file::read_at
+};
+
+const char* to_string(io_op op);
+
+// One scheduled failure: the `nth` operation of kind `op` counted from when
+// it is armed (1 = the next one) fails with `error_number`, doing nothing.
+struct io_fault {
+  io_op op = io_op::write;
+  uint64_t nth = 1;
+  int error_number = 5;  // EIO
+};
+
+// A torn write: the `nth` write (counted from arming) stores only its first
+// `keep_bytes` bytes. If `report_success` the call claims success anyway (a
+// device that lies, or a crash after the call returned); else it fails with
+// EIO after storing the prefix (a crash inside the call).
+struct io_tear {
+  uint64_t nth = 1;
+  uint64_t keep_bytes = 0;
+  bool report_success = true;
+};
+
+// How many operations of each kind the wrapped io has seen since creation.
+struct io_counts {
+  uint64_t create = 0, write = 0, fsync = 0, rename = 0, read = 0;
+  uint64_t of(io_op op) const;
+};
+
+class faulty_io final : public file_io, public std::enable_shared_from_this<faulty_io> {
+ public:
+  // Wraps `inner`, initially injecting nothing.
+  static std::shared_ptr<faulty_io> wrap(std::shared_ptr<file_io> inner = posix_io());
+
+  // Schedules a failure or a tear; several may be pending at once.
+  void arm(io_fault f);
+  void arm(io_tear t);
+  // Drops every pending failure and tear.
+  void disarm();
+  // Number of armed failures and tears that have not fired yet.
+  size_t pending() const;
+  io_counts counts() const;
+
+  caf::expected<std::unique_ptr<writable_file>> create(const std::filesystem::path& p) override;
+  caf::expected<std::unique_ptr<readable_file>> open(const std::filesystem::path& p) override;
+  caf::error rename(const std::filesystem::path& from, const std::filesystem::path& to) override;
+  caf::error remove(const std::filesystem::path& p) override;
+  caf::error sync_dir(const std::filesystem::path& dir) override;
+  caf::error create_dirs(const std::filesystem::path& dir) override;
+  caf::expected<std::vector<std::string>> list(const std::filesystem::path& dir) override;
+
+  // What the next operation of kind `op` must do; used by the file wrappers.
+  struct decision {
+    int error_number = 0;          // non-zero: fail with this errno
+    bool tear = false;             // write: store only `keep_bytes`
+    uint64_t keep_bytes = 0;
+    bool report_success = true;
+  };
+  decision next(io_op op);
+
+ private:
+  explicit faulty_io(std::shared_ptr<file_io> inner) : inner_(std::move(inner)) {}
+
+  struct armed_fault {
+    io_fault fault;
+    uint64_t at;  // absolute count at which it fires
+  };
+  struct armed_tear {
+    io_tear tear;
+    uint64_t at;
+  };
+
+  std::shared_ptr<file_io> inner_;
+  mutable std::mutex mtx_;
+  io_counts counts_;
+  std::vector<armed_fault> faults_;
+  std::vector<armed_tear> tears_;
+};
+
+}  // namespace keel

@@ -1,0 +1,236 @@
+#include "storage/snapshot.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "messages/errors.hpp"
+#include "messages/validate.hpp"
+#include "storage/crc32c.hpp"
+
+namespace keel {
+
+namespace {
+
+size_t words_for(size_t bytes) {
+  return (bytes + 7) / 8;
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08x", v);
+  return buf;
+}
+
+caf::error bad_argument(const std::string& what) {
+  return make_error(errc::invalid_argument, "make_snapshot: " + what);
+}
+
+caf::error check_tensors(const std::vector<tensor_view>& tensors) {
+  std::set<std::string> names;
+  for (auto& t : tensors) {
+    if (t.name.empty())
+      return bad_argument("a tensor has an empty name");
+    if (!names.insert(t.name).second)
+      return bad_argument("tensor '" + t.name + "' appears twice");
+    auto elem = dtype_size(t.dtype);
+    if (elem == 0)
+      return bad_argument("tensor '" + t.name + "' has an unknown dtype");
+    uint64_t count = 1;
+    for (auto d : t.shape) {
+      if (d != 0 && count > std::numeric_limits<uint64_t>::max() / elem / d)
+        return bad_argument("tensor '" + t.name + "': element count of shape " +
+                            shape_text(t.shape) + " overflows");
+      count *= d;
+    }
+    if (count * elem != t.bytes)
+      return bad_argument("tensor '" + t.name + "' has " + std::to_string(t.bytes) +
+                          " bytes, but shape " + shape_text(t.shape) + " of " +
+                          dtype_name(t.dtype) + " needs " + std::to_string(count * elem));
+    if (t.bytes > 0 && t.data == nullptr)
+      return bad_argument("tensor '" + t.name + "' has no data");
+  }
+  return {};
+}
+
+caf::error check_sections(const std::vector<section_view>& sections) {
+  std::set<std::string> names;
+  for (auto& s : sections) {
+    if (s.name.empty())
+      return bad_argument("a section has an empty name");
+    if (!names.insert(s.name).second)
+      return bad_argument("section '" + s.name + "' appears twice");
+    if (s.bytes > 0 && s.data == nullptr)
+      return bad_argument("section '" + s.name + "' has no data");
+  }
+  return {};
+}
+
+// An upper bound of the message size, so it fits one segment: a reader then
+// sees one contiguous buffer, and the write is one stream of pieces.
+size_t size_hint_words(const snapshot_header& h, const std::vector<tensor_view>& tensors,
+                       const std::vector<section_view>& sections, size_t chunk_bytes) {
+  size_t words = 32 + 2 * h.applied.size();
+  for (auto& t : tensors) {
+    size_t chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
+    words += 8 + words_for(t.name.size() + 1) + t.shape.size() + chunks * 2 + words_for(t.bytes);
+  }
+  for (auto& s : sections)
+    words += 8 + words_for(s.name.size() + 1) + words_for(s.bytes);
+  return words;
+}
+
+void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, size_t chunk_bytes) {
+  out.setName(t.name);
+  out.setDtype(t.dtype);
+  auto shape = out.initShape(static_cast<unsigned>(t.shape.size()));
+  for (unsigned i = 0; i < t.shape.size(); ++i)
+    shape.set(i, t.shape[i]);
+  size_t n_chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
+  auto chunks = out.initChunks(static_cast<unsigned>(n_chunks));
+  const auto* src = static_cast<const unsigned char*>(t.data);
+  uint32_t crc = crc32c_empty;
+  for (size_t i = 0; i < n_chunks; ++i) {
+    size_t len = std::min(chunk_bytes, t.bytes - i * chunk_bytes);
+    auto chunk = chunks.init(static_cast<unsigned>(i), static_cast<unsigned>(len));
+    std::memcpy(chunk.begin(), src + i * chunk_bytes, len);
+    // Checksum the copy, not the source: it is what will be stored, and it
+    // is in cache right now.
+    crc = crc32c_extend(crc, chunk.begin(), len);
+  }
+  out.setCrc32c(crc);
+}
+
+}  // namespace
+
+caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
+                                                const std::vector<tensor_view>& tensors,
+                                                const std::vector<section_view>& sections,
+                                                size_t chunk_bytes,
+                                                std::shared_ptr<buffer_pool> pool) {
+  if (chunk_bytes == 0 || chunk_bytes > (size_t{1} << 28))
+    return bad_argument("chunk size " + std::to_string(chunk_bytes) + " is not in (0, 256 MiB]");
+  if (auto err = check_tensors(tensors))
+    return err;
+  if (auto err = check_sections(sections))
+    return err;
+  auto applied = header.applied;
+  std::sort(applied.begin(), applied.end(),
+            [](const applied_seq& a, const applied_seq& b) { return a.worker < b.worker; });
+  for (size_t i = 1; i < applied.size(); ++i)
+    if (applied[i].worker == applied[i - 1].worker)
+      return bad_argument("worker " + std::to_string(applied[i].worker) +
+                          " appears twice in applied");
+  frame_builder fb(size_hint_words(header, tensors, sections, chunk_bytes), std::move(pool));
+  auto b = fb.message().initRoot<schema::ShardSnapshot>();
+  b.setVersion(schema::PROTOCOL_VERSION);
+  b.setMagic(schema::SNAPSHOT_MAGIC);
+  b.setFormatVersion(snapshot_format_version);
+  b.setShard(header.shard);
+  b.setCheckpoint(header.checkpoint);
+  b.setStep(header.step);
+  b.setShardVersion(header.shard_version);
+  b.setCreatedUnixMs(header.created_unix_ms);
+  auto a = b.initApplied(static_cast<unsigned>(applied.size()));
+  for (unsigned i = 0; i < applied.size(); ++i) {
+    a[i].setWorker(applied[i].worker);
+    a[i].setSeq(applied[i].seq);
+  }
+  auto ts = b.initTensors(static_cast<unsigned>(tensors.size()));
+  for (unsigned i = 0; i < tensors.size(); ++i)
+    fill_tensor(ts[i], tensors[i], chunk_bytes);
+  auto ss = b.initSections(static_cast<unsigned>(sections.size()));
+  for (unsigned i = 0; i < sections.size(); ++i) {
+    ss[i].setName(sections[i].name);
+    auto data = ss[i].initData(static_cast<unsigned>(sections[i].bytes));
+    if (sections[i].bytes > 0)
+      std::memcpy(data.begin(), sections[i].data, sections[i].bytes);
+    ss[i].setCrc32c(crc32c(data.begin(), data.size()));
+  }
+  return shard_snapshot_msg(fb.finish());
+}
+
+caf::error verify_checksums(schema::ShardSnapshot::Reader s) {
+  auto tensors = s.getTensors();
+  for (auto t : tensors) {
+    uint32_t crc = crc32c_empty;
+    for (auto c : t.getChunks())
+      crc = crc32c_extend(crc, c.begin(), c.size());
+    if (crc != t.getCrc32c())
+      return make_error(errc::damaged_snapshot,
+                        "tensor '" + std::string(t.getName().cStr()) + "': CRC32C mismatch (stored " +
+                          hex32(t.getCrc32c()) + ", computed " + hex32(crc) + ")");
+  }
+  for (auto sec : s.getSections()) {
+    auto data = sec.getData();
+    auto crc = crc32c(data.begin(), data.size());
+    if (crc != sec.getCrc32c())
+      return make_error(errc::damaged_snapshot,
+                        "section '" + std::string(sec.getName().cStr()) +
+                          "': CRC32C mismatch (stored " + hex32(sec.getCrc32c()) + ", computed " +
+                          hex32(crc) + ")");
+  }
+  return {};
+}
+
+uint64_t tensor_bytes(schema::Tensor::Reader t) {
+  uint64_t n = 0;
+  for (auto c : t.getChunks())
+    n += c.size();
+  return n;
+}
+
+caf::error copy_tensor(schema::Tensor::Reader t, void* out, size_t out_bytes) {
+  auto chunks = t.getChunks();
+  auto need = tensor_bytes(t);
+  if (need != out_bytes)
+    return make_error(errc::invalid_argument, "tensor '" + std::string(t.getName().cStr()) +
+                                                "' holds " + std::to_string(need) +
+                                                " bytes, the destination " +
+                                                std::to_string(out_bytes));
+  auto* dst = static_cast<unsigned char*>(out);
+  for (auto c : chunks) {
+    if (c.size() == 0)
+      continue;
+    std::memcpy(dst, c.begin(), c.size());
+    dst += c.size();
+  }
+  return {};
+}
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string shape_text(capnp::List<uint64_t>::Reader shape) {
+  std::vector<uint64_t> v;
+  v.reserve(shape.size());
+  for (auto d : shape)
+    v.push_back(d);
+  return shape_text(v);
+}
+
+std::vector<uint64_t> shape_of(schema::Tensor::Reader t) {
+  std::vector<uint64_t> v;
+  for (auto d : t.getShape())
+    v.push_back(d);
+  return v;
+}
+
+const char* dtype_name(schema::DType t) {
+  switch (t) {
+    case schema::DType::FLOAT32: return "float32";
+    case schema::DType::FLOAT64: return "float64";
+    case schema::DType::INT32: return "int32";
+    case schema::DType::INT64: return "int64";
+    case schema::DType::UINT8: return "uint8";
+  }
+  return "unknown";
+}
+
+}  // namespace keel

@@ -1,0 +1,86 @@
+#pragma once
+// A shard snapshot as a value: `make_snapshot` turns a shard's state (header
+// fields, named tensors, opaque sections) into one ShardSnapshot message
+// whose tensors are split into chunks of at most `chunk_bytes` and carry a
+// CRC32C, as do the sections. `verify_checksums` recomputes every tensor and
+// section CRC of a decoded snapshot and reports the first mismatch, naming
+// the tensor. The functions are pure and thread-safe; tensor and section
+// views must stay valid during the call only.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/buffer_pool.hpp"
+#include "messages/protocol.hpp"
+
+namespace keel {
+
+// The snapshot format this build writes (ShardSnapshot.formatVersion).
+constexpr uint16_t snapshot_format_version = 1;
+constexpr size_t default_chunk_bytes = size_t{4} << 20;
+
+// A view of one tensor's bytes, little-endian, row-major.
+struct tensor_view {
+  std::string name;
+  schema::DType dtype = schema::DType::FLOAT32;
+  std::vector<uint64_t> shape;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// A view of one opaque application section (worker state, optimizer config).
+struct section_view {
+  std::string name;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+struct applied_seq {
+  uint32_t worker = 0;
+  uint64_t seq = 0;
+};
+
+// The snapshot's header fields. `created_unix_ms` is set by the caller (time
+// is an injectable input, not read here).
+struct snapshot_header {
+  uint32_t shard = 0;
+  uint64_t checkpoint = 0;
+  uint64_t step = 0;
+  uint64_t shard_version = 0;
+  std::vector<applied_seq> applied;  // any order; stored sorted by worker
+  int64_t created_unix_ms = 0;
+};
+
+// Builds the snapshot in memory from `pool`. Fails with
+// errc::invalid_argument when a tensor's bytes do not match its shape and
+// dtype, a name is empty or repeated, or a worker appears twice in applied.
+caf::expected<shard_snapshot_msg> make_snapshot(
+  const snapshot_header& header, const std::vector<tensor_view>& tensors,
+  const std::vector<section_view>& sections = {}, size_t chunk_bytes = default_chunk_bytes,
+  std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
+
+// Recomputes the CRC32C of every tensor and section; on a mismatch returns
+// errc::damaged_snapshot "tensor 'w': CRC32C mismatch (...)".
+caf::error verify_checksums(schema::ShardSnapshot::Reader s);
+
+// Bytes a tensor holds (the sum of its chunks).
+uint64_t tensor_bytes(schema::Tensor::Reader t);
+
+// Copies a tensor's bytes into `out`, which must hold exactly
+// tensor_bytes(t) bytes (else errc::invalid_argument naming the tensor).
+caf::error copy_tensor(schema::Tensor::Reader t, void* out, size_t out_bytes);
+
+// A tensor's shape as a vector.
+std::vector<uint64_t> shape_of(schema::Tensor::Reader t);
+
+// "[4, 8]" and "float32": how errors and `keel inspect` print shapes and dtypes.
+std::string shape_text(const std::vector<uint64_t>& shape);
+std::string shape_text(capnp::List<uint64_t>::Reader shape);
+const char* dtype_name(schema::DType t);
+
+}  // namespace keel

@@ -1,0 +1,338 @@
+#include "storage/snapshot_store.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <unistd.h>
+
+#include "messages/errors.hpp"
+#include "storage/error_context.hpp"
+#include "storage/store_layout.hpp"
+
+namespace keel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+caf::error damaged(const std::string& file, const std::string& why) {
+  return make_error(errc::damaged_snapshot, file + ": " + why);
+}
+
+}  // namespace
+
+const stored_snapshot* loaded_checkpoint::shard(uint32_t shard) const {
+  for (auto& s : snapshots)
+    if (s.root().getShard() == shard)
+      return &s;
+  return nullptr;
+}
+
+snapshot_store::snapshot_store(fs::path dir, store_options opts)
+  : dir_(std::move(dir)), opts_(std::move(opts)) {}
+
+caf::expected<std::unique_ptr<snapshot_store>> snapshot_store::open(fs::path dir,
+                                                                    store_options opts) {
+  if (opts.keep_last == 0)
+    return make_error(errc::invalid_argument, "snapshot_store: keep_last must be at least 1");
+  if (!opts.io || !opts.pool)
+    return make_error(errc::invalid_argument, "snapshot_store: io and pool must be set");
+  if (auto err = opts.io->create_dirs(dir))
+    return in_context(err, "opening snapshot store: ");
+  std::unique_ptr<snapshot_store> store(new snapshot_store(std::move(dir), std::move(opts)));
+  if (auto err = store->recover())
+    return in_context(err, "opening snapshot store " + store->dir_.string() + ": ");
+  return store;
+}
+
+std::string snapshot_store::next_tmp_tag() {
+  std::lock_guard<std::mutex> guard(tag_mtx_);
+  return std::to_string(::getpid()) + "-" + std::to_string(++tmp_counter_);
+}
+
+caf::expected<std::vector<uint64_t>> snapshot_store::committed_locked() const {
+  auto names = opts_.io->list(dir_);
+  if (!names)
+    return std::move(names.error());
+  std::vector<uint64_t> ids;
+  for (auto& n : *names)
+    if (auto f = parse_store_file_name(n); f && f->kind == store_file_kind::manifest)
+      ids.push_back(f->checkpoint);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+caf::expected<std::vector<uint64_t>> snapshot_store::committed() const {
+  return committed_locked();
+}
+
+// Removes manifests beyond the newest keep_last, then every snapshot or
+// temporary file of checkpoint `limit` or older that no kept manifest
+// covers (files of a later checkpoint may belong to a write in progress).
+// Manifests go first and are made durable before their snapshots go: a
+// crash in between leaves uncommitted snapshots, which the next sweep removes.
+caf::error snapshot_store::apply_retention(uint64_t limit, std::vector<uint64_t>& removed) {
+  auto names = opts_.io->list(dir_);
+  if (!names)
+    return std::move(names.error());
+  std::vector<uint64_t> manifests;
+  std::vector<std::pair<std::string, store_file_name>> others;
+  for (auto& n : *names) {
+    auto f = parse_store_file_name(n);
+    if (!f)
+      continue;
+    if (f->kind == store_file_kind::manifest)
+      manifests.push_back(f->checkpoint);
+    else
+      others.emplace_back(n, *f);
+  }
+  std::sort(manifests.begin(), manifests.end());
+  size_t drop = manifests.size() > opts_.keep_last ? manifests.size() - opts_.keep_last : 0;
+  for (size_t i = 0; i < drop; ++i) {
+    if (auto err = opts_.io->remove(dir_ / manifest_name(manifests[i])))
+      return err;
+    removed.push_back(manifests[i]);
+  }
+  if (drop > 0)
+    if (auto err = opts_.io->sync_dir(dir_))
+      return err;
+  std::set<uint64_t> kept(manifests.begin() + static_cast<std::ptrdiff_t>(drop), manifests.end());
+  bool any = false;
+  for (auto& [name, f] : others) {
+    if (f.checkpoint > limit)
+      continue;
+    if (f.kind == store_file_kind::snapshot && kept.count(f.checkpoint) != 0)
+      continue;
+    if (auto err = opts_.io->remove(dir_ / name); err && !is(err, errc::not_found))
+      return err;
+    any = true;
+  }
+  if (any)
+    return opts_.io->sync_dir(dir_);
+  return {};
+}
+
+caf::error snapshot_store::recover() {
+  std::lock_guard<std::mutex> guard(commit_mtx_);
+  std::vector<uint64_t> removed;
+  if (auto err = apply_retention(UINT64_MAX, removed))
+    return err;
+  auto ids = committed_locked();
+  if (!ids)
+    return std::move(ids.error());
+  newest_committed_ = ids->empty() ? 0 : ids->back();
+  return {};
+}
+
+caf::expected<manifest_entry> snapshot_store::write_snapshot(const shard_snapshot_msg& snapshot) {
+  auto d = decode(snapshot);
+  if (!d)
+    return in_context(d.error(), "write_snapshot: ");
+  auto checkpoint = d->root().getCheckpoint();
+  auto shard = d->root().getShard();
+  {
+    std::lock_guard<std::mutex> guard(commit_mtx_);
+    if (checkpoint == 0 || checkpoint <= newest_committed_)
+      return make_error(errc::invalid_argument,
+                        "write_snapshot: checkpoint " + std::to_string(checkpoint) +
+                          " is not newer than the newest committed one (" +
+                          std::to_string(newest_committed_) + "); ids start at 1 and grow");
+  }
+  return write_snapshot_file(*opts_.io, dir_, snapshot_name(checkpoint, shard), snapshot,
+                             next_tmp_tag());
+}
+
+caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
+  auto refuse = [&](const std::string& why) {
+    return make_error(errc::invalid_argument,
+                      "commit of checkpoint " + std::to_string(m.checkpoint) + ": " + why);
+  };
+  if (m.checkpoint == 0 || m.checkpoint <= newest_committed_)
+    return refuse("not newer than the newest committed checkpoint (" +
+                  std::to_string(newest_committed_) + ")");
+  if (m.shards.empty())
+    return refuse("no shard snapshots");
+  std::sort(m.shards.begin(), m.shards.end(),
+            [](const manifest_entry& a, const manifest_entry& b) { return a.shard < b.shard; });
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    auto& e = m.shards[i];
+    if (i > 0 && e.shard == m.shards[i - 1].shard)
+      return refuse("shard " + std::to_string(e.shard) + " appears twice");
+    if (e.file != snapshot_name(m.checkpoint, e.shard))
+      return refuse("shard " + std::to_string(e.shard) + " names '" + e.file + "', expected '" +
+                    snapshot_name(m.checkpoint, e.shard) + "'");
+    // A manifest must never name a file that is not there.
+    auto f = opts_.io->open(dir_ / e.file);
+    if (!f)
+      return in_context(f.error(), "commit of checkpoint " + std::to_string(m.checkpoint) + ": ");
+    auto size = (*f)->size();
+    if (!size)
+      return size.error();
+    if (*size != e.bytes)
+      return refuse(e.file + " holds " + std::to_string(*size) + " bytes, the entry says " +
+                    std::to_string(e.bytes));
+  }
+  return {};
+}
+
+caf::expected<commit_result> snapshot_store::commit(checkpoint_manifest m) {
+  std::lock_guard<std::mutex> guard(commit_mtx_);
+  if (auto err = check_commit(m))
+    return err;
+  auto name = manifest_name(m.checkpoint);
+  if (auto err = write_manifest_file(*opts_.io, dir_, name, m, next_tmp_tag())) {
+    // The manifest may have been renamed into place before the directory
+    // fsync failed; a checkpoint reported as failed must not appear later.
+    auto gone = opts_.io->remove(dir_ / name);
+    if (gone && !is(gone, errc::not_found))
+      return in_context(err, "checkpoint " + std::to_string(m.checkpoint) +
+                               " not committed, and its manifest could not be removed (" +
+                               error_text(gone) + "): ");
+    if (!gone)
+      opts_.io->sync_dir(dir_);  // best effort; the manifest was never durable
+    return in_context(err, "checkpoint " + std::to_string(m.checkpoint) + " not committed: ");
+  }
+  newest_committed_ = m.checkpoint;
+  commit_result out;
+  out.checkpoint = m.checkpoint;
+  out.retention_problem = apply_retention(m.checkpoint, out.removed);
+  return out;
+}
+
+caf::expected<commit_result> snapshot_store::write_checkpoint(
+  uint64_t checkpoint, uint64_t step, int64_t created_unix_ms,
+  const std::vector<shard_snapshot_msg>& snapshots) {
+  checkpoint_manifest m{checkpoint, step, created_unix_ms, {}};
+  for (auto& s : snapshots) {
+    auto d = decode(s);
+    if (d && d->root().getCheckpoint() != checkpoint)
+      return make_error(errc::invalid_argument,
+                        "write_checkpoint " + std::to_string(checkpoint) +
+                          ": a snapshot belongs to checkpoint " +
+                          std::to_string(d->root().getCheckpoint()));
+    auto entry = write_snapshot(s);
+    if (!entry) {
+      abandon(checkpoint);
+      return in_context(entry.error(),
+                        "checkpoint " + std::to_string(checkpoint) + " not committed: ");
+    }
+    m.shards.push_back(std::move(*entry));
+  }
+  auto result = commit(std::move(m));
+  if (!result)
+    abandon(checkpoint);
+  return result;
+}
+
+caf::error snapshot_store::abandon(uint64_t checkpoint) {
+  std::lock_guard<std::mutex> guard(commit_mtx_);
+  auto names = opts_.io->list(dir_);
+  if (!names)
+    return std::move(names.error());
+  std::set<std::string> present(names->begin(), names->end());
+  if (present.count(manifest_name(checkpoint)) != 0)
+    return {};
+  bool any = false;
+  for (auto& n : present) {
+    auto f = parse_store_file_name(n);
+    if (!f || f->checkpoint != checkpoint)
+      continue;
+    if (auto err = opts_.io->remove(dir_ / n); err && !is(err, errc::not_found))
+      return err;
+    any = true;
+  }
+  return any ? opts_.io->sync_dir(dir_) : caf::error{};
+}
+
+caf::expected<stored_snapshot> snapshot_store::read_entry(const checkpoint_manifest& m,
+                                                          const manifest_entry& e,
+                                                          const std::string& manifest_file) const {
+  manifest_entry found;
+  auto snap = read_snapshot_file(*opts_.io, dir_ / e.file, *opts_.pool, verify_mode::checksums,
+                                 &found);
+  if (!snap) {
+    if (is(snap.error(), errc::not_found))
+      return damaged(e.file, "missing, but " + manifest_file + " names it for shard " +
+                               std::to_string(e.shard));
+    return std::move(snap.error());
+  }
+  auto root = snap->root();
+  if (found.bytes != e.bytes || found.crc32c != e.crc32c)
+    return damaged(e.file, "is not the file " + manifest_file + " committed (" +
+                             std::to_string(found.bytes) + " bytes, payload CRC " +
+                             std::to_string(found.crc32c) + "; the manifest says " +
+                             std::to_string(e.bytes) + " bytes, CRC " +
+                             std::to_string(e.crc32c) + ")");
+  if (root.getCheckpoint() != m.checkpoint || root.getShard() != e.shard)
+    return damaged(e.file, "holds checkpoint " + std::to_string(root.getCheckpoint()) +
+                             " shard " + std::to_string(root.getShard()) + ", the manifest says " +
+                             std::to_string(m.checkpoint) + " shard " + std::to_string(e.shard));
+  return snap;
+}
+
+caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint,
+                                                      std::string* bad_file) const {
+  auto name = manifest_name(checkpoint);
+  *bad_file = name;
+  auto m = read_manifest_file(*opts_.io, dir_ / name, *opts_.pool);
+  if (!m) {
+    if (is(m.error(), errc::not_found))
+      return make_error(errc::not_found, "checkpoint " + std::to_string(checkpoint) +
+                                           " is not committed: " + name + " is missing");
+    return std::move(m.error());
+  }
+  if (m->checkpoint != checkpoint)
+    return damaged(name, "records checkpoint " + std::to_string(m->checkpoint));
+  loaded_checkpoint out;
+  for (auto& e : m->shards) {
+    *bad_file = e.file;
+    auto snap = read_entry(*m, e, name);
+    if (!snap)
+      return std::move(snap.error());
+    out.snapshots.push_back(std::move(*snap));
+  }
+  out.manifest = std::move(*m);
+  return out;
+}
+
+caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint) const {
+  std::string bad_file;
+  return load(checkpoint, &bad_file);
+}
+
+caf::expected<stored_snapshot> snapshot_store::read_snapshot(uint64_t checkpoint,
+                                                             uint32_t shard) const {
+  auto name = manifest_name(checkpoint);
+  auto m = read_manifest_file(*opts_.io, dir_ / name, *opts_.pool);
+  if (!m)
+    return std::move(m.error());
+  for (auto& e : m->shards)
+    if (e.shard == shard)
+      return read_entry(*m, e, name);
+  return make_error(errc::not_found, "checkpoint " + std::to_string(checkpoint) +
+                                       " has no snapshot of shard " + std::to_string(shard));
+}
+
+caf::expected<latest_checkpoint> snapshot_store::latest_valid() const {
+  auto ids = committed_locked();
+  if (!ids)
+    return std::move(ids.error());
+  if (ids->empty())
+    return make_error(errc::not_found, "no committed checkpoint in " + dir_.string());
+  latest_checkpoint out;
+  for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
+    std::string bad_file;
+    auto c = load(*it, &bad_file);
+    if (c) {
+      out.checkpoint = std::move(*c);
+      return out;
+    }
+    out.skipped.push_back({bad_file, std::move(c.error())});
+  }
+  std::string why;
+  for (auto& d : out.skipped)
+    why += (why.empty() ? "" : "; ") + describe(d.reason);
+  return make_error(errc::not_found, "no valid checkpoint in " + dir_.string() + ": " + why);
+}
+
+}  // namespace keel

@@ -1,0 +1,132 @@
+#pragma once
+// A snapshot_store keeps the checkpoints of one training job in a directory.
+// A checkpoint is a set of shard snapshot files committed by a manifest
+// written last and atomically: a checkpoint without its manifest does not
+// exist, and after a crash at any point the store holds the old checkpoints
+// or the new one too, never a mix. Reads check length, every CRC32C and the
+// schema, and never return a damaged snapshot as good; `latest_valid` falls
+// back to older checkpoints and reports which file was damaged and why. The
+// store keeps the newest `keep_last` checkpoints. One writing process at a
+// time; within it, every member may be called from any thread (snapshot
+// writes of different shards run in parallel, commits are serialised).
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "storage/checkpoint_files.hpp"
+
+namespace keel {
+
+struct store_options {
+  size_t keep_last = 3;  // K: committed checkpoints kept; at least 1
+  std::shared_ptr<file_io> io = posix_io();
+  std::shared_ptr<buffer_pool> pool = buffer_pool::process_default();
+};
+
+// A file that failed validation and why (`keel::describe(reason)`).
+struct damage_report {
+  std::string file;
+  caf::error reason;
+};
+
+// A committed checkpoint read back whole, every file validated.
+struct loaded_checkpoint {
+  checkpoint_manifest manifest;
+  std::vector<stored_snapshot> snapshots;  // in manifest order (by shard)
+  // The snapshot of `shard`, or nullptr if the checkpoint has none.
+  const stored_snapshot* shard(uint32_t shard) const;
+};
+
+// The newest checkpoint that validated, and the newer ones skipped.
+struct latest_checkpoint {
+  loaded_checkpoint checkpoint;
+  std::vector<damage_report> skipped;  // newest first
+};
+
+struct commit_result {
+  uint64_t checkpoint = 0;
+  std::vector<uint64_t> removed;  // older checkpoints dropped by retention
+  // Retention is best effort once the commit is durable: a failure to remove
+  // an old checkpoint is reported here (it is retried on the next commit or
+  // open), not as a failed commit.
+  caf::error retention_problem;
+};
+
+class snapshot_store {
+ public:
+  // Opens (creating if needed) the store at `dir`. Removes what a crashed
+  // writer left: temporary files, snapshot files of checkpoints without a
+  // manifest, and checkpoints beyond `keep_last`. Fails if `dir` cannot be
+  // created or listed, or `keep_last` is 0.
+  static caf::expected<std::unique_ptr<snapshot_store>> open(std::filesystem::path dir,
+                                                             store_options opts = {});
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const store_options& options() const { return opts_; }
+
+  // Writes one shard's snapshot (its checkpoint and shard fields name the
+  // file) durably, not yet committed. Refuses a snapshot whose checkpoint is
+  // not newer than the newest committed one (errc::invalid_argument), an
+  // invalid snapshot, and reports I/O failures naming the file and errno.
+  caf::expected<manifest_entry> write_snapshot(const shard_snapshot_msg& snapshot);
+
+  // Commits checkpoint `m.checkpoint` by writing its manifest, whose entries
+  // come from write_snapshot; then applies retention. On any failure the
+  // manifest is absent and the previous checkpoint stays the latest valid.
+  caf::expected<commit_result> commit(checkpoint_manifest m);
+
+  // write_snapshot for each, then commit: a whole checkpoint in one call.
+  // Every snapshot must carry `checkpoint`.
+  caf::expected<commit_result> write_checkpoint(uint64_t checkpoint, uint64_t step,
+                                                int64_t created_unix_ms,
+                                                const std::vector<shard_snapshot_msg>& snapshots);
+
+  // Removes the files of checkpoint `checkpoint` if it is not committed
+  // (after a failed write). Committed checkpoints are left alone.
+  caf::error abandon(uint64_t checkpoint);
+
+  // Ids of the checkpoints whose manifest exists, ascending. A manifest's
+  // presence does not mean it is valid: use load or latest_valid.
+  caf::expected<std::vector<uint64_t>> committed() const;
+
+  // Reads and validates checkpoint `checkpoint`: its manifest, then every
+  // snapshot it names (every CRC, schema, and agreement with the manifest).
+  caf::expected<loaded_checkpoint> load(uint64_t checkpoint) const;
+
+  // Reads one validated snapshot of a committed checkpoint.
+  caf::expected<stored_snapshot> read_snapshot(uint64_t checkpoint, uint32_t shard) const;
+
+  // The newest checkpoint that loads; damaged newer ones are listed with
+  // file and reason. errc::not_found if none is valid (its text lists why
+  // each one failed).
+  caf::expected<latest_checkpoint> latest_valid() const;
+
+  snapshot_store(const snapshot_store&) = delete;
+  snapshot_store& operator=(const snapshot_store&) = delete;
+
+ private:
+  snapshot_store(std::filesystem::path dir, store_options opts);
+  caf::error recover();
+  caf::expected<std::vector<uint64_t>> committed_locked() const;
+  caf::error apply_retention(uint64_t limit, std::vector<uint64_t>& removed);
+  caf::error check_commit(checkpoint_manifest& m) const;
+  caf::expected<loaded_checkpoint> load(uint64_t checkpoint, std::string* bad_file) const;
+  caf::expected<stored_snapshot> read_entry(const checkpoint_manifest& m, const manifest_entry& e,
+                                            const std::string& manifest_file) const;
+  std::string next_tmp_tag();
+
+  std::filesystem::path dir_;
+  store_options opts_;
+  mutable std::mutex commit_mtx_;  // commits, retention, abandon
+  mutable std::mutex tag_mtx_;
+  uint64_t newest_committed_ = 0;  // guarded by commit_mtx_; 0: none yet
+  uint64_t tmp_counter_ = 0;       // guarded by tag_mtx_
+};
+
+}  // namespace keel

@@ -1,0 +1,91 @@
+#include "storage/store_layout.hpp"
+
+#include <cstdio>
+
+namespace keel {
+
+namespace {
+
+constexpr const char* prefix = "ckpt-";
+constexpr size_t id_digits = 20;
+
+bool all_digits(const std::string& s, size_t from, size_t n) {
+  if (n == 0 || from + n > s.size())
+    return false;
+  for (size_t i = from; i < from + n; ++i)
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+  return true;
+}
+
+// Parses decimal digits that fit in `max`; no sign, no leading '+'.
+std::optional<uint64_t> parse_number(const std::string& s, uint64_t max) {
+  if (s.empty() || s.size() > 20 || !all_digits(s, 0, s.size()))
+    return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    auto d = static_cast<uint64_t>(c - '0');
+    if (v > (max - d) / 10)
+      return std::nullopt;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::string padded(uint64_t checkpoint) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(checkpoint));
+  return buf;
+}
+
+// Parses a final (non-temporary) name.
+std::optional<store_file_name> parse_final(const std::string& name) {
+  size_t p = std::char_traits<char>::length(prefix);
+  if (name.compare(0, p, prefix) != 0 || !all_digits(name, p, id_digits))
+    return std::nullopt;
+  auto id = parse_number(name.substr(p, id_digits), UINT64_MAX);
+  if (!id)
+    return std::nullopt;
+  auto rest = name.substr(p + id_digits);
+  if (rest == ".manifest")
+    return store_file_name{store_file_kind::manifest, *id, 0};
+  const std::string shard_prefix = ".shard-";
+  const std::string snap_suffix = ".snap";
+  if (rest.size() <= shard_prefix.size() + snap_suffix.size() ||
+      rest.compare(0, shard_prefix.size(), shard_prefix) != 0 ||
+      rest.compare(rest.size() - snap_suffix.size(), snap_suffix.size(), snap_suffix) != 0)
+    return std::nullopt;
+  auto digits = rest.substr(shard_prefix.size(),
+                            rest.size() - shard_prefix.size() - snap_suffix.size());
+  if (digits.size() > 1 && digits[0] == '0')
+    return std::nullopt;  // one spelling per shard
+  auto shard = parse_number(digits, UINT32_MAX);
+  if (!shard)
+    return std::nullopt;
+  return store_file_name{store_file_kind::snapshot, *id, static_cast<uint32_t>(*shard)};
+}
+
+}  // namespace
+
+std::string manifest_name(uint64_t checkpoint) {
+  return prefix + padded(checkpoint) + ".manifest";
+}
+
+std::string snapshot_name(uint64_t checkpoint, uint32_t shard) {
+  return prefix + padded(checkpoint) + ".shard-" + std::to_string(shard) + ".snap";
+}
+
+std::optional<store_file_name> parse_store_file_name(const std::string& name) {
+  auto tmp = name.rfind(".tmp-");
+  if (tmp == std::string::npos)
+    return parse_final(name);
+  if (tmp + 5 >= name.size())
+    return std::nullopt;
+  auto target = parse_final(name.substr(0, tmp));
+  if (!target)
+    return std::nullopt;
+  target->kind = store_file_kind::temporary;
+  return target;
+}
+
+}  // namespace keel

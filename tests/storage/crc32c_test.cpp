@@ -1,0 +1,40 @@
+#include <random>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "storage/crc32c.hpp"
+
+using namespace keel;
+
+TEST_CASE("crc32c of \"123456789\" is the standard check value 0xE3069283") {
+  const char* s = "123456789";
+  CHECK(crc32c(s, 9) == 0xE3069283u);
+  CHECK(crc32c_extend_reference(crc32c_empty, s, 9) == 0xE3069283u);
+  CHECK(crc32c(s, 0) == crc32c_empty);
+}
+
+TEST_CASE("the fast crc32c equals Boost.CRC for every length and alignment, whole or in pieces") {
+  // seed 7: input bytes and split points are reproducible.
+  std::mt19937 rng(7);
+  std::vector<unsigned char> data(4096 + 64);
+  for (auto& b : data)
+    b = static_cast<unsigned char>(rng());
+  for (size_t offset = 0; offset < 9; ++offset) {
+    for (size_t len : {0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4096}) {
+      CAPTURE(offset);
+      CAPTURE(len);
+      auto whole = crc32c(data.data() + offset, len);
+      CHECK(whole == crc32c_extend_reference(crc32c_empty, data.data() + offset, len));
+      size_t cut = len == 0 ? 0 : rng() % len;
+      auto pieces = crc32c_extend(crc32c(data.data() + offset, cut), data.data() + offset + cut,
+                                  len - cut);
+      CHECK(pieces == whole);
+      auto ref_pieces = crc32c_extend_reference(
+        crc32c_extend_reference(crc32c_empty, data.data() + offset, cut),
+        data.data() + offset + cut, len - cut);
+      CHECK(ref_pieces == whole);
+    }
+  }
+  MESSAGE("hardware crc32c: " << (crc32c_is_hardware_accelerated() ? "yes" : "no"));
+}
