@@ -51,12 +51,15 @@ struct PushAck {
   shard @3 :UInt32;
   shardVersion @4 :UInt64;   # the shard's version after this push
   status @5 :Status;
-  reason @6 :Text;           # set when status is rejected
+  reason @6 :Text;           # set when status is rejected or outOfOrder
+  expectedSeq @7 :UInt64;    # with outOfOrder: the seq the shard needs next
 
   enum Status {
     applied @0;
-    duplicate @1;            # already applied earlier: acknowledged again
-    rejected @2;
+    duplicate @1;            # already applied (or held) earlier: acknowledged again
+    rejected @2;             # invalid for this shard; resending will not help
+    accepted @3;             # held for its BSP step; applied once the step is complete
+    outOfOrder @4;           # seq skips ahead: resend from expectedSeq
   }
 }
 

@@ -171,8 +171,11 @@ caf::error validate(schema::PushAck::Reader m, const decode_limits& limits) {
     return bad("keel.PushAck.seq", "must be at least 1");
   auto status = m.getStatus();
   if (status != schema::PushAck::Status::APPLIED && status != schema::PushAck::Status::DUPLICATE &&
-      status != schema::PushAck::Status::REJECTED)
+      status != schema::PushAck::Status::REJECTED && status != schema::PushAck::Status::ACCEPTED &&
+      status != schema::PushAck::Status::OUT_OF_ORDER)
     return bad("keel.PushAck.status", "unknown value " + to_string(static_cast<unsigned>(status)));
+  if (status == schema::PushAck::Status::OUT_OF_ORDER && m.getExpectedSeq() == 0)
+    return bad("keel.PushAck.expectedSeq", "must be at least 1 when the status is outOfOrder");
   return check_text("keel.PushAck.reason", m.getReason(), limits,
                     status == schema::PushAck::Status::REJECTED);
 }

@@ -1,0 +1,19 @@
+#pragma once
+// The atoms of keel's actor protocol that carry no capnp payload (control
+// messages between keel's own actors in one process). Everything that
+// carries data travels as a msg<S> (messages/protocol.hpp).
+
+#include <caf/atom.hpp>
+
+namespace keel {
+
+using status_atom = caf::atom_constant<caf::atom("status")>;      // ask a shard what it has of a worker
+using params_atom = caf::atom_constant<caf::atom("params")>;      // read a shard's state as a snapshot
+using truncate_atom = caf::atom_constant<caf::atom("truncate")>;  // a checkpoint covers logged pushes
+using committed_atom = caf::atom_constant<caf::atom("committed")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+}  // namespace keel

@@ -1,0 +1,39 @@
+#pragma once
+// The parameter_shard actor: a shard_core behind CAF messages. It answers
+//   push_msg                  -> push_ack_msg (applied, accepted, duplicate,
+//                                rejected or outOfOrder: bad input is
+//                                rejected with a reason, never a crash)
+//   pull_request_msg          -> pull_reply_msg once the consistency rule
+//                                allows (the reply waits until then)
+//   snapshot_request_msg      -> shard_snapshot_msg of its state now
+//   (status_atom, worker)     -> (received seq, applied seq, bsp clock)
+//   (params_atom)             -> shard_snapshot_msg (the final read-out)
+// Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
+// at that step boundary, to `sink`, so every shard of a checkpoint holds the
+// same step. It starts from `snapshot` when given one (a restart; the caller
+// has validated it), else from `initial_dense`.
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/shard_core.hpp"
+
+namespace keel {
+
+struct shard_options {
+  shard_config config;
+  std::vector<float> initial_dense;  // cfg.dense.size() values, used without a snapshot
+  frame_ptr snapshot;                // restart from this snapshot when set
+  uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
+  caf::actor sink;                   // receives periodic snapshots (may be invalid)
+};
+
+// Spawns a shard; fails (naming the tensor) when the snapshot does not fit
+// the configuration.
+caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_options opts);
+
+}  // namespace keel

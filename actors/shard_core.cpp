@@ -1,0 +1,251 @@
+#include "actors/shard_core.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "messages/errors.hpp"
+
+namespace keel {
+
+namespace {
+
+using Status = schema::PushAck::Status;
+
+push_outcome refuse(Status s, std::string reason, uint64_t expected = 0) {
+  push_outcome o;
+  o.status = s;
+  o.reason = std::move(reason);
+  o.expected_seq = expected;
+  return o;
+}
+
+std::string range_text(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + "," + std::to_string(e) + ")";
+}
+
+}  // namespace
+
+shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
+  : cfg_(cfg),
+    dense_(std::move(initial_dense)),
+    applied_(cfg.num_workers, 0),
+    received_(cfg.num_workers, 0),
+    worker_clock_(cfg.num_workers, 0),
+    held_(cfg.num_workers) {
+  if (dense_.size() != cfg_.dense.size())
+    throw std::invalid_argument("shard_core: " + std::to_string(dense_.size()) +
+                                " initial values for a dense range of " +
+                                std::to_string(cfg_.dense.size()) + " keys");
+  auto slots = slots_per_parameter(cfg_.optimizer.kind);
+  if (slots >= 1)
+    slot1_.assign(dense_.size(), initial_slot(cfg_.optimizer, 0));
+  if (slots >= 2)
+    slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
+}
+
+caf::error shard_core::check_keys(schema::Push::Reader p) const {
+  for (auto r : p.getDense())
+    if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
+      return make_error(errc::invalid_field,
+                        "keel.Push.dense: range " + range_text(r.getBegin(), r.getEnd()) +
+                          " is not inside shard " + std::to_string(cfg_.shard) + "'s dense keys " +
+                          range_text(cfg_.dense.begin, cfg_.dense.end));
+  for (auto k : p.getSparse().getKeys())
+    if (!cfg_.sparse.contains(k))
+      return make_error(errc::invalid_field,
+                        "keel.Push.sparse: key " + std::to_string(k) + " is not inside shard " +
+                          std::to_string(cfg_.shard) + "'s sparse keys " +
+                          range_text(cfg_.sparse.begin, cfg_.sparse.end));
+  return {};
+}
+
+push_outcome shard_core::offer(decoded<schema::Push> push) {
+  auto p = push.root();
+  auto w = p.getWorker();
+  if (w >= cfg_.num_workers)
+    return refuse(Status::REJECTED, "worker " + std::to_string(w) + " is not one of this job's " +
+                                      std::to_string(cfg_.num_workers) + " workers");
+  auto seq = p.getSeq();
+  if (seq <= received_[w])
+    return refuse(Status::DUPLICATE, {});
+  if (seq != received_[w] + 1)
+    return refuse(Status::OUT_OF_ORDER,
+                  "seq " + std::to_string(seq) + " skips ahead of " + std::to_string(received_[w] + 1),
+                  received_[w] + 1);
+  if (auto err = check_keys(p))
+    return refuse(Status::REJECTED, describe(err));
+  if (cfg_.rule.kind != consistency_kind::bsp) {
+    apply_now(p);
+    applied_[w] = received_[w] = seq;
+    worker_clock_[w] = std::max(worker_clock_[w], p.getStep() + 1);
+    return {};
+  }
+  // BSP: a worker's steps arrive in seq order; the held queue is ordered.
+  uint64_t last_step = held_[w].empty() ? bsp_clock_ : held_[w].back().root().getStep() + 1;
+  if (p.getStep() < last_step)
+    return refuse(Status::REJECTED, "step " + std::to_string(p.getStep()) +
+                                      " is already complete or held (next is " +
+                                      std::to_string(last_step) + ")");
+  received_[w] = seq;
+  worker_clock_[w] = std::max(worker_clock_[w], p.getStep() + 1);
+  held_[w].push_back(std::move(push));
+  push_outcome o;
+  o.status = Status::ACCEPTED;
+  o.steps_applied = apply_complete_steps();
+  return o;
+}
+
+// Applies every BSP step for which each worker's push is held, in step order.
+uint64_t shard_core::apply_complete_steps() {
+  uint64_t steps = 0;
+  for (;;) {
+    for (auto& q : held_)
+      if (q.empty() || q.front().root().getStep() != bsp_clock_) {
+        // A worker that skipped this step (its next push is for a later one)
+        // still blocks it: BSP waits for every worker's step-k push.
+        return steps;
+      }
+    // Sum the step's gradients in worker-id order, then apply once.
+    // Reused across steps: a fresh vector per step would page-fault anew.
+    auto& sum = scratch_;
+    sum.assign(dense_.size(), 0.0f);
+    std::vector<std::pair<uint64_t, uint64_t>> touched;
+    std::map<uint64_t, float> sparse_sum;
+    for (auto& q : held_) {
+      auto p = q.front().root();
+      for (auto r : p.getDense()) {
+        auto v = r.getValues();
+        size_t off = r.getBegin() - cfg_.dense.begin;
+        size_t n = r.getEnd() - r.getBegin();
+        for (size_t i = 0; i < n; ++i) {
+          float g;
+          std::memcpy(&g, v.begin() + 4 * i, 4);
+          sum[off + i] += g;
+        }
+        touched.emplace_back(off, off + n);
+      }
+      auto keys = p.getSparse().getKeys();
+      auto vals = p.getSparse().getValues();
+      for (unsigned i = 0; i < keys.size(); ++i)
+        sparse_sum[keys[i]] += vals[i];
+    }
+    ++optimizer_steps_;
+    std::sort(touched.begin(), touched.end());
+    for (size_t i = 0; i < touched.size();) {
+      auto b = touched[i].first, e = touched[i].second;
+      for (++i; i < touched.size() && touched[i].first <= e; ++i)
+        e = std::max(e, touched[i].second);
+      apply_dense(cfg_.dense.begin + b, sum.data() + b, e - b);
+    }
+    for (auto& [k, g] : sparse_sum)
+      apply_sparse(k, g);
+    for (uint32_t w = 0; w < held_.size(); ++w) {
+      applied_[w] = held_[w].front().root().getSeq();
+      held_[w].pop_front();
+    }
+    ++bsp_clock_;
+    ++version_;
+    ++steps;
+  }
+}
+
+void shard_core::apply_now(schema::Push::Reader p) {
+  ++optimizer_steps_;
+  auto& g = scratch_;
+  for (auto r : p.getDense()) {
+    auto v = r.getValues();
+    g.resize(r.getEnd() - r.getBegin());
+    std::memcpy(g.data(), v.begin(), g.size() * 4);
+    apply_dense(r.getBegin(), g.data(), g.size());
+  }
+  auto keys = p.getSparse().getKeys();
+  auto vals = p.getSparse().getValues();
+  for (unsigned i = 0; i < keys.size(); ++i)
+    apply_sparse(keys[i], vals[i]);
+  ++version_;
+}
+
+void shard_core::apply_dense(uint64_t begin, const float* g, size_t n) {
+  size_t off = begin - cfg_.dense.begin;
+  apply_update(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+               slot1_.empty() ? nullptr : slot1_.data() + off,
+               slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+}
+
+void shard_core::apply_sparse(uint64_t key, float g) {
+  auto [it, fresh] = sparse_.try_emplace(key);
+  if (fresh) {
+    it->second.slot1 = initial_slot(cfg_.optimizer, 0);
+    it->second.slot2 = initial_slot(cfg_.optimizer, 1);
+  }
+  auto& e = it->second;
+  apply_update(cfg_.optimizer, optimizer_steps_, &e.value, &e.slot1, &e.slot2, &g, 1);
+}
+
+bool shard_core::can_serve(uint64_t clock) const {
+  switch (cfg_.rule.kind) {
+    case consistency_kind::asp:
+      return true;
+    case consistency_kind::bsp:
+      return bsp_clock_ >= clock;
+    case consistency_kind::ssp: {
+      auto slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
+      return slowest + cfg_.rule.staleness >= clock;
+    }
+  }
+  return false;
+}
+
+caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::Builder reply) const {
+  auto ranges = req.getDense();
+  for (auto r : ranges)
+    if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
+      return make_error(errc::invalid_field, "keel.PullRequest.dense: range " +
+                                               range_text(r.getBegin(), r.getEnd()) +
+                                               " is not inside shard " + std::to_string(cfg_.shard) +
+                                               "'s dense keys " +
+                                               range_text(cfg_.dense.begin, cfg_.dense.end));
+  auto keys = req.getSparseKeys();
+  for (auto k : keys)
+    if (!cfg_.sparse.contains(k))
+      return make_error(errc::invalid_field, "keel.PullRequest.sparseKeys: key " + std::to_string(k) +
+                                               " is not inside shard " + std::to_string(cfg_.shard) +
+                                               "'s sparse keys");
+  reply.setShard(cfg_.shard);
+  reply.setClock(req.getClock());
+  reply.setShardVersion(version_);
+  auto out = reply.initDense(ranges.size());
+  for (unsigned i = 0; i < ranges.size(); ++i) {
+    auto b = ranges[i].getBegin(), e = ranges[i].getEnd();
+    out[i].setBegin(b);
+    out[i].setEnd(e);
+    auto data = out[i].initValues((e - b) * 4);
+    std::memcpy(data.begin(), dense_.data() + (b - cfg_.dense.begin), (e - b) * 4);
+  }
+  auto sparse = reply.initSparse();
+  auto out_keys = sparse.initKeys(keys.size());
+  auto out_vals = sparse.initValues(keys.size());
+  for (unsigned i = 0; i < keys.size(); ++i) {
+    out_keys.set(i, keys[i]);
+    auto it = sparse_.find(keys[i]);
+    out_vals.set(i, it == sparse_.end() ? 0.0f : it->second.value);
+  }
+  return {};
+}
+
+void shard_core::assign(state s) {
+  dense_ = std::move(s.dense);
+  slot1_ = std::move(s.slot1);
+  slot2_ = std::move(s.slot2);
+  sparse_ = std::move(s.sparse);
+  applied_ = s.applied;
+  received_ = std::move(s.applied);
+  worker_clock_ = std::move(s.worker_clock);
+  held_ = std::vector<std::deque<decoded<schema::Push>>>(cfg_.num_workers);
+  version_ = s.version;
+  bsp_clock_ = s.bsp_clock;
+  optimizer_steps_ = s.optimizer_steps;
+}
+
+}  // namespace keel

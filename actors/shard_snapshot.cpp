@@ -1,0 +1,149 @@
+#include "actors/shard_snapshot.hpp"
+
+#include <string>
+#include <vector>
+
+#include "messages/errors.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel {
+
+namespace {
+
+// Names of the tensors a shard snapshot holds.
+constexpr const char* t_dense = "dense";
+constexpr const char* t_slot1 = "dense.slot1";
+constexpr const char* t_slot2 = "dense.slot2";
+constexpr const char* t_sparse_keys = "sparse.keys";
+constexpr const char* t_sparse_entries = "sparse.entries";  // value, slot1, slot2 per key
+constexpr const char* t_worker_clock = "workers.clock";
+constexpr const char* t_counters = "counters";  // version, bsp clock, optimizer steps
+
+tensor_view f32(const char* name, const std::vector<float>& v, std::vector<uint64_t> shape) {
+  return {name, schema::DType::FLOAT32, std::move(shape), v.data(), v.size() * 4};
+}
+
+tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
+  return {name, schema::DType::INT64, {v.size()}, v.data(), v.size() * 8};
+}
+
+// Finds tensor `name` and checks its dtype and shape against what `cfg`
+// implies, then copies it into `out`.
+template <class T>
+caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
+                const std::vector<uint64_t>& shape, std::vector<T>& out) {
+  for (auto t : snap.getTensors()) {
+    if (t.getName() != name)
+      continue;
+    std::vector<uint64_t> got;
+    for (auto d : t.getShape())
+      got.push_back(d);
+    if (t.getDtype() != dtype || got != shape)
+      return make_error(errc::shape_mismatch,
+                        "snapshot of shard " + std::to_string(snap.getShard()) + ": tensor '" + name +
+                          "' is " + dtype_name(t.getDtype()) + shape_text(got) + ", expected " +
+                          dtype_name(dtype) + shape_text(shape));
+    uint64_t n = 1;
+    for (auto d : shape)
+      n *= d;
+    out.resize(n);
+    return copy_tensor(t, out.data(), n * sizeof(T));
+  }
+  return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
+                                            ": tensor '" + name + "' is missing");
+}
+
+}  // namespace
+
+caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
+                                              int64_t created_unix_ms) {
+  const auto& cfg = core.config();
+  snapshot_header h;
+  h.shard = cfg.shard;
+  h.checkpoint = checkpoint;
+  h.step = core.bsp_clock();
+  h.shard_version = core.version();
+  h.created_unix_ms = created_unix_ms;
+  std::vector<uint64_t> clocks;
+  for (uint32_t w = 0; w < cfg.num_workers; ++w) {
+    h.applied.push_back({w, core.applied(w)});
+    clocks.push_back(core.worker_clock(w));
+  }
+  std::vector<uint64_t> keys;
+  std::vector<float> entries;
+  for (auto& [k, e] : core.sparse()) {
+    keys.push_back(k);
+    entries.insert(entries.end(), {e.value, e.slot1, e.slot2});
+  }
+  std::vector<uint64_t> counters = {core.version(), core.bsp_clock(), core.optimizer_steps()};
+  std::vector<tensor_view> tensors = {f32(t_dense, core.dense(), {core.dense().size()})};
+  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  if (slots >= 1)
+    tensors.push_back(f32(t_slot1, core.dense_slot(0), {core.dense().size()}));
+  if (slots >= 2)
+    tensors.push_back(f32(t_slot2, core.dense_slot(1), {core.dense().size()}));
+  tensors.push_back(i64(t_sparse_keys, keys));
+  tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
+  tensors.push_back(i64(t_worker_clock, clocks));
+  tensors.push_back(i64(t_counters, counters));
+  return make_snapshot(h, tensors);
+}
+
+caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+  if (snap.getShard() != cfg.shard)
+    return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
+                                                ", not shard " + std::to_string(cfg.shard));
+  if (auto err = verify_checksums(snap))
+    return err;
+  shard_core::state s;
+  uint64_t n = cfg.dense.size();
+  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, s.dense))
+    return err;
+  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  if (slots >= 1)
+    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, s.slot1))
+      return err;
+  if (slots >= 2)
+    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, s.slot2))
+      return err;
+  std::vector<uint64_t> keys;
+  std::vector<float> entries;
+  for (auto t : snap.getTensors())
+    if (t.getName() == t_sparse_keys && t.getShape().size() == 1)
+      keys.resize(t.getShape()[0]);
+  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, keys))
+    return err;
+  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, entries))
+    return err;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!cfg.sparse.contains(keys[i]) || (i > 0 && keys[i] <= keys[i - 1]))
+      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                  ": sparse key " + std::to_string(keys[i]) +
+                                                  " is out of order or not this shard's");
+    s.sparse.emplace_hint(s.sparse.end(), keys[i],
+                          sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
+  }
+  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, s.worker_clock))
+    return err;
+  std::vector<uint64_t> counters;
+  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, counters))
+    return err;
+  s.version = counters[0];
+  s.bsp_clock = counters[1];
+  s.optimizer_steps = counters[2];
+  s.applied.assign(cfg.num_workers, 0);
+  auto applied = snap.getApplied();
+  for (auto a : applied) {
+    if (a.getWorker() >= cfg.num_workers)
+      return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " records worker " + std::to_string(a.getWorker()) +
+                                                ", but the job has " +
+                                                std::to_string(cfg.num_workers) + " workers");
+    s.applied[a.getWorker()] = a.getSeq();
+  }
+  shard_core core(cfg, std::vector<float>(n, 0.0f));
+  core.assign(std::move(s));
+  return core;
+}
+
+}  // namespace keel

@@ -1,0 +1,66 @@
+#pragma once
+// The worker actor runs the training loop of one data-parallel worker:
+// for each global step g it computes its batch (a function of seed, epoch,
+// worker and step), pulls the parameters it needs from every shard at clock
+// g, computes the gradient, and pushes each shard its part with seq g+1.
+// Every request has a finite timeout and is retried with exponential
+// backoff; pushes are idempotent (seq), so retries are safe. Pushes stay in
+// a replay log until a committed checkpoint covers them; when a shard comes
+// back (a new incarnation in the directory) the worker resends its log to
+// it. A gradient that is not finite is not pushed: the step is skipped
+// (an empty push keeps BSP moving) and reported. A restarted worker asks the
+// shards what they have of it and resumes at the first step one lacks. When
+// a shard needs a push the log no longer holds, the worker asks the job for a
+// rollback. It reports events and its end to `job`.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/partition.hpp"
+#include "models/model.hpp"
+
+namespace keel {
+
+struct worker_options {
+  uint32_t worker = 0;
+  uint32_t num_workers = 1;
+  std::shared_ptr<const model> training_model;
+  std::vector<shard_keys> parts;         // key ranges, by shard index
+  std::vector<std::string> shard_names;  // directory names, by shard index
+  caf::actor directory;
+  caf::actor job;                        // receives job_event, done and rollback requests
+  uint64_t seed = 1;
+  uint32_t batch_size = 32;
+  uint64_t total_steps = 100;            // global steps to run
+  std::chrono::milliseconds request_timeout{2000};
+  std::chrono::milliseconds retry_min{5};
+  std::chrono::milliseconds retry_max{500};
+};
+
+// What a worker tells the job when it has finished its last step.
+struct worker_report {
+  uint32_t worker = 0;
+  uint64_t steps = 0;          // global steps completed
+  uint64_t pushes_acked = 0;   // pushes acknowledged (each (shard, seq) once)
+  uint64_t retries = 0;
+  uint64_t skipped_steps = 0;
+  uint64_t replayed = 0;       // pushes resent to restarted shards
+  double last_loss = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  return f(caf::meta::type_name("keel.worker_report"), x.worker, x.steps, x.pushes_acked,
+           x.retries, x.skipped_steps, x.replayed, x.last_loss);
+}
+
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);
+
+}  // namespace keel

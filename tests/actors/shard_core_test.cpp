@@ -1,0 +1,201 @@
+#include <doctest/doctest.h>
+
+#include "actors/shard_core.hpp"
+#include "actors/shard_snapshot.hpp"
+#include "push_builder.hpp"
+
+using namespace keel;
+using namespace keel::test;
+using Status = schema::PushAck::Status;
+
+namespace {
+
+shard_config config(consistency_kind kind, uint32_t workers, uint32_t staleness = 0) {
+  shard_config c;
+  c.shard = 1;
+  c.num_workers = workers;
+  c.dense = {10, 14};
+  c.sparse = {1000, 2000};
+  c.rule = {kind, staleness};
+  c.optimizer.kind = optimizer_kind::sgd;
+  c.optimizer.lr = 1.0f;
+  return c;
+}
+
+shard_core make(consistency_kind kind, uint32_t workers, uint32_t staleness = 0) {
+  return shard_core(config(kind, workers, staleness), std::vector<float>(4, 0.0f));
+}
+
+}  // namespace
+
+TEST_CASE("a duplicated push is acknowledged again and applied once") {
+  auto s = make(consistency_kind::asp, 1);
+  CHECK(s.offer(make_push(0, 1, 0, 10, {-1, -1, -1, -1})).status == Status::APPLIED);
+  CHECK(s.offer(make_push(0, 1, 0, 10, {-1, -1, -1, -1})).status == Status::DUPLICATE);
+  CHECK(s.dense()[0] == 1.0f);
+  CHECK(s.version() == 1);
+  CHECK(s.applied(0) == 1);
+}
+
+TEST_CASE("a push whose seq skips ahead is refused with the seq the shard needs next") {
+  auto s = make(consistency_kind::asp, 1);
+  s.offer(make_push(0, 1, 0, 10, {1, 1, 1, 1}));
+  auto o = s.offer(make_push(0, 3, 2, 10, {1, 1, 1, 1}));
+  CHECK(o.status == Status::OUT_OF_ORDER);
+  CHECK(o.expected_seq == 2);
+  CHECK(s.version() == 1);  // nothing applied
+}
+
+TEST_CASE("a push outside the shard's keys or from an unknown worker is rejected, naming why") {
+  auto s = make(consistency_kind::asp, 2);
+  auto o1 = s.offer(make_push(0, 1, 0, 12, {1, 1, 1}));
+  CHECK(o1.status == Status::REJECTED);
+  CHECK(o1.reason.find("[12,15) is not inside shard 1's dense keys [10,14)") != std::string::npos);
+  auto o2 = s.offer(make_push(5, 1, 0, 10, {1}));
+  CHECK(o2.status == Status::REJECTED);
+  CHECK(o2.reason.find("worker 5") != std::string::npos);
+  auto o3 = s.offer(make_push(1, 1, 0, 0, {}, {{5000}, {1.0f}}));
+  CHECK(o3.status == Status::REJECTED);
+  CHECK(s.version() == 0);
+}
+
+TEST_CASE("BSP holds a step until every worker pushed it, then applies the sum once") {
+  auto s = make(consistency_kind::bsp, 2);
+  CHECK(!s.can_serve(1));
+  auto o = s.offer(make_push(1, 1, 0, 10, {-1, -1, -1, -1}));
+  CHECK(o.status == Status::ACCEPTED);
+  CHECK(o.steps_applied == 0);
+  CHECK(s.dense()[0] == 0.0f);
+  CHECK(s.applied(1) == 0);
+  o = s.offer(make_push(0, 1, 0, 10, {-2, -2, -2, -2}));
+  CHECK(o.steps_applied == 1);
+  CHECK(s.dense()[0] == 3.0f);
+  CHECK(s.bsp_clock() == 1);
+  CHECK(s.can_serve(1));
+  CHECK(!s.can_serve(2));
+  CHECK(s.applied(0) == 1);
+  CHECK(s.applied(1) == 1);
+}
+
+TEST_CASE("BSP's result does not depend on the order in which workers' pushes arrive") {
+  // Float addition is not associative: 1e8 + 1 - 1e8 depends on the order.
+  std::vector<std::vector<float>> g = {{1e8f, 1, 1, 1}, {1, 1e8f, 1, 1}, {-1e8f, -1e8f, 1, 1}};
+  auto run = [&](std::vector<uint32_t> order) {
+    auto s = make(consistency_kind::bsp, 3);
+    for (uint64_t step = 0; step < 3; ++step)
+      for (auto w : order)
+        s.offer(make_push(w, step + 1, step, 10, g[w]));
+    CHECK(s.bsp_clock() == 3);
+    return s.dense();
+  };
+  auto a = run({0, 1, 2});
+  CHECK(a == run({2, 1, 0}));
+  CHECK(a == run({1, 2, 0}));
+}
+
+TEST_CASE("BSP accepts a worker's later steps early and applies them in step order") {
+  auto s = make(consistency_kind::bsp, 2);
+  s.offer(make_push(0, 1, 0, 10, {-1, 0, 0, 0}));
+  s.offer(make_push(0, 2, 1, 10, {-1, 0, 0, 0}));  // replay runs ahead of worker 1
+  CHECK(s.bsp_clock() == 0);
+  auto o = s.offer(make_push(1, 1, 0, 10, {-1, 0, 0, 0}));
+  CHECK(o.steps_applied == 1);
+  o = s.offer(make_push(1, 2, 1, 10, {-1, 0, 0, 0}));
+  CHECK(o.steps_applied == 1);
+  CHECK(s.bsp_clock() == 2);
+  CHECK(s.dense()[0] == 4.0f);
+}
+
+TEST_CASE("SSP serves a pull at clock c once the slowest worker is within the bound") {
+  auto s = make(consistency_kind::ssp, 2, 1);
+  CHECK(s.can_serve(1));   // slowest at 0, bound 1
+  CHECK(!s.can_serve(2));
+  s.offer(make_push(0, 1, 0, 10, {1, 1, 1, 1}));
+  s.offer(make_push(0, 2, 1, 10, {1, 1, 1, 1}));
+  CHECK(!s.can_serve(2));  // worker 1 still at clock 0
+  s.offer(make_push(1, 1, 0, 10, {1, 1, 1, 1}));
+  CHECK(s.can_serve(2));
+  CHECK(!s.can_serve(3));
+}
+
+TEST_CASE("ASP applies each push on arrival and serves any clock") {
+  auto s = make(consistency_kind::asp, 2);
+  CHECK(s.can_serve(100));
+  s.offer(make_push(1, 1, 7, 10, {-1, -1, -1, -1}, {{1500}, {-2.0f}}));
+  CHECK(s.dense()[3] == 1.0f);
+  CHECK(s.sparse().at(1500).value == 2.0f);
+}
+
+TEST_CASE("a pull reads the requested dense ranges and sparse keys, unseen sparse keys as 0") {
+  auto s = make(consistency_kind::asp, 1);
+  s.offer(make_push(0, 1, 0, 10, {-1, -2, -3, -4}, {{1001}, {-5.0f}}));
+  auto req = build<schema::PullRequest>(64, [](auto b) {
+    auto d = b.initDense(1);
+    d[0].setBegin(11);
+    d[0].setEnd(13);
+    auto k = b.initSparseKeys(2);
+    k.set(0, 1001);
+    k.set(1, 1002);
+  });
+  auto r = decode(req);
+  REQUIRE(r);
+  frame_builder fb;
+  auto reply = fb.message().initRoot<schema::PullReply>();
+  REQUIRE(!s.read(r->root(), reply));
+  auto v = reply.asReader().getDense()[0].getValues();
+  float f[2];
+  std::memcpy(f, v.begin(), 8);
+  CHECK(f[0] == 2.0f);
+  CHECK(f[1] == 3.0f);
+  CHECK(reply.asReader().getSparse().getValues()[0] == 5.0f);
+  CHECK(reply.asReader().getSparse().getValues()[1] == 0.0f);
+}
+
+TEST_CASE("a shard restored from its snapshot continues exactly as the original") {
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad,
+                    optimizer_kind::adam}) {
+    CAPTURE(to_string(kind));
+    auto cfg = config(consistency_kind::bsp, 2);
+    cfg.optimizer.kind = kind;
+    cfg.optimizer.lr = 0.1f;
+    shard_core a(cfg, {0.5f, -0.5f, 1.0f, 2.0f});
+    auto push_step = [](shard_core& s, uint64_t step) {
+      for (uint32_t w = 0; w < 2; ++w)
+        s.offer(make_push(w, step + 1, step, 10,
+                          {0.1f * static_cast<float>(step + w), -0.2f, 0.3f, 0.05f},
+                          {{1000 + step}, {0.5f}}));
+    };
+    for (uint64_t step = 0; step < 3; ++step)
+      push_step(a, step);
+    auto snap = snapshot_of(a, 1, 0);
+    REQUIRE_MESSAGE(snap, describe(snap.error()));
+    auto d = decode(*snap);
+    REQUIRE_MESSAGE(d, describe(d.error()));
+    auto b = restore_shard(cfg, d->root());
+    REQUIRE_MESSAGE(b, describe(b.error()));
+    for (uint64_t step = 3; step < 6; ++step) {
+      push_step(a, step);
+      push_step(*b, step);
+    }
+    CHECK(a.dense() == b->dense());
+    CHECK(a.dense_slot(0) == b->dense_slot(0));
+    CHECK(a.version() == b->version());
+    CHECK(a.sparse().size() == b->sparse().size());
+    CHECK(a.sparse().at(1004).value == b->sparse().at(1004).value);
+  }
+}
+
+TEST_CASE("restoring a snapshot into a shard of another shape is refused, naming the tensor and both shapes") {
+  auto cfg = config(consistency_kind::asp, 1);
+  shard_core a(cfg, std::vector<float>(4, 1.0f));
+  auto snap = snapshot_of(a, 1, 0);
+  REQUIRE(snap);
+  auto d = decode(*snap);
+  REQUIRE(d);
+  auto other = cfg;
+  other.dense = {10, 16};
+  auto b = restore_shard(other, d->root());
+  REQUIRE(!b);
+  CHECK(is(b.error(), errc::shape_mismatch));
+  CHECK(describe(b.error()).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
+}
