@@ -1,4 +1,5 @@
 #include <random>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -36,5 +37,6 @@ TEST_CASE("the fast crc32c equals Boost.CRC for every length and alignment, whol
       CHECK(ref_pieces == whole);
     }
   }
-  MESSAGE("hardware crc32c: " << (crc32c_is_hardware_accelerated() ? "yes" : "no"));
+  std::string hw = crc32c_is_hardware_accelerated() ? "yes" : "no";
+  MESSAGE("hardware crc32c: " << hw);
 }
