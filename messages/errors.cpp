@@ -29,6 +29,7 @@ const char* to_string(errc code) {
     case errc::timeout: return "timeout";
     case errc::escalated: return "escalated";
     case errc::shutting_down: return "shutting_down";
+    case errc::start_failed: return "start_failed";
   }
   return "unknown_keel_error";
 }

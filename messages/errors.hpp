@@ -24,6 +24,7 @@ enum class errc : uint8_t {
   timeout,                 // a bounded wait ran out
   escalated,               // a supervisor gave up (restart intensity exceeded)
   shutting_down,           // the target is stopping and will not answer
+  start_failed,            // a supervisor could not start a child
 };
 
 // The atom naming keel's error category.

@@ -1,0 +1,33 @@
+#include "supervision/snapshot.hpp"
+
+#include <caf/send.hpp>
+
+#include "messages/errors.hpp"
+#include "supervision/child_spec.hpp"
+#include "supervision/protocol.hpp"
+
+namespace keel::supervision {
+
+snapshot_choice choose_snapshot(const std::vector<snapshot>& newest_first,
+                                const snapshot_validator& validate) {
+  snapshot_choice out;
+  for (const auto& candidate : newest_first) {
+    caf::error why;
+    if (!candidate)
+      why = make_error(errc::damaged_snapshot, "empty payload");
+    else if (validate)
+      why = validate(candidate);
+    if (!why) {
+      out.chosen = candidate;
+      return out;
+    }
+    out.rejected.push_back(candidate.label + ": " + describe(why));
+  }
+  return out;
+}
+
+void offer_snapshot(const restart_context& ctx, snapshot s) {
+  caf::anon_send(ctx.supervisor, offer_snapshot_atom::value, ctx.id, std::move(s));
+}
+
+}  // namespace keel::supervision

@@ -1,0 +1,517 @@
+// The supervisor actor: the policy documented in supervisor.hpp, in the same
+// order (start, a child goes down, intensity, strategy, backoff, snapshots,
+// shutdown). Stopping children one at a time lives in stop_sequence.cpp.
+#include <algorithm>
+#include <exception>
+
+#include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "messages/errors.hpp"
+#include "supervision/supervisor_state.hpp"
+
+namespace keel::supervision::detail {
+
+// -- shared helpers ---------------------------------------------------------
+
+child_record* find(supervisor_actor* self, const std::string& id) {
+  for (auto& c : self->state.children)
+    if (c.spec.id == id)
+      return &c;
+  return nullptr;
+}
+
+clock::time_point now(supervisor_actor* self) {
+  return self->state.services.clock->now();
+}
+
+void publish(supervisor_actor* self, event e) {
+  e.supervisor = self->state.spec.name;
+  e.at_ns = now(self).time_since_epoch().count();
+  if (self->state.services.events)
+    self->send(self->state.services.events, std::move(e));
+}
+
+void announce(supervisor_actor* self, const child_record& c, name_state s) {
+  if (self->state.services.directory)
+    self->send(self->state.services.directory, register_atom::value,
+               directory_update{c.spec.id, c.incarnation, s,
+                                s == name_state::up ? c.handle : caf::actor{}});
+}
+
+void forget_live(supervisor_actor* self, const caf::actor& handle) {
+  auto& live = *self->state.live;
+  live.erase(std::remove(live.begin(), live.end(), handle), live.end());
+}
+
+namespace {
+
+std::string ms(clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+bool abnormal(const caf::error& reason) {
+  return reason && reason != caf::exit_reason::normal &&
+         reason != caf::exit_reason::user_shutdown;
+}
+
+bool should_restart(restart_type t, const caf::error& reason) {
+  switch (t) {
+    case restart_type::permanent: return true;
+    case restart_type::transient: return abnormal(reason);
+    case restart_type::temporary: return false;
+  }
+  return false;
+}
+
+void erase_child(supervisor_actor* self, const std::string& id) {
+  auto& cs = self->state.children;
+  cs.erase(std::remove_if(cs.begin(), cs.end(),
+                          [&](const child_record& c) { return c.spec.id == id; }),
+           cs.end());
+}
+
+void terminate(supervisor_actor* self, caf::error reason);
+void on_failure(supervisor_actor* self, const std::string& id, caf::error reason);
+
+// -- start ------------------------------------------------------------------
+
+// The candidates for a restart: what the child offered (newest first), then
+// the spec's source. The validator decides; the event reports the choice.
+snapshot_choice pick_snapshot(const child_record& c) {
+  std::vector<snapshot> candidates(c.offered.begin(), c.offered.end());
+  if (c.spec.snapshots) {
+    auto more = c.spec.snapshots(c.spec.id);
+    candidates.insert(candidates.end(), more.begin(), more.end());
+  }
+  return choose_snapshot(candidates, c.spec.validate);
+}
+
+caf::expected<caf::actor> call_start(supervisor_actor* self, const child_record& c,
+                                     const restart_context& ctx) {
+  auto failed = [&](const std::string& why) {
+    return make_error(errc::start_failed, "child '" + c.spec.id + "' incarnation " +
+                                              std::to_string(ctx.incarnation) + ": " + why);
+  };
+  if (!c.spec.start)
+    return failed("the spec has no start function");
+  try {
+    auto h = c.spec.start(self->system(), ctx);
+    if (!h)
+      return failed(describe(h.error()));
+    if (!*h)
+      return failed("the start function returned no actor");
+    return h;
+  } catch (const std::exception& e) {
+    return failed(std::string("the start function threw: ") + e.what());
+  } catch (...) {
+    return failed("the start function threw");
+  }
+}
+
+// Starts the next incarnation of `c`. On success the child is monitored,
+// registered and announced; on failure nothing changed but the error.
+caf::error start_one(supervisor_actor* self, child_record& c) {
+  restart_context ctx = self->state.services;
+  ctx.id = c.spec.id;
+  ctx.incarnation = c.incarnation + 1;
+  ctx.supervisor = caf::actor_cast<caf::actor>(self);
+  auto choice = pick_snapshot(c);
+  ctx.from = choice.chosen;
+  auto h = call_start(self, c, ctx);
+  if (!h)
+    return h.error();
+  c.handle = std::move(*h);
+  c.incarnation = ctx.incarnation;
+  c.status = child_status::running;
+  c.started_at = now(self);
+  self->monitor(c.handle);
+  self->state.live->push_back(c.handle);
+  announce(self, c, name_state::up);
+  event e;
+  e.kind = c.incarnation == 1 ? event_kind::start : event_kind::restart;
+  e.child = c.spec.id;
+  e.incarnation = c.incarnation;
+  e.from_snapshot = static_cast<bool>(choice.chosen);
+  e.snapshot_label = choice.chosen.label;
+  e.snapshots_rejected = std::move(choice.rejected);
+  publish(self, std::move(e));
+  return caf::error{};
+}
+
+void start_next(supervisor_actor* self);
+
+// Starts the children named in `ids`, in order, skipping running ones. A
+// failed start ends the round; it is handled as a failure of that child (or,
+// during the supervisor's own start, makes the supervisor give up).
+void start_in_order(supervisor_actor* self, std::vector<std::string> ids, bool initial) {
+  if (self->state.terminating)
+    return;
+  self->state.starting = start_job{std::move(ids), initial};
+  start_next(self);
+}
+
+void end_start_job(supervisor_actor* self) {
+  self->state.starting.reset();
+  drain_deferred(self);
+}
+
+void start_next(supervisor_actor* self) {
+  auto& st = self->state;
+  auto& job = *st.starting;
+  if (st.terminating)
+    job.queue.clear();
+  while (!job.queue.empty()) {
+    auto id = job.queue.front();
+    job.queue.erase(job.queue.begin());
+    auto* c = find(self, id);
+    if (c == nullptr || c->status == child_status::running)
+      continue;
+    c->status = child_status::idle;
+    if (auto err = start_one(self, *c)) {
+      bool initial = job.initial;
+      st.starting.reset();
+      if (initial)
+        terminate(self, make_error(errc::start_failed, "supervisor '" + st.spec.name +
+                                                           "' could not start: " + describe(err)));
+      else
+        // Through the mailbox, not recursion: a child failing to start again
+        // and again is bounded by intensity, and other messages interleave.
+        self->send(self, start_failed_atom::value, id, std::move(err));
+      drain_deferred(self);
+      return;
+    }
+    if (c->spec.kind == child_kind::supervisor) {
+      // As in OTP, a supervisor child has started its own children before
+      // its next sibling starts. Every CAF actor answers this probe once
+      // initialised; a child that died instead shows up as a down_msg.
+      self->request(c->handle, std::chrono::seconds(30), caf::sys_atom::value,
+                    caf::get_atom::value, std::string{"info"})
+        .then([=](caf::ok_atom, const std::string&, const caf::strong_actor_ptr&,
+                  const std::string&) { start_next(self); },
+              [=](caf::error&) { start_next(self); });
+      return;
+    }
+  }
+  end_start_job(self);
+}
+
+void initial_start(supervisor_actor* self) {
+  auto& st = self->state;
+  if (st.spec.strategy == strategy::simple_one_for_one)
+    return;  // the template waits for start_child
+  std::vector<std::string> ids;
+  for (auto& spec : st.spec.children) {
+    st.children.push_back(child_record{spec, {}, 0, child_status::idle, {}, 0, {}});
+    ids.push_back(spec.id);
+  }
+  start_in_order(self, std::move(ids), true);
+}
+
+// -- a child goes down ------------------------------------------------------
+
+void on_down(supervisor_actor* self, const caf::actor_addr& source, const caf::error& reason) {
+  auto& st = self->state;
+  if (on_stop_progress(self, source, reason))
+    return;
+  auto it = std::find_if(st.children.begin(), st.children.end(), [&](const child_record& c) {
+    return c.handle && c.handle.address() == source;
+  });
+  if (it == st.children.end())
+    return;  // an earlier incarnation, or not ours
+  forget_live(self, it->handle);
+  it->handle = caf::actor{};
+  it->status = child_status::idle;
+  if (!busy(self))
+    return on_failure(self, it->spec.id, reason);
+  // The child is marked dead at once (so no stop sequence waits for it), but
+  // what to do about it is decided after the running sequence, unless that
+  // sequence has restarted it meanwhile (OTP ignores an old pid's exit too).
+  st.deferred.push_back([=, id = it->spec.id, inc = it->incarnation] {
+    auto* c = find(self, id);
+    if (c != nullptr && c->incarnation == inc && c->status == child_status::idle)
+      on_failure(self, id, reason);
+  });
+}
+
+// Which children restart together when `id` fails, in start order.
+std::vector<std::string> restart_set(supervisor_actor* self, const std::string& id) {
+  auto& cs = self->state.children;
+  std::vector<std::string> ids;
+  auto pos = std::find_if(cs.begin(), cs.end(), [&](const child_record& c) { return c.spec.id == id; });
+  switch (self->state.spec.strategy) {
+    case strategy::one_for_one:
+    case strategy::simple_one_for_one: ids.push_back(id); break;
+    case strategy::one_for_all: pos = cs.begin(); [[fallthrough]];
+    case strategy::rest_for_one:
+      for (; pos != cs.end(); ++pos)
+        ids.push_back(pos->spec.id);
+      break;
+  }
+  return ids;
+}
+
+clock::duration next_backoff(supervisor_actor* self, child_record& c) {
+  const auto& policy = c.spec.backoff;
+  if (now(self) - c.started_at >= policy.reset_after)
+    c.consecutive_restarts = 0;
+  ++c.consecutive_restarts;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  return policy.delay(c.consecutive_restarts, uniform(self->state.rng));
+}
+
+void escalate(supervisor_actor* self, const std::string& id, const caf::error& last) {
+  auto& st = self->state;
+  auto why = make_error(errc::escalated,
+                        "supervisor '" + st.spec.name + "' gave up: child '" + id +
+                            "' failed more than " + std::to_string(st.intensity->max_restarts()) +
+                            " time(s) in " + ms(st.intensity->period()) +
+                            "; last failure: " + describe(last));
+  event e;
+  e.kind = event_kind::escalate;
+  e.child = id;
+  e.reason = why;
+  publish(self, std::move(e));
+  terminate(self, std::move(why));
+}
+
+// The heart of the policy: a child stopped without being asked to.
+void on_failure(supervisor_actor* self, const std::string& id, caf::error reason) {
+  auto& st = self->state;
+  auto* c = find(self, id);
+  event down;
+  down.kind = event_kind::down;
+  down.child = id;
+  down.incarnation = c->incarnation;
+  down.reason = reason;
+  if (st.terminating || !should_restart(c->spec.restart, reason)) {
+    announce(self, *c, name_state::gone);
+    publish(self, std::move(down));
+    if (c->spec.restart == restart_type::temporary || st.spec.strategy == strategy::simple_one_for_one)
+      erase_child(self, id);
+    return;
+  }
+  if (!st.intensity->admit(now(self))) {
+    publish(self, std::move(down));
+    return escalate(self, id, reason);
+  }
+  auto delay = next_backoff(self, *c);
+  down.will_restart = true;
+  down.restart_delay_ns = delay.count();
+  // Siblings in the set stop in reverse start order; temporary ones are
+  // stopped and forgotten, not restarted. The restart timer is set first, so
+  // whoever sees the down event finds it already running.
+  auto ids = restart_set(self, id);
+  std::vector<std::string> to_stop(ids.rbegin(), ids.rend());
+  to_stop.erase(std::remove(to_stop.begin(), to_stop.end(), id), to_stop.end());
+  std::vector<std::string> to_start;
+  for (const auto& sib : ids) {
+    auto* s = find(self, sib);
+    if (s->spec.restart == restart_type::temporary && sib != id)
+      continue;
+    to_start.push_back(sib);
+    if (s->status != child_status::running)
+      announce(self, *s, name_state::restarting);
+  }
+  if (delay > clock::duration{0}) {
+    auto ticket = st.next_ticket++;
+    c->status = child_status::restart_pending;
+    st.pending_restarts.emplace(ticket, to_start);
+    st.services.clock->send_later(self, delay,
+                                  caf::make_message(restart_timer_atom::value, ticket));
+  }
+  // Published after the directory heard `restarting`: whoever reacts to the
+  // event finds the name restarting, never still up.
+  publish(self, std::move(down));
+  stop_children(self, to_stop, name_state::restarting, [=] {
+    for (const auto& sib : ids)
+      if (auto* s = find(self, sib); s && s->spec.restart == restart_type::temporary && sib != id)
+        erase_child(self, sib);
+    if (delay <= clock::duration{0})
+      start_in_order(self, to_start, false);
+  });
+}
+
+// -- shutdown ---------------------------------------------------------------
+
+void terminate(supervisor_actor* self, caf::error reason) {
+  auto& st = self->state;
+  if (st.terminating)
+    return;
+  st.terminating = true;
+  st.exit_reason = std::move(reason);
+  st.pending_restarts.clear();
+  when_idle(self, [=] {
+    auto& st = self->state;
+    std::vector<std::string> ids;
+    for (auto c = st.children.rbegin(); c != st.children.rend(); ++c) {
+      if (c->status != child_status::running)
+        announce(self, *c, name_state::gone);
+      ids.push_back(c->spec.id);
+    }
+    stop_children(self, std::move(ids), name_state::gone, [=] {
+      self->state.exited = true;
+      self->quit(self->state.exit_reason);
+    }, true);
+  });
+}
+
+// -- run-time requests --------------------------------------------------------
+
+caf::expected<caf::actor> add_child(supervisor_actor* self, child_spec spec) {
+  auto& st = self->state;
+  if (st.terminating)
+    return make_error(errc::shutting_down, "supervisor '" + st.spec.name + "' is stopping");
+  if (find(self, spec.id) != nullptr)
+    return make_error(errc::invalid_argument, "supervisor '" + st.spec.name +
+                                                  "' already has a child '" + spec.id + "'");
+  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, {}, 0, {}});
+  if (auto err = start_one(self, st.children.back())) {
+    st.children.pop_back();
+    return err;
+  }
+  return st.children.back().handle;
+}
+
+void remove_child(supervisor_actor* self, const std::string& id, caf::response_promise rp) {
+  auto* c = find(self, id);
+  if (c == nullptr || self->state.terminating) {
+    rp.deliver(make_error(errc::not_found, "supervisor '" + self->state.spec.name +
+                                               "' has no child '" + id + "'"));
+    return;
+  }
+  for (auto& [ticket, ids] : self->state.pending_restarts)
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (c->status != child_status::running)
+    announce(self, *c, name_state::gone);
+  stop_children(self, {id}, name_state::gone, [=]() mutable {
+    erase_child(self, id);
+    rp.deliver(caf::ok_atom::value);
+  });
+}
+
+void deliver(caf::typed_response_promise<caf::actor>& rp, caf::expected<caf::actor> h) {
+  if (h)
+    rp.deliver(std::move(*h));
+  else
+    rp.deliver(std::move(h.error()));
+}
+
+std::vector<child_info> list_children(supervisor_actor* self) {
+  std::vector<child_info> out;
+  for (const auto& c : self->state.children)
+    out.push_back(child_info{c.spec.id, c.incarnation, c.status == child_status::running, c.handle});
+  return out;
+}
+
+void keep_offer(supervisor_actor* self, const std::string& id, snapshot s) {
+  auto* c = find(self, id);
+  if (c == nullptr)
+    return;
+  c->offered.push_front(std::move(s));
+  while (c->offered.size() > std::max<size_t>(c->spec.snapshots_kept, 1))
+    c->offered.pop_back();
+}
+
+caf::behavior supervisor(supervisor_actor* self, supervisor_spec spec, restart_context services) {
+  auto& st = self->state;
+  st.intensity.emplace(spec.max_restarts, spec.period);
+  st.rng.seed(spec.random_seed);
+  st.spec = std::move(spec);
+  st.services = std::move(services);
+  if (!st.services.clock)
+    st.services.clock = make_system_clock();
+  self->attach_functor([live = st.live] {
+    for (auto& child : *live)
+      caf::anon_send_exit(child, caf::exit_reason::kill);
+  });
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm.source, dm.reason); });
+  // Any exit signal but a normal one (CAF017: exit handlers swallow
+  // user_shutdown) is a request to stop in order; kill cannot be trapped.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    if (em.reason && em.reason != caf::exit_reason::normal)
+      terminate(self, em.reason);
+  });
+  initial_start(self);
+  return {
+    [=](start_failed_atom, const std::string& id, caf::error& err) {
+      when_idle(self, [=] {
+        auto* c = find(self, id);
+        if (c != nullptr && c->status != child_status::running)
+          on_failure(self, id, err);
+      });
+    },
+    [=](restart_timer_atom, uint64_t ticket) {
+      when_idle(self, [=] {
+        auto i = self->state.pending_restarts.find(ticket);
+        if (i == self->state.pending_restarts.end())
+          return;
+        auto ids = std::move(i->second);
+        self->state.pending_restarts.erase(i);
+        start_in_order(self, std::move(ids), false);
+      });
+    },
+    [=](kill_timer_atom, uint64_t ticket) { on_kill_timer(self, ticket); },
+    [=](offer_snapshot_atom, const std::string& id, snapshot& s) { keep_offer(self, id, std::move(s)); },
+    [=](start_child_atom, const std::string& id) {
+      auto rp = self->make_response_promise<caf::actor>();
+      when_idle(self, [=]() mutable {
+        auto& st = self->state;
+        if (st.spec.strategy != strategy::simple_one_for_one || st.spec.children.size() != 1) {
+          rp.deliver(make_error(errc::invalid_argument,
+                                "start_child(id) needs a simple_one_for_one supervisor with one "
+                                "template child"));
+          return;
+        }
+        auto spec = st.spec.children.front();
+        spec.id = id;
+        deliver(rp, add_child(self, std::move(spec)));
+      });
+      return rp;
+    },
+    [=](start_child_atom, child_spec& spec) {
+      auto rp = self->make_response_promise<caf::actor>();
+      when_idle(self, [=, spec = std::move(spec)]() mutable {
+        if (self->state.spec.strategy == strategy::simple_one_for_one) {
+          rp.deliver(make_error(errc::invalid_argument,
+                                "a simple_one_for_one supervisor starts children by id"));
+          return;
+        }
+        deliver(rp, add_child(self, std::move(spec)));
+      });
+      return rp;
+    },
+    [=](terminate_child_atom, const std::string& id) {
+      auto rp = self->make_response_promise();
+      when_idle(self, [=]() mutable { remove_child(self, id, rp); });
+      return rp;
+    },
+    [=](which_children_atom) {
+      // Answered between sequences, so tree::start hears back only once the
+      // whole tree has started, or learns that a root failing its start is going.
+      auto rp = self->make_response_promise<std::vector<child_info>>();
+      when_idle(self, [=]() mutable {
+        if (self->state.terminating)
+          rp.deliver(make_error(errc::shutting_down,
+                                "supervisor '" + self->state.spec.name + "' is stopping"));
+        else
+          rp.deliver(list_children(self));
+      });
+      return rp;
+    },
+  };
+}
+
+}  // namespace
+
+}  // namespace keel::supervision::detail
+
+namespace keel::supervision {
+
+caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_spec spec,
+                            const restart_context& ctx) {
+  return sys.spawn(detail::supervisor, std::move(spec), ctx);
+}
+
+}  // namespace keel::supervision
