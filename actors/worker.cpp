@@ -14,15 +14,11 @@
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::worker_report)
-
 namespace keel {
 
 namespace {
 
 using Status = schema::PushAck::Status;
-using rollback_atom = caf::atom_constant<caf::atom("rollback")>;
-using done_atom = caf::atom_constant<caf::atom("done")>;
 
 enum class phase { resolving, resuming, pulling, pushing, finished, halted };
 
@@ -81,7 +77,7 @@ void halt_for_rollback(worker_actor* self, const std::string& why) {
   st.now = phase::halted;
   ++st.generation;
   emit(self, "rollback", why);
-  self->send(st.opt.job, rollback_atom::value, st.opt.worker, why);
+  self->send(st.opt.job, rollback_atom::value, st.opt.epoch, st.opt.worker, why);
 }
 
 void fail(worker_actor* self, caf::error err) {
@@ -97,6 +93,7 @@ void start_step(worker_actor* self) {
     st.report.pushes_acked = 0;
     for (auto a : st.max_acked)
       st.report.pushes_acked += a;
+    st.report.epoch = st.opt.epoch;
     self->send(st.opt.job, done_atom::value, st.report);
     self->quit();
     return;
@@ -294,6 +291,7 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
     st.done[shard] = true;
     if (--st.pending == 0) {
       ++st.step;
+      self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step, st.report.last_loss);
       start_step(self);
     }
   }
@@ -406,11 +404,13 @@ caf::behavior running(worker_actor* self) {
       if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
         return;
       auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
-      if (u.incarnation <= st.incarnation[shard])
+      // A restarted supervisor numbers its children's incarnations afresh,
+      // so a new handle, not a higher number, marks a new incarnation.
+      if (u.handle == st.shards[shard])
         return;
       bool first = st.incarnation[shard] == 0;
       st.shards[shard] = u.handle;
-      st.incarnation[shard] = u.incarnation;
+      st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
       if (st.now == phase::resolving) {
         if (std::all_of(st.incarnation.begin(), st.incarnation.end(), [](uint64_t i) { return i > 0; }))
           resume(self);

@@ -42,11 +42,13 @@ struct worker_options {
   std::chrono::milliseconds request_timeout{2000};
   std::chrono::milliseconds retry_min{5};
   std::chrono::milliseconds retry_max{500};
+  uint32_t epoch = 0;                    // the job's tree generation (rollbacks bump it)
 };
 
 // What a worker tells the job when it has finished its last step.
 struct worker_report {
   uint32_t worker = 0;
+  uint32_t epoch = 0;
   uint64_t steps = 0;          // global steps completed
   uint64_t pushes_acked = 0;   // pushes acknowledged (each (shard, seq) once)
   uint64_t retries = 0;
@@ -57,7 +59,7 @@ struct worker_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
-  return f(caf::meta::type_name("keel.worker_report"), x.worker, x.steps, x.pushes_acked,
+  return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
            x.retries, x.skipped_steps, x.replayed, x.last_loss);
 }
 

@@ -12,5 +12,6 @@ namespace keel::cli {
 using args = std::vector<std::string>;
 
 int inspect(const args& a);  // demos/inspect_command.cpp
+int train(const args& a);    // demos/train_command.cpp
 
 }  // namespace keel::cli

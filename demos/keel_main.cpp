@@ -14,6 +14,7 @@ struct command {
 };
 
 const command commands[] = {
+  {"train", "train a model on keel's parameter server in this process", keel::cli::train},
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
 };
 

@@ -1,0 +1,121 @@
+#include "actors/checkpointer.hpp"
+
+#include <chrono>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/job_event.hpp"
+#include "messages/decode.hpp"
+#include "storage/snapshot_store.hpp"
+
+namespace keel {
+
+namespace {
+
+struct checkpointer_state {
+  checkpointer_options opt;
+  std::unique_ptr<snapshot_store> store;
+  uint64_t last_committed = 0;
+  // checkpoint id -> (shard -> snapshot)
+  std::map<uint64_t, std::map<uint32_t, shard_snapshot_msg>> pending;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+void report(checkpointer_actor* self, std::string kind, std::string detail, uint64_t count) {
+  auto& st = self->state;
+  job_event e;
+  e.kind = std::move(kind);
+  e.actor = "checkpointer";
+  e.detail = std::move(detail);
+  e.count = count;
+  e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  st.started)
+              .count();
+  if (st.opt.job)
+    self->send(st.opt.job, std::move(e));
+}
+
+void write_checkpoint(checkpointer_actor* self, uint64_t id,
+                      std::map<uint32_t, shard_snapshot_msg> shards) {
+  auto& st = self->state;
+  std::vector<shard_snapshot_msg> snaps;
+  uint64_t step = 0;
+  checkpoint_committed note;
+  note.checkpoint = id;
+  for (auto& [shard, m] : shards) {
+    if (auto d = decode(m))
+      step = d->root().getStep();
+    note.snapshots.push_back(m.frame());
+    snaps.push_back(std::move(m));
+  }
+  note.step = step;
+  auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
+  if (!r) {
+    st.store->abandon(id);
+    report(self, "checkpoint_failed",
+           "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": " +
+             describe(r.error()) + "; checkpoint " + std::to_string(st.last_committed) +
+             " stays in force",
+           step);
+    return;
+  }
+  st.last_committed = id;
+  report(self, "checkpoint", "checkpoint " + std::to_string(id) + " committed at step " +
+                               std::to_string(step), step);
+  self->send(st.opt.job, std::move(note));
+}
+
+}  // namespace
+
+caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts) {
+  store_options so;
+  so.keep_last = opts.keep_last;
+  if (opts.io)
+    so.io = opts.io;
+  auto store = snapshot_store::open(opts.dir, so);
+  if (!store)
+    return store.error();
+  auto committed = (*store)->committed();
+  if (!committed)
+    return committed.error();
+  uint64_t last = committed->empty() ? 0 : committed->back();
+  auto shared_store = std::make_shared<std::unique_ptr<snapshot_store>>(std::move(*store));
+  return sys.spawn<caf::detached>([opts, shared_store, last](checkpointer_actor* self) -> caf::behavior {
+    auto& st = self->state;
+    st.opt = opts;
+    st.store = std::move(*shared_store);
+    st.last_committed = last;
+    return {
+      [self](const shard_snapshot_msg& m) {
+        auto& st = self->state;
+        auto d = decode(m);
+        if (!d) {
+          report(self, "checkpoint_failed", "a shard sent an invalid snapshot: " + describe(d.error()), 0);
+          return;
+        }
+        auto id = d->root().getCheckpoint();
+        if (id <= st.last_committed)
+          return;  // a shard replaying steps re-sends checkpoints already durable
+        auto& slot = st.pending[id];
+        slot.insert_or_assign(d->root().getShard(), m);
+        if (slot.size() < st.opt.num_shards)
+          return;
+        auto shards = std::move(slot);
+        // Older incomplete checkpoints can no longer complete usefully.
+        st.pending.erase(st.pending.begin(), st.pending.upper_bound(id));
+        write_checkpoint(self, id, std::move(shards));
+      },
+    };
+  });
+}
+
+}  // namespace keel

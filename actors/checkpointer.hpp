@@ -1,0 +1,47 @@
+#pragma once
+// The checkpointer actor collects the shards' snapshots of each checkpoint
+// (shards send them at the same BSP step, see parameter_shard.hpp), writes
+// them through storage's snapshot_store once all shards' are in, and commits
+// the checkpoint's manifest. It runs detached, on a thread of its own, so
+// its blocking, fsync'ing writes never stall the actors that train. After a
+// commit it tells `job` (checkpoint_committed), which hands the snapshots to
+// the shard supervisor and lets workers truncate their replay logs. A failed
+// write leaves the previous checkpoint in force and is reported as a
+// job_event; a restarted checkpointer reopens the store (which removes what a
+// crashed writer left) and continues after the last committed checkpoint.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "messages/frame.hpp"
+#include "storage/file_io.hpp"
+
+namespace keel {
+
+struct checkpointer_options {
+  std::filesystem::path dir;
+  size_t keep_last = 3;
+  uint32_t num_shards = 1;
+  caf::actor job;
+  std::shared_ptr<file_io> io;  // null: the real file system
+};
+
+// Sent to `job` after each durable commit.
+struct checkpoint_committed {
+  uint64_t checkpoint = 0;
+  uint64_t step = 0;
+  std::vector<frame_ptr> snapshots;  // by shard
+};
+
+caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts);
+
+}  // namespace keel
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::checkpoint_committed)

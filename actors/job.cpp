@@ -1,0 +1,264 @@
+// The job controller: starts the tree, then follows the run from a blocking
+// actor of its own (the `job` handle every keel actor reports to) until all
+// workers are done. It folds supervision events into the job's timeline,
+// forwards the shards' snapshots to the checkpointer, hands committed
+// checkpoints to the shard supervisor and the workers, fires the kill
+// schedule, and rolls the tree back to the last valid checkpoint when local
+// recovery is impossible.
+#include <algorithm>
+#include <cstdio>
+
+#include "actors/checkpointer.hpp"
+#include "actors/job_impl.hpp"
+#include "messages/register_types.hpp"
+#include "storage/snapshot_store.hpp"
+
+namespace keel {
+
+namespace {
+
+caf::error check(const job_config& c) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
+  if (!c.training_model)
+    return bad("job: no model");
+  if (c.shards == 0 || c.workers == 0)
+    return bad("job: --shards and --workers must be at least 1");
+  if (c.batch_size == 0)
+    return bad("job: batch size must be at least 1");
+  if (c.checkpoint_dir.empty())
+    return bad("job: no checkpoint directory");
+  if (c.keep_checkpoints == 0)
+    return bad("job: keep at least one checkpoint");
+  auto dense = c.training_model->layout().dense_size();
+  if (c.shards > dense + c.training_model->layout().sparse_key_count())
+    return bad("job: " + std::to_string(c.shards) + " shards for only " + std::to_string(dense) +
+               " parameters");
+  return {};
+}
+
+job_event from_supervision(const supervision::event& e, int64_t at_ms) {
+  job_event j;
+  j.kind = supervision::to_string(e.kind);
+  j.actor = e.child;
+  j.at_ms = at_ms;
+  j.detail = supervision::to_string(e);
+  j.count = e.incarnation;
+  return j;
+}
+
+}  // namespace
+
+int64_t job::impl::elapsed_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               started)
+    .count();
+}
+
+void job::impl::record(job_event e) {
+  if (e.kind == "restart")
+    ++result.restarts[e.actor];
+  if (on_event)
+    on_event(e);
+  result.events.push_back(std::move(e));
+}
+
+job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+job::~job() {
+  if (impl_ && impl_->tree)
+    impl_->tree->shutdown(std::chrono::seconds(30));
+}
+
+void job::on_event(std::function<void(const job_event&)> f) {
+  impl_->on_event = std::move(f);
+}
+
+caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
+  if (auto err = check(cfg))
+    return err;
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.checkpoint_dir, ec);
+  if (ec)
+    return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoint_dir.string() + ": " +
+                                        ec.message());
+  auto p = std::make_unique<impl>();
+  p->cfg = std::move(cfg);
+  auto& c = p->cfg;
+  p->sys_cfg = std::make_unique<caf::actor_system_config>();
+  register_message_types(*p->sys_cfg);
+  p->sys_cfg->set("scheduler.max-threads", static_cast<int>(c.scheduler_threads));
+  p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);
+  p->ctl = std::make_unique<caf::scoped_actor>(*p->sys);
+  auto& layout = c.training_model->layout();
+  p->parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.shards);
+  for (uint32_t i = 0; i < c.shards; ++i) {
+    shard_config sc;
+    sc.shard = i;
+    sc.num_workers = c.workers;
+    sc.dense = p->parts[i].dense;
+    sc.sparse = p->parts[i].sparse;
+    sc.rule = c.rule;
+    sc.optimizer = c.optimizer;
+    p->shard_cfgs.push_back(sc);
+  }
+  p->committed = std::make_shared<committed_snapshots>(2);
+  std::sort(c.kills.begin(), c.kills.end(),
+            [](const kill_spec& a, const kill_spec& b) { return a.at_step < b.at_step; });
+  if (auto err = p->start_tree())
+    return err;
+  return std::unique_ptr<job>(new job(std::move(p)));
+}
+
+caf::error job::kill(const std::string& name) {
+  auto& j = *impl_;
+  caf::actor target;
+  if (name == "root" && j.tree)
+    target = j.tree->root();
+  else if (auto it = j.handles.find(name); it != j.handles.end())
+    target = it->second;
+  if (!target)
+    return make_error(errc::not_found, "no running actor is called '" + name + "'");
+  j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
+  caf::anon_send_exit(target, caf::exit_reason::kill);
+  return {};
+}
+
+namespace {
+
+// Restarts the whole tree from the newest checkpoint that validates.
+caf::error roll_back(job::impl& j, const std::string& why) {
+  j.record({"rollback", "root", why, j.elapsed_ms(), 0});
+  ++j.result.rollbacks;
+  if (j.tree) {
+    j.tree->shutdown(std::chrono::seconds(30));
+    j.tree.reset();
+  }
+  j.start_from.clear();
+  j.committed->clear();
+  auto store = snapshot_store::open(j.cfg.checkpoint_dir, {j.cfg.keep_checkpoints});
+  if (!store)
+    return store.error();
+  auto latest = (*store)->latest_valid();
+  if (latest) {
+    for (auto& d : latest->skipped)
+      j.record({"damaged", d.file, describe(d.reason), j.elapsed_ms(), 0});
+    for (auto& s : latest->checkpoint.snapshots)
+      j.start_from.push_back(s.source());
+    j.record({"restored", "root",
+              "rolling back to checkpoint " + std::to_string(latest->checkpoint.manifest.checkpoint) +
+                " at step " + std::to_string(latest->checkpoint.manifest.step),
+              j.elapsed_ms(), latest->checkpoint.manifest.step});
+  } else {
+    j.record({"restored", "root", "no valid checkpoint: restarting from step 0", j.elapsed_ms(), 0});
+  }
+  ++j.epoch;
+  return j.start_tree();
+}
+
+void report_progress(job::impl& j, uint64_t step) {
+  uint64_t restarts = 0;
+  for (auto& [name, n] : j.result.restarts)
+    restarts += n;
+  double secs = std::max(static_cast<double>(j.elapsed_ms()) / 1000.0, 1e-3);
+  auto spe = std::max<uint64_t>(
+    1, steps_per_epoch(j.cfg.training_model->num_train_examples(), j.cfg.workers, j.cfg.batch_size));
+  char line[256];
+  std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
+                static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
+                static_cast<unsigned long long>(j.cfg.steps),
+                j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : 0.0,
+                static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs,
+                static_cast<unsigned long long>(restarts));
+  j.loss_sum = 0;
+  j.loss_count = 0;
+  j.record({"progress", "job", line, j.elapsed_ms(), step});
+}
+
+void fire_kills(job::impl& j, job& owner) {
+  auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
+  while (j.next_kill < j.cfg.kills.size() && j.cfg.kills[j.next_kill].at_step <= slowest) {
+    auto& k = j.cfg.kills[j.next_kill++];
+    if (auto err = owner.kill(k.actor))
+      j.record({"fault", k.actor, "not killed: " + describe(err), j.elapsed_ms(), 0});
+  }
+}
+
+}  // namespace
+
+caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
+  auto& j = *impl_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto& self = *j.ctl;
+  caf::error failure;
+  bool finished = false;
+  while (!finished && !failure) {
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      failure = make_error(errc::timeout, "job did not finish within " +
+                                            std::to_string(timeout.count()) + " ms");
+      break;
+    }
+    self->receive(
+      [&](job_event& e) { j.record(std::move(e)); },
+      [&](supervision::event& e) { j.record(from_supervision(e, j.elapsed_ms())); },
+      [&](supervision::directory_update& u) {
+        if (u.state == supervision::name_state::up)
+          j.handles[u.name] = u.handle;
+        else
+          j.handles.erase(u.name);
+      },
+      [&](shard_snapshot_msg& m) {
+        if (auto it = j.handles.find("checkpointer"); it != j.handles.end())
+          self->send(it->second, std::move(m));
+      },
+      [&](checkpoint_committed& c) {
+        ++j.result.checkpoints;
+        j.committed->add(c.checkpoint, c.snapshots);
+        // Workers may drop what the checkpoint covers: seqs up to its step.
+        for (uint32_t w = 0; w < j.cfg.workers; ++w)
+          if (auto it = j.handles.find("worker:" + std::to_string(w)); it != j.handles.end())
+            for (uint32_t s = 0; s < j.cfg.shards; ++s)
+              self->send(it->second, truncate_atom::value, s, c.step);
+      },
+      [&](step_atom, uint32_t epoch, uint32_t worker, uint64_t step, double loss) {
+        if (epoch != j.epoch || worker >= j.worker_step.size())
+          return;
+        j.worker_step[worker] = step;
+        j.loss_sum += loss;
+        ++j.loss_count;
+        auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
+        if (j.cfg.progress_every > 0 && slowest >= j.last_progress + j.cfg.progress_every) {
+          j.last_progress = slowest;
+          report_progress(j, slowest);
+        }
+        fire_kills(j, *this);
+      },
+      [&](done_atom, worker_report& r) {
+        if (r.epoch != j.epoch)
+          return;
+        j.done.insert(r.worker);
+        j.reports.push_back(r);
+        finished = j.done.size() == j.cfg.workers;
+      },
+      [&](rollback_atom, uint32_t epoch, uint32_t, std::string& why) {
+        if (epoch == j.epoch)
+          failure = roll_back(j, why);
+      },
+      [&](caf::down_msg& dm) {
+        if (!j.tree || dm.source != j.tree->root().address())
+          return;
+        if (is(dm.reason, errc::escalated)) {
+          j.record({"escalate", "root", describe(dm.reason), j.elapsed_ms(), 0});
+          failure = dm.reason;
+        } else {
+          failure = roll_back(j, "the root supervisor went down: " + j.sys->render(dm.reason));
+        }
+      },
+      caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(left)) >> [] {});
+  }
+  if (failure)
+    return failure;
+  return j.read_out();
+}
+
+}  // namespace keel

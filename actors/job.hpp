@@ -1,0 +1,96 @@
+#pragma once
+// A job is one training run of keel's parameter server inside the calling
+// process: an actor system, a supervision tree (root over a checkpointer, a
+// shard supervisor and a worker supervisor), and a controller that follows
+// the run. `start` validates the configuration and starts the tree; `wait`
+// follows the run until every worker has finished (or it fails, or the time
+// runs out) and returns the result: the trained parameters' quality and
+// hash, what was pushed and applied, and the timeline of faults and
+// recoveries. Failures are values: a bad configuration, a tree that gives up
+// (the error names the child that exhausted its restart intensity), or a
+// timeout. One thread uses a job at a time.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/consistency.hpp"
+#include "actors/job_event.hpp"
+#include "actors/kill_schedule.hpp"
+#include "actors/optimizer.hpp"
+#include "models/model.hpp"
+
+namespace keel {
+
+struct job_config {
+  std::shared_ptr<const model> training_model;  // required
+  uint32_t shards = 2;
+  uint32_t workers = 2;
+  consistency rule;                              // default BSP
+  optimizer_config optimizer;
+  uint32_t batch_size = 32;
+  uint64_t steps = 100;                          // global steps each worker runs
+  uint64_t seed = 1;
+  std::filesystem::path checkpoint_dir;          // required; created if missing
+  uint64_t checkpoint_every = 50;                // BSP steps between checkpoints; 0: none
+  size_t keep_checkpoints = 3;
+  std::vector<kill_spec> kills;
+  int max_restarts = 20;                         // per supervisor, within restart_period
+  std::chrono::milliseconds restart_period{10000};
+  std::chrono::milliseconds request_timeout{2000};
+  size_t scheduler_threads = 2;
+  uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
+};
+
+struct job_result {
+  evaluation quality;                            // on the model's held-out set
+  uint64_t steps = 0;                            // global steps each worker completed
+  uint64_t pushes_acked = 0;                     // distinct (worker, shard, seq) acknowledged
+  uint64_t pushes_applied = 0;                   // the shards' applied seqs, summed
+  std::map<std::string, uint64_t> restarts;      // per actor name
+  uint64_t rollbacks = 0;
+  uint64_t checkpoints = 0;                      // committed during the run
+  std::vector<job_event> events;
+  std::string params_sha256;                     // of dense then sparse values, in key order
+  std::vector<float> dense;                      // final dense parameters
+  std::vector<float> sparse;                     // final sparse parameters (key k at k)
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+class job {
+ public:
+  static caf::expected<std::unique_ptr<job>> start(job_config cfg);
+
+  // Called for every event as `wait` sees it (on the thread calling wait).
+  void on_event(std::function<void(const job_event&)> f);
+
+  // Follows the run to its end; returns the result or the run's failure.
+  caf::expected<job_result> wait(std::chrono::milliseconds timeout);
+
+  // Kills the actor with this name now (see kill_schedule.hpp for names).
+  caf::error kill(const std::string& name);
+
+  ~job();
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+
+  struct impl;
+
+ private:
+  explicit job(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+// The hex SHA-256 of the parameters, dense then sparse, as little-endian
+// float32 in key order: the fingerprint BSP runs compare.
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse);
+
+}  // namespace keel

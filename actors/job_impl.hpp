@@ -1,0 +1,74 @@
+#pragma once
+// The inside of keel::job, shared by job.cpp (the controller's loop),
+// job_tree.cpp (the supervision tree it runs) and job_result.cpp (the final
+// read-out). Not part of the public API.
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/job.hpp"
+#include "actors/partition.hpp"
+#include "actors/worker.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/events.hpp"
+#include "supervision/supervisor.hpp"
+
+namespace keel {
+
+
+// The snapshots of the last committed checkpoints, newest first, shared
+// with the shard specs' snapshot source (read on supervisor threads).
+class committed_snapshots {
+ public:
+  explicit committed_snapshots(size_t keep) : keep_(keep) {}
+  void add(uint64_t checkpoint, std::vector<frame_ptr> by_shard);
+  std::vector<supervision::snapshot> for_shard(uint32_t shard) const;
+  void clear();
+
+ private:
+  mutable std::mutex mtx_;
+  size_t keep_;
+  std::deque<std::pair<uint64_t, std::vector<frame_ptr>>> newest_first_;
+};
+
+struct job::impl {
+  job_config cfg;
+  std::unique_ptr<caf::actor_system_config> sys_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::scoped_actor> ctl;
+  std::optional<supervision::tree> tree;
+  std::vector<shard_keys> parts;
+  std::vector<shard_config> shard_cfgs;
+  std::shared_ptr<committed_snapshots> committed;
+  std::vector<frame_ptr> start_from;  // a rollback's checkpoint, by shard (empty: fresh)
+  uint32_t epoch = 0;
+  std::map<std::string, caf::actor> handles;  // directory name -> current handle
+  std::set<uint32_t> done;
+  std::vector<uint64_t> worker_step;
+  std::vector<worker_report> reports;
+  size_t next_kill = 0;
+  uint64_t last_progress = 0;
+  double loss_sum = 0;
+  uint64_t loss_count = 0;
+  std::function<void(const job_event&)> on_event;
+  job_result result;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  // job_tree.cpp
+  caf::error start_tree();
+  supervision::supervisor_spec root_spec();
+  // job_result.cpp
+  caf::expected<job_result> read_out();
+
+  void record(job_event e);
+  int64_t elapsed_ms() const;
+};
+
+}  // namespace keel

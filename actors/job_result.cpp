@@ -1,0 +1,118 @@
+// The end of a job: read every shard's final state (as a snapshot, so the
+// read-out is validated like any restore), assemble the parameters, hash
+// them, evaluate the model and stop the tree.
+#include <openssl/evp.h>
+
+#include <cstdio>
+
+#include "actors/job_impl.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel {
+
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  auto* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx, dense.data(), dense.size() * sizeof(float));
+  EVP_DigestUpdate(ctx, sparse.data(), sparse.size() * sizeof(float));
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  std::string hex;
+  char buf[3];
+  for (unsigned i = 0; i < len; ++i) {
+    std::snprintf(buf, sizeof(buf), "%02x", md[i]);
+    hex += buf;
+  }
+  return hex;
+}
+
+namespace {
+
+caf::error find_tensor(schema::ShardSnapshot::Reader s, const char* name, void* out, size_t bytes) {
+  for (auto t : s.getTensors())
+    if (t.getName() == name)
+      return copy_tensor(t, out, bytes);
+  return make_error(errc::not_found, std::string("final read-out: tensor '") + name + "' missing");
+}
+
+uint64_t tensor_rows(schema::ShardSnapshot::Reader s, const char* name) {
+  for (auto t : s.getTensors())
+    if (t.getName() == name && t.getShape().size() >= 1)
+      return t.getShape()[0];
+  return 0;
+}
+
+}  // namespace
+
+caf::expected<job_result> job::impl::read_out() {
+  auto& self = *ctl;
+  auto& layout = cfg.training_model->layout();
+  auto dense_size = layout.dense_size();
+  result.dense.assign(dense_size, 0.0f);
+  result.sparse.assign(layout.sparse_key_count(), 0.0f);
+  result.pushes_applied = 0;
+  caf::error failure;
+  for (uint32_t i = 0; i < cfg.shards && !failure; ++i) {
+    auto it = handles.find("shard:" + std::to_string(i));
+    if (it == handles.end())
+      return make_error(errc::not_found, "final read-out: shard:" + std::to_string(i) + " is not running");
+    self->request(it->second, std::chrono::seconds(30), params_atom::value)
+      .receive(
+        [&](const shard_snapshot_msg& m) {
+          auto d = decode(m);
+          if (!d) {
+            failure = d.error();
+            return;
+          }
+          auto s = d->root();
+          auto range = parts[i].dense;
+          if (auto err = find_tensor(s, "dense", result.dense.data() + range.begin, range.size() * 4)) {
+            failure = err;
+            return;
+          }
+          auto rows = tensor_rows(s, "sparse.keys");
+          std::vector<uint64_t> keys(rows);
+          std::vector<float> entries(rows * 3);
+          if (auto err = find_tensor(s, "sparse.keys", keys.data(), rows * 8)) {
+            failure = err;
+            return;
+          }
+          if (auto err = find_tensor(s, "sparse.entries", entries.data(), rows * 12)) {
+            failure = err;
+            return;
+          }
+          for (size_t k = 0; k < rows; ++k)
+            if (keys[k] >= dense_size && keys[k] - dense_size < result.sparse.size())
+              result.sparse[keys[k] - dense_size] = entries[3 * k];
+          for (auto a : s.getApplied())
+            result.pushes_applied += a.getSeq();
+        },
+        [&](caf::error& e) { failure = e; });
+  }
+  if (failure)
+    return failure;
+  result.pushes_acked = 0;
+  result.steps = cfg.steps;
+  for (auto& r : reports) {
+    result.pushes_acked += r.pushes_acked;
+    result.steps = std::min(result.steps, r.steps);
+  }
+  result.params_sha256 = params_sha256(result.dense, result.sparse);
+  auto scratch = cfg.training_model->make_scratch();
+  auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
+  if (!q)
+    return q.error();
+  result.quality = *q;
+  result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
+  result.samples_per_second =
+    static_cast<double>(result.steps * cfg.workers * cfg.batch_size) / std::max(result.seconds, 1e-9);
+  if (tree) {
+    tree->shutdown(std::chrono::seconds(30));
+    tree.reset();
+  }
+  return result;
+}
+
+}  // namespace keel

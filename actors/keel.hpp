@@ -1,0 +1,17 @@
+#pragma once
+// keel's embedding API in one header. An application builds a model (one of
+// keel's, through make_model, or its own implementation of keel::model),
+// fills a job_config, starts a job and waits for its result:
+//
+//   auto model = keel::make_model("mnist-mlp", {keel::default_data_dir()});
+//   keel::job_config cfg;
+//   cfg.training_model = *model;
+//   cfg.checkpoint_dir = "/tmp/my-run";
+//   auto j = keel::job::start(cfg);
+//   auto result = (*j)->wait(std::chrono::minutes(10));
+//
+// See actors/job.hpp for the configuration, events, kills and the result.
+
+#include "actors/job.hpp"
+#include "models/model.hpp"
+#include "models/model_registry.hpp"
