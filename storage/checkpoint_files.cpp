@@ -61,6 +61,33 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
   return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c};
 }
 
+caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::path& dir,
+                                                       const std::string& manifest_file,
+                                                       const checkpoint_manifest& m,
+                                                       const manifest_entry& e, buffer_pool& pool,
+                                                       verify_mode mode) {
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::damaged_snapshot, e.file + ": " + why);
+  };
+  manifest_entry found;
+  auto snap = read_snapshot_file(io, dir / e.file, pool, mode, &found);
+  if (!snap) {
+    if (is(snap.error(), errc::not_found))
+      return bad("missing, but " + manifest_file + " names it for shard " + std::to_string(e.shard));
+    return std::move(snap.error());
+  }
+  auto root = snap->root();
+  if (found.bytes != e.bytes || found.crc32c != e.crc32c)
+    return bad("is not the file " + manifest_file + " committed (" + std::to_string(found.bytes) +
+               " bytes, payload CRC " + std::to_string(found.crc32c) + "; the manifest says " +
+               std::to_string(e.bytes) + " bytes, CRC " + std::to_string(e.crc32c) + ")");
+  if (root.getCheckpoint() != m.checkpoint || root.getShard() != e.shard)
+    return bad("holds checkpoint " + std::to_string(root.getCheckpoint()) + " shard " +
+               std::to_string(root.getShard()) + ", the manifest says " +
+               std::to_string(m.checkpoint) + " shard " + std::to_string(e.shard));
+  return snap;
+}
+
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::path& p,
                                                       buffer_pool& pool) {
   auto contents = read_sealed(io, p, manifest_file_magic, pool, true);

@@ -59,6 +59,17 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesy
                                                   const shard_snapshot_msg& snapshot,
                                                   const std::string& tmp_tag);
 
+// Reads the snapshot that manifest `m` (stored as `manifest_file` in `dir`)
+// names in `entry`, validates it with `mode`, and checks it is the very file
+// that was committed: same size and payload CRC, same checkpoint and shard.
+// A missing file is errc::damaged_snapshot naming both files.
+caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const std::filesystem::path& dir,
+                                                       const std::string& manifest_file,
+                                                       const checkpoint_manifest& m,
+                                                       const manifest_entry& entry,
+                                                       buffer_pool& pool,
+                                                       verify_mode mode = verify_mode::checksums);
+
 // Reads and validates a manifest file (header, CRCs, schema).
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,
                                                       buffer_pool& pool);

@@ -247,27 +247,7 @@ caf::error snapshot_store::abandon(uint64_t checkpoint) {
 caf::expected<stored_snapshot> snapshot_store::read_entry(const checkpoint_manifest& m,
                                                           const manifest_entry& e,
                                                           const std::string& manifest_file) const {
-  manifest_entry found;
-  auto snap = read_snapshot_file(*opts_.io, dir_ / e.file, *opts_.pool, verify_mode::checksums,
-                                 &found);
-  if (!snap) {
-    if (is(snap.error(), errc::not_found))
-      return damaged(e.file, "missing, but " + manifest_file + " names it for shard " +
-                               std::to_string(e.shard));
-    return std::move(snap.error());
-  }
-  auto root = snap->root();
-  if (found.bytes != e.bytes || found.crc32c != e.crc32c)
-    return damaged(e.file, "is not the file " + manifest_file + " committed (" +
-                             std::to_string(found.bytes) + " bytes, payload CRC " +
-                             std::to_string(found.crc32c) + "; the manifest says " +
-                             std::to_string(e.bytes) + " bytes, CRC " +
-                             std::to_string(e.crc32c) + ")");
-  if (root.getCheckpoint() != m.checkpoint || root.getShard() != e.shard)
-    return damaged(e.file, "holds checkpoint " + std::to_string(root.getCheckpoint()) +
-                             " shard " + std::to_string(root.getShard()) + ", the manifest says " +
-                             std::to_string(m.checkpoint) + " shard " + std::to_string(e.shard));
-  return snap;
+  return read_committed_snapshot(*opts_.io, dir_, manifest_file, m, e, *opts_.pool);
 }
 
 caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint,

@@ -1,0 +1,65 @@
+#pragma once
+// A read-only report of a snapshot store's directory, for `keel inspect`
+// and for operators: every committed checkpoint (newest first) with its
+// step, shards, tensors, shapes and sizes, whether it is valid, and for
+// each damaged file the reason; plus the files a crashed writer left
+// (temporary files, snapshots without a manifest). Unlike
+// snapshot_store::open it never changes the directory. With
+// verify_mode::checksums every CRC is checked; with structure, headers,
+// lengths and schemas only. Thread-safe given a thread-safe file_io.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "storage/snapshot_store.hpp"
+
+namespace keel {
+
+struct tensor_summary {
+  std::string name;
+  schema::DType dtype = schema::DType::FLOAT32;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+  uint32_t chunks = 0;
+};
+
+struct snapshot_summary {
+  uint32_t shard = 0;
+  std::string file;
+  uint64_t file_bytes = 0;
+  uint64_t step = 0;
+  uint64_t shard_version = 0;
+  size_t workers = 0;  // entries in applied[]
+  std::vector<tensor_summary> tensors;
+  std::vector<std::pair<std::string, uint64_t>> sections;  // name, bytes
+};
+
+struct checkpoint_summary {
+  uint64_t checkpoint = 0;
+  std::string manifest_file;
+  uint64_t step = 0;            // 0 if the manifest is unreadable
+  int64_t created_unix_ms = 0;
+  std::vector<snapshot_summary> shards;  // the readable ones
+  std::vector<damage_report> damage;     // every damaged file, with its reason
+  bool valid() const { return damage.empty(); }
+};
+
+struct store_summary {
+  std::filesystem::path dir;
+  verify_mode mode = verify_mode::structure;
+  std::vector<checkpoint_summary> checkpoints;  // newest first
+  std::vector<std::string> leftovers;           // temporary and uncommitted files
+  size_t damaged() const;
+};
+
+// Inspects `dir`. Fails only if `dir` cannot be listed (errc::not_found if
+// it does not exist); damage is reported inside the summary.
+caf::expected<store_summary> inspect_store(const std::filesystem::path& dir, verify_mode mode,
+                                           file_io& io = *posix_io(),
+                                           buffer_pool& pool = *buffer_pool::process_default());
+
+}  // namespace keel
