@@ -1,0 +1,60 @@
+#pragma once
+// The plain trainer trains any model with plain minibatch SGD in the calling
+// thread, with no actors: the single-worker loop of model.hpp with the
+// parameters in two local vectors and w -= lr * g applied in place. It is
+// the reference keel's distributed runs are measured against (the accuracy
+// a model reaches, the samples/s ceiling in bench/) and runs the same batch
+// schedule as worker 0 of 1. A step whose loss or gradient is not finite is
+// skipped and counted, as keel's workers do. Errors from the model (bad
+// config, wrong sizes) are returned, never thrown.
+
+#include <caf/expected.hpp>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "models/model.hpp"
+
+namespace keel {
+
+struct plain_trainer_config {
+  uint64_t seed = 1;  // initial parameters and batch order
+  float lr = 0.1f;    // constant SGD learning rate
+  uint32_t batch_size = 32;
+  uint64_t epochs = 1;
+  uint64_t max_steps = 0;  // stop after this many steps in all (0 = no limit)
+  bool evaluate_each_epoch = false;
+};
+
+// What one epoch did. `test` is set when evaluate_each_epoch is.
+struct plain_epoch {
+  uint64_t epoch = 0;
+  uint64_t steps = 0;
+  double mean_train_loss = 0;  // mean of the steps' batch losses
+  double train_seconds = 0;
+  std::optional<evaluation> test;
+};
+
+struct plain_training_result {
+  std::vector<float> dense;   // final parameters (layout order)
+  std::vector<float> sparse;  // final sparse parameters, index = key
+  uint64_t steps = 0;
+  uint64_t examples = 0;       // examples in applied steps
+  uint64_t skipped_steps = 0;  // non-finite steps not applied
+  double train_seconds = 0;    // training time, evaluations excluded
+  double examples_per_second = 0;
+  std::vector<plain_epoch> epochs;
+  evaluation final_test;  // the model's evaluation of the final parameters
+};
+
+// Called after each epoch (for progress lines); may be empty.
+using plain_epoch_callback = std::function<void(const plain_epoch&)>;
+
+// Trains `m` from its initial parameters (seed) for config.epochs epochs or
+// max_steps steps, then evaluates. Fails with invalid_argument when the batch
+// size is 0 or larger than the training set, or with the model's error.
+caf::expected<plain_training_result> train_plain(const model& m, const plain_trainer_config& config,
+                                                 const plain_epoch_callback& on_epoch = {});
+
+}  // namespace keel

@@ -1,0 +1,106 @@
+#include "models/probe_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "messages/errors.hpp"
+
+namespace keel {
+
+namespace {
+
+struct probe_scratch : model_scratch {};
+
+double objective(span<const float> dense, span<const float> sparse, float lr) {
+  double sum = 0;
+  for (float v : dense) sum += v;
+  for (float v : sparse) sum += v;
+  return -sum / lr;
+}
+
+}  // namespace
+
+probe_model::probe_model(const probe_config& c) : config_(c) {
+  layout_.add_dense("probe.dense", {c.dense_keys});
+  if (c.sparse_keys > 0)
+    layout_.set_sparse("probe.sparse", c.sparse_keys);
+}
+
+caf::expected<std::shared_ptr<const probe_model>> probe_model::make(const probe_config& c) {
+  int exponent = 0;
+  if (c.dense_keys == 0)
+    return make_error(errc::invalid_argument, "probe_config.dense_keys must be at least 1");
+  if (c.examples == 0)
+    return make_error(errc::invalid_argument, "probe_config.examples must be at least 1");
+  // frexp gives mantissa 0.5 exactly for powers of two.
+  if (!(c.lr > 0) || !std::isfinite(c.lr) || std::frexp(c.lr, &exponent) != 0.5f)
+    return make_error(errc::invalid_argument,
+                      "probe_config.lr " + std::to_string(c.lr) +
+                          " is not a positive power of two, so a push would not add exactly 1");
+  return std::shared_ptr<const probe_model>(std::make_shared<probe_model>(c));
+}
+
+quality_target probe_model::target() const {
+  return {std::nullopt, std::nullopt,
+          "none: the probe checks exactly-once delivery (probe_model::check)"};
+}
+
+void probe_model::initial_dense(uint64_t, uint64_t, span<float> out) const {
+  std::fill(out.begin(), out.end(), 0.0f);
+}
+
+std::unique_ptr<model_scratch> probe_model::make_scratch() const {
+  return std::make_unique<probe_scratch>();
+}
+
+caf::error probe_model::do_sparse_keys(span<const uint64_t>, model_scratch&,
+                                       std::vector<uint64_t>& keys) const {
+  keys.resize(config_.sparse_keys);
+  for (uint64_t k = 0; k < config_.sparse_keys; ++k) keys[k] = k;
+  return {};
+}
+
+caf::error probe_model::do_gradient(span<const uint64_t> batch, const parameter_view& params,
+                                    model_scratch& scratch, gradient_buffer& out) const {
+  if (auto s = own_scratch<probe_scratch>(scratch); !s)
+    return std::move(s.error());
+  const float g = -1.0f / config_.lr;
+  out.dense.assign(config_.dense_keys, g);
+  out.sparse_keys.assign(params.sparse_keys.begin(), params.sparse_keys.end());
+  out.sparse_values.assign(params.sparse_keys.size(), g);
+  out.loss = objective(params.dense, params.sparse_values, config_.lr);
+  out.examples = static_cast<uint32_t>(batch.size());
+  return {};
+}
+
+caf::expected<evaluation> probe_model::do_evaluate(const full_parameters& params,
+                                                   model_scratch& scratch) const {
+  if (auto s = own_scratch<probe_scratch>(scratch); !s)
+    return std::move(s.error());
+  evaluation e;
+  e.log_loss = objective(params.dense, params.sparse, config_.lr);
+  return e;
+}
+
+caf::error probe_model::check(const full_parameters& params, uint64_t acknowledged_pushes) const {
+  const auto want = static_cast<float>(acknowledged_pushes);
+  auto differs = [&](const char* space, size_t key, float got) {
+    return make_error(errc::invalid_argument,
+                      std::string("probe: ") + space + " key " + std::to_string(key) + " is " +
+                          std::to_string(got) + ", expected " +
+                          std::to_string(acknowledged_pushes) + " (the acknowledged pushes)");
+  };
+  if (params.dense.size() != layout_.dense_size() ||
+      params.sparse.size() != layout_.sparse_key_count())
+    return make_error(errc::invalid_argument, "probe: full_parameters do not match the layout");
+  for (size_t k = 0; k < params.dense.size(); ++k)
+    if (params.dense[k] != want)
+      return differs("dense", k, params.dense[k]);
+  for (size_t k = 0; k < params.sparse.size(); ++k)
+    if (params.sparse[k] != want)
+      return differs("sparse", k, params.sparse[k]);
+  return {};
+}
+
+}  // namespace keel

@@ -1,0 +1,68 @@
+#pragma once
+// The probe model checks exactly-once delivery, not learning: every gradient
+// it computes is -1/lr for every dense key and every sparse key it asks for,
+// and each batch asks for all of its sparse keys. A shard that applies each
+// acknowledged push once with plain SGD at learning rate `lr`
+// (w -= lr * g, so w += 1 exactly when lr is a power of two, 1 by default)
+// ends with every parameter equal to the number of pushes it applied; after
+// any faults, check() compares that with the count of acknowledged pushes.
+// In BSP, where a shard sums a step's gradients over W workers before one
+// apply, a step adds W: still one per acknowledged push. Other optimizers
+// (momentum, AdaGrad, Adam) rescale the step and void the property. Values
+// stay exact integers up to 2^24 pushes. Registry name "probe"; immutable
+// and thread-safe per the model contract.
+
+#include <cstdint>
+#include <memory>
+
+#include "models/model.hpp"
+
+namespace keel {
+
+struct probe_config {
+  uint64_t dense_keys = 1000;  // "probe.dense" [dense_keys]
+  uint64_t sparse_keys = 8;    // "probe.sparse": a few sparse keys, all in every batch
+  uint64_t examples = 1024;    // training examples (they carry no data)
+  float lr = 1.0f;             // the SGD learning rate the shards apply
+};
+
+class probe_model final : public model {
+ public:
+  // Fails with invalid_argument unless dense_keys >= 1 and lr is a positive
+  // power of two (so that -1/lr times lr is exactly -1).
+  static caf::expected<std::shared_ptr<const probe_model>> make(const probe_config& c);
+
+  std::string name() const override { return "probe"; }
+  const parameter_layout& layout() const override { return layout_; }
+  uint64_t num_train_examples() const override { return config_.examples; }
+  uint64_t num_test_examples() const override { return 0; }
+  // No bound: the probe's property is check(), not a quality.
+  quality_target target() const override;
+  // Every parameter starts at 0.
+  void initial_dense(uint64_t seed, uint64_t first_key, span<float> out) const override;
+  std::unique_ptr<model_scratch> make_scratch() const override;
+
+  // Ok if every parameter (dense and sparse) equals `acknowledged_pushes`;
+  // else an invalid_argument error naming the first key that differs, its
+  // value and the expected one.
+  caf::error check(const full_parameters& params, uint64_t acknowledged_pushes) const;
+
+  explicit probe_model(const probe_config& c);  // use make(); public for make_shared
+
+ protected:
+  caf::error do_sparse_keys(span<const uint64_t> batch, model_scratch& scratch,
+                            std::vector<uint64_t>& keys) const override;
+  // loss is the probe's objective -(sum of the pulled parameters) / lr, whose
+  // gradient is the constant above; it is not a log loss.
+  caf::error do_gradient(span<const uint64_t> batch, const parameter_view& params,
+                         model_scratch& scratch, gradient_buffer& out) const override;
+  // log_loss carries the objective over all parameters; no accuracy.
+  caf::expected<evaluation> do_evaluate(const full_parameters& params,
+                                        model_scratch& scratch) const override;
+
+ private:
+  probe_config config_;
+  parameter_layout layout_;
+};
+
+}  // namespace keel
