@@ -21,29 +21,89 @@ using boost_crc32c = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, 
 // Why not Boost.CRC everywhere: its table-driven loop runs at about
 // 0.35 GB/s on our VMs, slower than reading a snapshot from the page cache by
 // 5x, so validated reads could never come near plain reads. The SSE4.2
-// instruction computes exactly this CRC (same polynomial, reflected) at
-// 5-7 GB/s. The register holds the checksum before the final xor, which is
-// why the value is inverted on the way in and out.
+// instruction computes exactly this CRC (same polynomial, reflected). Its
+// latency is three cycles and its throughput one per cycle, so three
+// independent streams over three consecutive blocks run about three times
+// faster than one; the three results are then combined with the linearity
+// of CRCs (see zero_shift). Tests check every path against Boost.CRC.
+
+constexpr uint32_t reflected_poly = 0x82F63B78u;  // 0x1EDC6F41 bit-reversed
+constexpr size_t stream_block_bytes = 8192;
+
+// A linear map on the 32-bit CRC register, as the images of its basis bits.
+struct gf2_matrix {
+  uint32_t col[32];
+
+  uint32_t apply(uint32_t v) const {
+    uint32_t out = 0;
+    for (int i = 0; v != 0; ++i, v >>= 1)
+      if (v & 1u)
+        out ^= col[i];
+    return out;
+  }
+
+  gf2_matrix squared() const {
+    gf2_matrix m;
+    for (int i = 0; i < 32; ++i)
+      m.col[i] = apply(col[i]);
+    return m;
+  }
+};
+
+// The register's change when `stream_block_bytes` zero bytes are fed in.
+// Because the raw register update is linear, for blocks A, B of that length
+// raw(s, A || B) = shift(raw(s, A)) ^ raw(0, B).
+const gf2_matrix& zero_shift() {
+  static const gf2_matrix shift = [] {
+    gf2_matrix one_bit;
+    for (int i = 0; i < 32; ++i) {
+      uint32_t e = 1u << i;
+      one_bit.col[i] = (e >> 1) ^ ((e & 1u) ? reflected_poly : 0u);
+    }
+    gf2_matrix m = one_bit;
+    for (size_t bits = 1; bits < stream_block_bytes * 8; bits *= 2)
+      m = m.squared();
+    return m;
+  }();
+  return shift;
+}
+
+__attribute__((target("sse4.2"))) uint64_t raw_single(uint64_t state, const unsigned char* p,
+                                                       size_t n) {
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    state = _mm_crc32_u64(state, word);
+  }
+  for (; n > 0; --n)
+    state = _mm_crc32_u8(static_cast<uint32_t>(state), *p++);
+  return state;
+}
+
 __attribute__((target("sse4.2"))) uint32_t extend_hardware(uint32_t crc, const void* data,
                                                            size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t state = static_cast<uint32_t>(~crc);
-  while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
-    state = _mm_crc32_u8(static_cast<uint32_t>(state), *p++);
-    --n;
+  const auto& shift = zero_shift();
+  while (n >= 3 * stream_block_bytes) {
+    uint64_t a = state, b = 0, c = 0;
+    const unsigned char* pb = p + stream_block_bytes;
+    const unsigned char* pc = pb + stream_block_bytes;
+    for (size_t i = 0; i < stream_block_bytes; i += 8) {
+      uint64_t wa, wb, wc;
+      std::memcpy(&wa, p + i, 8);
+      std::memcpy(&wb, pb + i, 8);
+      std::memcpy(&wc, pc + i, 8);
+      a = _mm_crc32_u64(a, wa);
+      b = _mm_crc32_u64(b, wb);
+      c = _mm_crc32_u64(c, wc);
+    }
+    auto ab = shift.apply(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b);
+    state = shift.apply(ab) ^ static_cast<uint32_t>(c);
+    p += 3 * stream_block_bytes;
+    n -= 3 * stream_block_bytes;
   }
-  while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    state = _mm_crc32_u64(state, word);
-    p += 8;
-    n -= 8;
-  }
-  while (n > 0) {
-    state = _mm_crc32_u8(static_cast<uint32_t>(state), *p++);
-    --n;
-  }
-  return ~static_cast<uint32_t>(state);
+  return ~static_cast<uint32_t>(raw_single(state, p, n));
 }
 
 bool detect_hardware() {

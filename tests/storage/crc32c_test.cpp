@@ -18,11 +18,13 @@ TEST_CASE("crc32c of \"123456789\" is the standard check value 0xE3069283") {
 TEST_CASE("the fast crc32c equals Boost.CRC for every length and alignment, whole or in pieces") {
   // seed 7: input bytes and split points are reproducible.
   std::mt19937 rng(7);
-  std::vector<unsigned char> data(4096 + 64);
+  std::vector<unsigned char> data(100000 + 64);
   for (auto& b : data)
     b = static_cast<unsigned char>(rng());
   for (size_t offset = 0; offset < 9; ++offset) {
-    for (size_t len : {0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4096}) {
+    // Up to and past the three 8 KiB blocks the fast path interleaves.
+    for (size_t len : {0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4096, 24575, 24576, 24577,
+                       49152 + 8, 100000}) {
       CAPTURE(offset);
       CAPTURE(len);
       auto whole = crc32c(data.data() + offset, len);
