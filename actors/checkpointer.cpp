@@ -69,9 +69,10 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
     return;
   }
   st.last_committed = id;
+  // The note first: whoever sees the event can rely on the job knowing it.
+  self->send(st.opt.job, std::move(note));
   report(self, "checkpoint", "checkpoint " + std::to_string(id) + " committed at step " +
                                std::to_string(step), step);
-  self->send(st.opt.job, std::move(note));
 }
 
 }  // namespace

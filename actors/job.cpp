@@ -62,6 +62,25 @@ void job::impl::record(job_event e) {
   result.events.push_back(std::move(e));
 }
 
+void job::impl::stop_tree_and_drain() {
+  if (!tree)
+    return;
+  auto events = tree->events();
+  tree->shutdown(std::chrono::seconds(30));
+  tree.reset();
+  auto& self = *ctl;
+  self->monitor(events);
+  bool drained = false;
+  while (!drained) {
+    self->receive(
+      [&](job_event& e) { record(std::move(e)); },
+      [&](supervision::event& e) { record(from_supervision(e, elapsed_ms())); },
+      [&](caf::down_msg& dm) { drained = dm.source == events.address(); },
+      [&](caf::message&) {},  // late snapshots, steps, directory updates
+      caf::after(std::chrono::seconds(5)) >> [&] { drained = true; });
+  }
+}
+
 job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 job::~job() {
@@ -109,15 +128,20 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   return std::unique_ptr<job>(new job(std::move(p)));
 }
 
+caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::timespan timeout) {
+  if (!tree)
+    return make_error(errc::not_found, "'" + name + "': the job is not running");
+  if (name == "root")
+    return tree->root();
+  return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
+}
+
 caf::error job::kill(const std::string& name) {
   auto& j = *impl_;
-  caf::actor target;
-  if (name == "root" && j.tree)
-    target = j.tree->root();
-  else if (auto it = j.handles.find(name); it != j.handles.end())
-    target = it->second;
-  if (!target)
-    return make_error(errc::not_found, "no running actor is called '" + name + "'");
+  auto found = j.resolve(name, std::chrono::seconds(5));
+  if (!found)
+    return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error()));
+  auto target = *found;
   j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
   caf::anon_send_exit(target, caf::exit_reason::kill);
   return {};
@@ -202,6 +226,9 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       [&](job_event& e) { j.record(std::move(e)); },
       [&](supervision::event& e) { j.record(from_supervision(e, j.elapsed_ms())); },
       [&](supervision::directory_update& u) {
+        // Updates from a rolled-back tree's directory may still arrive.
+        if (!j.tree || self->current_sender() != j.tree->directory().address())
+          return;
         if (u.state == supervision::name_state::up)
           j.handles[u.name] = u.handle;
         else

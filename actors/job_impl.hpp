@@ -66,8 +66,16 @@ struct job::impl {
   supervision::supervisor_spec root_spec();
   // job_result.cpp
   caf::expected<job_result> read_out();
+  caf::expected<bool> read_parameters();  // true once every shard holds every push
 
   void record(job_event e);
+  // The current handle of `name` in the running tree, waiting (bounded)
+  // while it restarts.
+  caf::expected<caf::actor> resolve(const std::string& name, caf::timespan timeout);
+  // Stops the tree, then records every event its actors sent before they
+  // stopped (the event stream stops after forwarding them), so a result's
+  // timeline is complete.
+  void stop_tree_and_drain();
   int64_t elapsed_ms() const;
 };
 

@@ -46,7 +46,7 @@ uint64_t tensor_rows(schema::ShardSnapshot::Reader s, const char* name) {
 
 }  // namespace
 
-caf::expected<job_result> job::impl::read_out() {
+caf::expected<bool> job::impl::read_parameters() {
   auto& self = *ctl;
   auto& layout = cfg.training_model->layout();
   auto dense_size = layout.dense_size();
@@ -54,11 +54,12 @@ caf::expected<job_result> job::impl::read_out() {
   result.sparse.assign(layout.sparse_key_count(), 0.0f);
   result.pushes_applied = 0;
   caf::error failure;
+  bool complete = true;  // every shard has applied every worker's last push
   for (uint32_t i = 0; i < cfg.shards && !failure; ++i) {
-    auto it = handles.find("shard:" + std::to_string(i));
-    if (it == handles.end())
-      return make_error(errc::not_found, "final read-out: shard:" + std::to_string(i) + " is not running");
-    self->request(it->second, std::chrono::seconds(30), params_atom::value)
+    auto shard = resolve("shard:" + std::to_string(i), std::chrono::seconds(30));
+    if (!shard)
+      return make_error(errc::not_found, "final read-out: " + describe(shard.error()));
+    self->request(*shard, std::chrono::seconds(30), params_atom::value)
       .receive(
         [&](const shard_snapshot_msg& m) {
           auto d = decode(m);
@@ -86,13 +87,35 @@ caf::expected<job_result> job::impl::read_out() {
           for (size_t k = 0; k < rows; ++k)
             if (keys[k] >= dense_size && keys[k] - dense_size < result.sparse.size())
               result.sparse[keys[k] - dense_size] = entries[3 * k];
-          for (auto a : s.getApplied())
+          for (auto a : s.getApplied()) {
             result.pushes_applied += a.getSeq();
+            complete = complete && a.getSeq() == cfg.steps;
+          }
         },
         [&](caf::error& e) { failure = e; });
   }
   if (failure)
     return failure;
+  return complete;
+}
+
+caf::expected<job_result> job::impl::read_out() {
+  // A shard that restarted after the workers' last step is brought back by
+  // their replay; read until every shard holds every push (bounded).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto complete = read_parameters();
+    if (!complete)
+      return complete.error();
+    if (*complete)
+      break;
+    if (std::chrono::steady_clock::now() > deadline)
+      return make_error(errc::timeout, "final read-out: shards still lack pushes after 60 s");
+    (*ctl)->receive(
+      [&](job_event& e) { record(std::move(e)); },
+      [&](caf::message&) {},
+      caf::after(std::chrono::milliseconds(20)) >> [] {});
+  }
   result.pushes_acked = 0;
   result.steps = cfg.steps;
   for (auto& r : reports) {
@@ -108,10 +131,7 @@ caf::expected<job_result> job::impl::read_out() {
   result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
   result.samples_per_second =
     static_cast<double>(result.steps * cfg.workers * cfg.batch_size) / std::max(result.seconds, 1e-9);
-  if (tree) {
-    tree->shutdown(std::chrono::seconds(30));
-    tree.reset();
-  }
+  stop_tree_and_drain();
   return result;
 }
 

@@ -55,7 +55,10 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
     auto d = decode<schema::ShardSnapshot>(f);
     if (!d)
       return d.error();
-    return restore_shard(cfg, d->root()).error();
+    auto restored = restore_shard(cfg, d->root());
+    if (!restored)
+      return restored.error();
+    return {};
   };
 }
 
@@ -112,6 +115,7 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   o.total_steps = j.cfg.steps;
   o.request_timeout = j.cfg.request_timeout;
   o.epoch = j.epoch;
+  o.rule = j.cfg.rule.kind;
   c.start = [o](caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     return spawn_worker(sys, o);

@@ -95,7 +95,8 @@ void start_step(worker_actor* self) {
       st.report.pushes_acked += a;
     st.report.epoch = st.opt.epoch;
     self->send(st.opt.job, done_atom::value, st.report);
-    self->quit();
+    // Stay up with the log: a shard that restarts before the job has read
+    // the final parameters still needs this worker's replay.
     return;
   }
   auto es = split_global_step(st.step, st.steps_per_epoch);
@@ -271,6 +272,9 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
     case Status::OUT_OF_ORDER: {
       auto expected = a.getExpectedSeq();
       auto first = st.log.first_seq(shard);
+      uint64_t last_sent = st.step + (st.now == phase::pushing ? 1 : 0);
+      if (expected > last_sent)
+        return;  // the shard is only waiting for what this worker sends next
       if (first == 0 || expected < first) {
         halt_for_rollback(self, st.opt.shard_names[shard] + " needs push " +
                                   std::to_string(expected) + " of worker " +
@@ -304,7 +308,7 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
     .then(
       [self, shard](const push_ack_msg& ack) {
         auto& st = self->state;
-        if (st.now == phase::halted || st.now == phase::finished)
+        if (st.now == phase::halted)
           return;
         auto a = decode(ack);
         if (!a)
@@ -357,7 +361,17 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
         if (--st.pending > 0)
           return;
         st.step = *std::min_element(st.resume_from.begin(), st.resume_from.end());
+        auto ahead = *std::max_element(st.resume_from.begin(), st.resume_from.end());
         st.max_acked = st.resume_from;
+        // Under BSP, recomputing step `st.step` needs every shard's parameters
+        // at that clock; shards that already hold later pushes of this worker
+        // have moved on, so only a rollback reproduces the run exactly.
+        if (st.opt.rule == consistency_kind::bsp && ahead > st.step) {
+          halt_for_rollback(self, "restarted worker " + std::to_string(st.opt.worker) +
+                                    " lost pushes " + std::to_string(st.step + 1) + ".." +
+                                    std::to_string(ahead) + " that a restored shard needs");
+          return;
+        }
         if (st.step > 0)
           emit(self, "resume", "continuing at step " + std::to_string(st.step), st.step);
         start_step(self);
@@ -416,7 +430,7 @@ caf::behavior running(worker_actor* self) {
           resume(self);
       } else if (st.now == phase::resuming && !first && !st.done[shard]) {
         ask_status(self, shard, 0);
-      } else if (st.now == phase::pulling || st.now == phase::pushing) {
+      } else if (st.now == phase::pulling || st.now == phase::pushing || st.now == phase::finished) {
         on_shard_restarted(self, shard);
       }
     },

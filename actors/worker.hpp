@@ -23,6 +23,7 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/consistency.hpp"
 #include "actors/partition.hpp"
 #include "models/model.hpp"
 
@@ -43,6 +44,7 @@ struct worker_options {
   std::chrono::milliseconds retry_min{5};
   std::chrono::milliseconds retry_max{500};
   uint32_t epoch = 0;                    // the job's tree generation (rollbacks bump it)
+  consistency_kind rule = consistency_kind::bsp;
 };
 
 // What a worker tells the job when it has finished its last step.
