@@ -6,6 +6,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -165,7 +166,17 @@ void stop(directory_actor* self) {
   self->quit();
 }
 
-caf::behavior directory(directory_actor* self) {
+caf::behavior directory(directory_actor* self, caf::actor owner) {
+  // Always spawned with an argument: CAF 0.17's spawn of a function without
+  // one trips UBSan (CAF017.md, sanitizers).
+  if (owner) {
+    self->state.owner = owner.address();
+    self->monitor(owner);
+  }
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    if (em.reason && em.reason != caf::exit_reason::normal)
+      stop(self);  // answering every open call first
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     if (dm.source == self->state.owner)
       return stop(self);
@@ -235,8 +246,8 @@ caf::behavior directory(directory_actor* self) {
 
 }  // namespace
 
-caf::actor spawn_directory(caf::actor_system& sys) {
-  return sys.spawn(directory);
+caf::actor spawn_directory(caf::actor_system& sys, const caf::actor& owner) {
+  return sys.spawn(directory, owner);
 }
 
 caf::expected<directory_update> lookup(caf::actor_system& sys, const caf::actor& dir,

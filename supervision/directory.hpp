@@ -37,10 +37,10 @@ typename Inspector::result_type inspect(Inspector& f, directory_update& x) {
            x.handle);
 }
 
-// Spawns a directory. It runs until it gets an exit signal or until the actor
-// named by a (follow_atom, owner) message is down. Waiters and calls still
-// open then get errc::shutting_down.
-caf::actor spawn_directory(caf::actor_system& sys);
+// Spawns a directory. It runs until it gets an exit signal or until its owner
+// (`owner`, or the actor named by a later (follow_atom, owner) message) is
+// down. Waiters and calls still open then get errc::shutting_down.
+caf::actor spawn_directory(caf::actor_system& sys, const caf::actor& owner = caf::actor{});
 
 // Blocking helpers for code outside actors (applications, tests, the CLI).
 // Each waits at most `timeout`; errors are keel errors naming the name:

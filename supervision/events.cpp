@@ -57,7 +57,13 @@ struct stream_state {
   static inline const char* name = "keel.event_stream";
 };
 
-caf::behavior event_stream(caf::stateful_actor<stream_state>* self) {
+caf::behavior event_stream(caf::stateful_actor<stream_state>* self, caf::actor owner) {
+  // Always spawned with an argument: CAF 0.17's spawn of a function without
+  // one trips UBSan (CAF017.md, sanitizers).
+  if (owner) {
+    self->state.owner = owner.address();
+    self->monitor(owner);
+  }
   self->set_down_handler([=](caf::down_msg& dm) {
     if (dm.source == self->state.owner) {
       self->quit();
@@ -97,8 +103,8 @@ caf::behavior event_stream(caf::stateful_actor<stream_state>* self) {
 
 }  // namespace
 
-caf::actor spawn_event_stream(caf::actor_system& sys) {
-  return sys.spawn(event_stream);
+caf::actor spawn_event_stream(caf::actor_system& sys, const caf::actor& owner) {
+  return sys.spawn(event_stream, owner);
 }
 
 }  // namespace keel::supervision

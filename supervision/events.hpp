@@ -51,9 +51,9 @@ typename Inspector::result_type inspect(Inspector& f, event& x) {
 // "restart root/shard-0 #3 from snapshot step-1200 (1 rejected)".
 std::string to_string(const event& e);
 
-// Spawns an event stream. It runs until it gets an exit signal or until the
-// actor named by a (follow_atom, owner) message is down, after forwarding
-// everything that owner sent before.
-caf::actor spawn_event_stream(caf::actor_system& sys);
+// Spawns an event stream. It runs until it gets an exit signal or until its
+// owner (`owner`, or the actor named by a later (follow_atom, owner) message)
+// is down, after forwarding everything that owner sent before.
+caf::actor spawn_event_stream(caf::actor_system& sys, const caf::actor& owner = caf::actor{});
 
 }  // namespace keel::supervision

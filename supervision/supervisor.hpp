@@ -57,6 +57,22 @@
 //
 // Everything a supervisor does is reported on the tree's event stream
 // (events.hpp) and every start and stop updates the directory (directory.hpp).
+//
+// A tree, as an application defines it:
+//
+//   child_spec shard;
+//   shard.id = "shard-0";
+//   shard.start = [](caf::actor_system& sys, const restart_context& ctx)
+//       -> caf::expected<caf::actor> { return sys.spawn(parameter_shard, ctx); };
+//   shard.validate = check_snapshot;           // optional
+//   shard.backoff.min_delay = 100ms;           // optional
+//   supervisor_spec shards{"shards", strategy::one_for_one, 3, 5s};
+//   shards.children = {shard};
+//   supervisor_spec root{"root", strategy::rest_for_one};
+//   root.children = {checkpointer_spec, supervisor_child(shards)};
+//   auto t = tree::start(sys, root);           // expected<tree>
+//   ...
+//   caf::error why = t->await(1h);             // escalated: names child + failure
 
 #include <chrono>
 #include <memory>
