@@ -76,7 +76,7 @@ encoded_view encoding_of(const frame& f) {
 // The ceiling: the same bytes (plus a header's worth) with pwrite in the
 // same 4 MiB pieces, then fsync.
 void plain_write(const fs::path& p, const encoded_view& v) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     die("open " + p.string());
   uint64_t off = sealed_header_bytes;
@@ -171,7 +171,9 @@ void run_rep(int r, const fs::path& dir, const shard_snapshot_msg& snap, const e
              buffer_pool& read_pool, pooled_buffer& plain_buf, results& out) {
   auto keel_path = dir / "bench.snap";
   auto plain_path = dir / "plain.bin";
+  // Both write into a new file: truncating the old one is not timed either.
   fs::remove(keel_path);
+  fs::remove(plain_path);
   auto keel_write = [&] {
     auto e = write_snapshot_file(*posix_io(), dir, "bench.snap", snap, std::to_string(r));
     if (!e)
