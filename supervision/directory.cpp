@@ -154,6 +154,23 @@ void attempt_call(directory_actor* self, uint64_t call_id, std::string name, uin
   });
 }
 
+// Tells the sender every change of `name`, starting with its current entry.
+void watch(directory_actor* self, const std::string& name) {
+  auto who = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!who)
+    return;
+  self->monitor(who);
+  self->state.watchers[name].push_back(who);
+  if (auto i = self->state.entries.find(name); i != self->state.entries.end())
+    self->send(who, i->second);
+}
+
+void drop_watcher(std::vector<caf::actor>& list, const caf::actor_addr& who) {
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const caf::actor& a) { return a.address() == who; }),
+             list.end());
+}
+
 void stop(directory_actor* self) {
   auto& st = self->state;
   auto bye = make_error(errc::shutting_down, "the directory is stopping");
@@ -181,9 +198,7 @@ caf::behavior directory(directory_actor* self, caf::actor owner) {
     if (dm.source == self->state.owner)
       return stop(self);
     for (auto& [name, list] : self->state.watchers)
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](const caf::actor& a) { return a.address() == dm.source; }),
-                 list.end());
+      drop_watcher(list, dm.source);
   });
   return {
     [=](follow_atom, const caf::actor& owner) {
@@ -208,21 +223,10 @@ caf::behavior directory(directory_actor* self, caf::actor owner) {
       });
       return rp;
     },
-    [=](watch_atom, const std::string& name) {
-      auto who = caf::actor_cast<caf::actor>(self->current_sender());
-      if (!who)
-        return;
-      self->monitor(who);
-      self->state.watchers[name].push_back(who);
-      if (auto i = self->state.entries.find(name); i != self->state.entries.end())
-        self->send(who, i->second);
-    },
+    [=](watch_atom, const std::string& name) { watch(self, name); },
     [=](unwatch_atom, const std::string& name) {
-      auto& list = self->state.watchers[name];
-      auto who = caf::actor_cast<caf::actor_addr>(self->current_sender());
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](const caf::actor& a) { return a.address() == who; }),
-                 list.end());
+      drop_watcher(self->state.watchers[name],
+                   caf::actor_cast<caf::actor_addr>(self->current_sender()));
     },
     [=](call_atom, std::string& name, caf::timespan budget, caf::message& msg) {
       auto id = self->state.next_id++;

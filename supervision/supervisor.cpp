@@ -40,6 +40,13 @@ void announce(supervisor_actor* self, const child_record& c, name_state s) {
                                 s == name_state::up ? c.handle : caf::actor{}});
 }
 
+void erase_child(supervisor_actor* self, const std::string& id) {
+  auto& cs = self->state.children;
+  cs.erase(std::remove_if(cs.begin(), cs.end(),
+                          [&](const child_record& c) { return c.spec.id == id; }),
+           cs.end());
+}
+
 void forget_live(supervisor_actor* self, const caf::actor& handle) {
   auto& live = *self->state.live;
   live.erase(std::remove(live.begin(), live.end(), handle), live.end());
@@ -63,13 +70,6 @@ bool should_restart(restart_type t, const caf::error& reason) {
     case restart_type::temporary: return false;
   }
   return false;
-}
-
-void erase_child(supervisor_actor* self, const std::string& id) {
-  auto& cs = self->state.children;
-  cs.erase(std::remove_if(cs.begin(), cs.end(),
-                          [&](const child_record& c) { return c.spec.id == id; }),
-           cs.end());
 }
 
 void terminate(supervisor_actor* self, caf::error reason);
@@ -110,6 +110,8 @@ caf::expected<caf::actor> call_start(supervisor_actor* self, const child_record&
   }
 }
 
+}  // namespace
+
 // Starts the next incarnation of `c`. On success the child is monitored,
 // registered and announced; on failure nothing changed but the error.
 caf::error start_one(supervisor_actor* self, child_record& c) {
@@ -139,6 +141,8 @@ caf::error start_one(supervisor_actor* self, child_record& c) {
   publish(self, std::move(e));
   return caf::error{};
 }
+
+namespace {
 
 void start_next(supervisor_actor* self);
 
@@ -276,6 +280,43 @@ void escalate(supervisor_actor* self, const std::string& id, const caf::error& l
   terminate(self, std::move(why));
 }
 
+// Restarts `id` and, by strategy, its siblings: siblings in the set stop in
+// reverse start order (temporary ones are stopped and forgotten), then all
+// start in order, at once or when the backoff timer fires. The timer is set
+// before `down` is published, so whoever sees the event finds it running.
+void restart(supervisor_actor* self, const std::string& id, clock::duration delay, event down) {
+  auto& st = self->state;
+  auto ids = restart_set(self, id);
+  std::vector<std::string> to_stop(ids.rbegin(), ids.rend());
+  to_stop.erase(std::remove(to_stop.begin(), to_stop.end(), id), to_stop.end());
+  std::vector<std::string> to_start;
+  for (const auto& sib : ids) {
+    auto* s = find(self, sib);
+    if (s->spec.restart == restart_type::temporary && sib != id)
+      continue;
+    to_start.push_back(sib);
+    if (s->status != child_status::running)
+      announce(self, *s, name_state::restarting);
+  }
+  if (delay > clock::duration{0}) {
+    auto ticket = st.next_ticket++;
+    find(self, id)->status = child_status::restart_pending;
+    st.pending_restarts.emplace(ticket, to_start);
+    st.services.clock->send_later(self, delay,
+                                  caf::make_message(restart_timer_atom::value, ticket));
+  }
+  // Published after the directory heard `restarting`: whoever reacts to the
+  // event finds the name restarting, never still up.
+  publish(self, std::move(down));
+  stop_children(self, to_stop, name_state::restarting, [=] {
+    for (const auto& sib : ids)
+      if (auto* s = find(self, sib); s && s->spec.restart == restart_type::temporary && sib != id)
+        erase_child(self, sib);
+    if (delay <= clock::duration{0})
+      start_in_order(self, to_start, false);
+  });
+}
+
 // The heart of the policy: a child stopped without being asked to.
 void on_failure(supervisor_actor* self, const std::string& id, caf::error reason) {
   auto& st = self->state;
@@ -299,38 +340,7 @@ void on_failure(supervisor_actor* self, const std::string& id, caf::error reason
   auto delay = next_backoff(self, *c);
   down.will_restart = true;
   down.restart_delay_ns = delay.count();
-  // Siblings in the set stop in reverse start order; temporary ones are
-  // stopped and forgotten, not restarted. The restart timer is set first, so
-  // whoever sees the down event finds it already running.
-  auto ids = restart_set(self, id);
-  std::vector<std::string> to_stop(ids.rbegin(), ids.rend());
-  to_stop.erase(std::remove(to_stop.begin(), to_stop.end(), id), to_stop.end());
-  std::vector<std::string> to_start;
-  for (const auto& sib : ids) {
-    auto* s = find(self, sib);
-    if (s->spec.restart == restart_type::temporary && sib != id)
-      continue;
-    to_start.push_back(sib);
-    if (s->status != child_status::running)
-      announce(self, *s, name_state::restarting);
-  }
-  if (delay > clock::duration{0}) {
-    auto ticket = st.next_ticket++;
-    c->status = child_status::restart_pending;
-    st.pending_restarts.emplace(ticket, to_start);
-    st.services.clock->send_later(self, delay,
-                                  caf::make_message(restart_timer_atom::value, ticket));
-  }
-  // Published after the directory heard `restarting`: whoever reacts to the
-  // event finds the name restarting, never still up.
-  publish(self, std::move(down));
-  stop_children(self, to_stop, name_state::restarting, [=] {
-    for (const auto& sib : ids)
-      if (auto* s = find(self, sib); s && s->spec.restart == restart_type::temporary && sib != id)
-        erase_child(self, sib);
-    if (delay <= clock::duration{0})
-      start_in_order(self, to_start, false);
-  });
+  restart(self, id, delay, std::move(down));
 }
 
 // -- shutdown ---------------------------------------------------------------
@@ -351,67 +361,16 @@ void terminate(supervisor_actor* self, caf::error reason) {
       ids.push_back(c->spec.id);
     }
     stop_children(self, std::move(ids), name_state::gone, [=] {
+      // Requests still waiting for a quiet moment are answered now (each
+      // sees `terminating` and fails with shutting_down), not left hanging.
+      auto waiting = std::move(self->state.deferred);
+      self->state.deferred.clear();
+      for (auto& f : waiting)
+        f();
       self->state.exited = true;
       self->quit(self->state.exit_reason);
     }, true);
   });
-}
-
-// -- run-time requests --------------------------------------------------------
-
-caf::expected<caf::actor> add_child(supervisor_actor* self, child_spec spec) {
-  auto& st = self->state;
-  if (st.terminating)
-    return make_error(errc::shutting_down, "supervisor '" + st.spec.name + "' is stopping");
-  if (find(self, spec.id) != nullptr)
-    return make_error(errc::invalid_argument, "supervisor '" + st.spec.name +
-                                                  "' already has a child '" + spec.id + "'");
-  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, {}, 0, {}});
-  if (auto err = start_one(self, st.children.back())) {
-    st.children.pop_back();
-    return err;
-  }
-  return st.children.back().handle;
-}
-
-void remove_child(supervisor_actor* self, const std::string& id, caf::response_promise rp) {
-  auto* c = find(self, id);
-  if (c == nullptr || self->state.terminating) {
-    rp.deliver(make_error(errc::not_found, "supervisor '" + self->state.spec.name +
-                                               "' has no child '" + id + "'"));
-    return;
-  }
-  for (auto& [ticket, ids] : self->state.pending_restarts)
-    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-  if (c->status != child_status::running)
-    announce(self, *c, name_state::gone);
-  stop_children(self, {id}, name_state::gone, [=]() mutable {
-    erase_child(self, id);
-    rp.deliver(caf::ok_atom::value);
-  });
-}
-
-void deliver(caf::typed_response_promise<caf::actor>& rp, caf::expected<caf::actor> h) {
-  if (h)
-    rp.deliver(std::move(*h));
-  else
-    rp.deliver(std::move(h.error()));
-}
-
-std::vector<child_info> list_children(supervisor_actor* self) {
-  std::vector<child_info> out;
-  for (const auto& c : self->state.children)
-    out.push_back(child_info{c.spec.id, c.incarnation, c.status == child_status::running, c.handle});
-  return out;
-}
-
-void keep_offer(supervisor_actor* self, const std::string& id, snapshot s) {
-  auto* c = find(self, id);
-  if (c == nullptr)
-    return;
-  c->offered.push_front(std::move(s));
-  while (c->offered.size() > std::max<size_t>(c->spec.snapshots_kept, 1))
-    c->offered.pop_back();
 }
 
 caf::behavior supervisor(supervisor_actor* self, supervisor_spec spec, restart_context services) {
@@ -453,51 +412,27 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_spec spec, restart_c
       });
     },
     [=](kill_timer_atom, uint64_t ticket) { on_kill_timer(self, ticket); },
-    [=](offer_snapshot_atom, const std::string& id, snapshot& s) { keep_offer(self, id, std::move(s)); },
+    [=](offer_snapshot_atom, const std::string& id, snapshot& s) {
+      keep_offer(self, id, std::move(s));
+    },
     [=](start_child_atom, const std::string& id) {
       auto rp = self->make_response_promise<caf::actor>();
-      when_idle(self, [=]() mutable {
-        auto& st = self->state;
-        if (st.spec.strategy != strategy::simple_one_for_one || st.spec.children.size() != 1) {
-          rp.deliver(make_error(errc::invalid_argument,
-                                "start_child(id) needs a simple_one_for_one supervisor with one "
-                                "template child"));
-          return;
-        }
-        auto spec = st.spec.children.front();
-        spec.id = id;
-        deliver(rp, add_child(self, std::move(spec)));
-      });
+      start_child_from_template(self, id, rp);
       return rp;
     },
     [=](start_child_atom, child_spec& spec) {
       auto rp = self->make_response_promise<caf::actor>();
-      when_idle(self, [=, spec = std::move(spec)]() mutable {
-        if (self->state.spec.strategy == strategy::simple_one_for_one) {
-          rp.deliver(make_error(errc::invalid_argument,
-                                "a simple_one_for_one supervisor starts children by id"));
-          return;
-        }
-        deliver(rp, add_child(self, std::move(spec)));
-      });
+      start_child_from_spec(self, std::move(spec), rp);
       return rp;
     },
     [=](terminate_child_atom, const std::string& id) {
       auto rp = self->make_response_promise();
-      when_idle(self, [=]() mutable { remove_child(self, id, rp); });
+      terminate_child_request(self, id, rp);
       return rp;
     },
     [=](which_children_atom) {
-      // Answered between sequences, so tree::start hears back only once the
-      // whole tree has started, or learns that a root failing its start is going.
       auto rp = self->make_response_promise<std::vector<child_info>>();
-      when_idle(self, [=]() mutable {
-        if (self->state.terminating)
-          rp.deliver(make_error(errc::shutting_down,
-                                "supervisor '" + self->state.spec.name + "' is stopping"));
-        else
-          rp.deliver(list_children(self));
-      });
+      which_children_request(self, rp);
       return rp;
     },
   };

@@ -88,6 +88,23 @@ void when_idle(supervisor_actor* self, std::function<void()> f);
 // Runs deferred work, in arrival order, until some of it makes us busy again.
 void drain_deferred(supervisor_actor* self);
 
+void erase_child(supervisor_actor* self, const std::string& id);
+
+// Starts the next incarnation of `c`: monitored, registered and announced on
+// success; on failure nothing changed but the error.
+caf::error start_one(supervisor_actor* self, child_record& c);
+
+// Run-time requests (runtime_requests.cpp); each answers through its promise.
+void start_child_from_template(supervisor_actor* self, const std::string& id,
+                               caf::typed_response_promise<caf::actor> rp);
+void start_child_from_spec(supervisor_actor* self, child_spec spec,
+                           caf::typed_response_promise<caf::actor> rp);
+void terminate_child_request(supervisor_actor* self, const std::string& id,
+                             caf::response_promise rp);
+void which_children_request(supervisor_actor* self,
+                            caf::typed_response_promise<std::vector<child_info>> rp);
+void keep_offer(supervisor_actor* self, const std::string& id, snapshot s);
+
 // Stops the running children among `ids`, one at a time in the given order,
 // each by its shutdown policy, then runs `then`. Must not be called while
 // another stop sequence runs (use when_idle).
