@@ -7,9 +7,9 @@
 // once, provided each thread passes its own model_scratch, the per-worker
 // mutable state (buffers reused from step to step so that a step allocates
 // nothing once warm). Failures are values: a view of the wrong size, an
-// example index out of range, a sparse key the batch needs but the view lacks
-// or a scratch made by another model give an invalid_argument error, never
-// undefined behaviour.
+// example index out of range, sparse keys out of order, a sparse key the
+// batch needs but the view lacks, or a scratch made by another kind of model
+// give an invalid_argument error, never undefined behaviour.
 //
 // One training step of a worker:
 //   model.batch_indices(position, batch);            // which examples
@@ -19,6 +19,7 @@
 //   ... push grad.dense and (grad.sparse_keys, grad.sparse_values) ...
 // The gradient is that of the batch's mean loss. Applied with plain SGD
 // (w -= lr * g) by the shard it is exactly the update the plain_trainer makes.
+// Dense and sparse keys are two separate key spaces (parameter_layout).
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>

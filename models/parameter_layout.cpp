@@ -30,8 +30,9 @@ std::string parameter_layout::describe() const {
   for (const auto& t : dense_) {
     out += t.name + " [";
     for (size_t i = 0; i < t.shape.size(); ++i) out += (i ? ", " : "") + std::to_string(t.shape[i]);
-    out += "] keys " + std::to_string(t.first_key) + ".." +
-           std::to_string(t.first_key + t.size - 1) + "\n";
+    out += t.size == 0 ? "] no keys\n"
+                       : "] keys " + std::to_string(t.first_key) + ".." +
+                             std::to_string(t.first_key + t.size - 1) + "\n";
   }
   if (sparse_key_count_ > 0)
     out += sparse_name_ + " sparse keys 0.." + std::to_string(sparse_key_count_ - 1) + "\n";

@@ -7,6 +7,16 @@
 // schedule as worker 0 of 1. A step whose loss or gradient is not finite is
 // skipped and counted, as keel's workers do. Errors from the model (bad
 // config, wrong sizes) are returned, never thrown.
+//
+// Reference figures (tests/models/baseline_slow_test.cpp, `ctest -L slow`;
+// Release build, one core of this project's 2-vCPU VM, seed 1):
+//   mnist-mlp      lr 0.1, batch 32, 8 epochs:  test accuracy 0.9787,
+//                  log loss 0.0735, 9.9 s (48k examples/s)
+//   mnist-softmax  lr 0.05, batch 32, 10 epochs: accuracy 0.9231,
+//                  log loss 0.2753, 2.2 s (270k examples/s)
+//   sparse-lr      lr 0.2, batch 64, 2 epochs of 500k rows: log loss 0.3047
+//                  vs w*'s 0.2946 (+3.4%), 15.8 s (63k rows/s)
+//   Fashion-MNIST, same settings: MLP 0.873, softmax 0.842.
 
 #include <caf/expected.hpp>
 #include <cstdint>

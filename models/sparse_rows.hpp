@@ -11,11 +11,15 @@
 //
 // Popularity: a draw's rank is floor(X) - 1 where X has density proportional
 // to x^-s on [1, keys + 1) (a continuous Zipf with exponent s), so
-// P(rank r) = F(r + 2) - F(r + 1) (see rank_probability).
+// P(rank r) = F(r + 2) - F(r + 1) (see rank_probability). A draw that
+// repeats a key already in the row is drawn again: a key occurs at most
+// once a row, so the hottest keys are in nearly every row.
 // Ground truth: w*[key] = weight_scale * z(key) / sqrt(1 + rank(key) /
-// weight_half_rank) with z(key) uniform on [-sqrt 3, sqrt 3] (unit variance) from (seed, key):
-// popular keys carry most of the signal, as in click data, so a model trained on a finite sample
-// can come close to w*.
+// weight_half_rank), z(key) uniform on [-sqrt 3, sqrt 3] (unit variance)
+// from (seed, key). Popular keys carry most of the signal, as in click data,
+// while every key of the space is used and has a weight; with the defaults
+// plain SGD over the 500k training rows gets within about 3.5% of w*'s
+// held-out log loss (see plain_trainer.hpp for the measured figures).
 //
 // Cost: the key and w* of the 2^16 most popular ranks (about 80% of all
 // draws) are tabulated at construction (512 KiB, cache-resident); rarer
@@ -39,8 +43,8 @@ struct sparse_lr_config {
   uint32_t min_features = 20;         // active features a row, drawn uniformly
   uint32_t max_features = 200;        //   from [min_features, max_features] (<= 1024)
   double zipf_exponent = 1.0;         // s, in [0.5, 1.5]
-  double weight_scale = 0.5;          // w* = weight_scale * z / sqrt(1 + rank / half_rank)
-  double weight_half_rank = 1000;     // rank where a key's weight scale has fallen by sqrt(2)
+  double weight_scale = 0.8;          // w* = weight_scale * z / sqrt(1 + rank / half_rank)
+  double weight_half_rank = 100;      // rank where a key's weight scale has fallen by sqrt(2)
   double true_bias = -0.5;            // b*
 };
 
