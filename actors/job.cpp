@@ -10,6 +10,7 @@
 
 #include "actors/checkpointer.hpp"
 #include "actors/job_impl.hpp"
+#include "messages/decode.hpp"
 #include "messages/register_types.hpp"
 #include "storage/snapshot_store.hpp"
 
@@ -79,6 +80,20 @@ void job::impl::stop_tree_and_drain() {
       [&](caf::message&) {},  // late snapshots, steps, directory updates
       caf::after(std::chrono::seconds(5)) >> [&] { drained = true; });
   }
+}
+
+void job::impl::send_window(const caf::actor& worker) {
+  if (cfg.checkpoint_every > 0)
+    (*ctl)->send(worker, window_atom::value, released_step + 2 * cfg.checkpoint_every);
+}
+
+void job::impl::release(uint64_t step) {
+  if (step <= released_step)
+    return;
+  released_step = step;
+  for (auto& [name, h] : handles)
+    if (name.rfind("worker:", 0) == 0)
+      send_window(h);
 }
 
 job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -168,11 +183,13 @@ caf::error roll_back(job::impl& j, const std::string& why) {
       j.record({"damaged", d.file, describe(d.reason), j.elapsed_ms(), 0});
     for (auto& s : latest->checkpoint.snapshots)
       j.start_from.push_back(s.source());
+    j.released_step = j.forwarded_step = latest->checkpoint.manifest.step;
     j.record({"restored", "root",
               "rolling back to checkpoint " + std::to_string(latest->checkpoint.manifest.checkpoint) +
                 " at step " + std::to_string(latest->checkpoint.manifest.step),
               j.elapsed_ms(), latest->checkpoint.manifest.step});
   } else {
+    j.released_step = j.forwarded_step = 0;
     j.record({"restored", "root", "no valid checkpoint: restarting from step 0", j.elapsed_ms(), 0});
   }
   ++j.epoch;
@@ -223,22 +240,40 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       break;
     }
     self->receive(
-      [&](job_event& e) { j.record(std::move(e)); },
+      [&](job_event& e) {
+        if (e.kind == "checkpoint_failed")
+          j.release(e.count);  // the previous checkpoint stays in force; go on
+        j.record(std::move(e));
+      },
       [&](supervision::event& e) { j.record(from_supervision(e, j.elapsed_ms())); },
       [&](supervision::directory_update& u) {
         // Updates from a rolled-back tree's directory may still arrive.
         if (!j.tree || self->current_sender() != j.tree->directory().address())
           return;
-        if (u.state == supervision::name_state::up)
-          j.handles[u.name] = u.handle;
-        else
+        if (u.state != supervision::name_state::up) {
           j.handles.erase(u.name);
+          return;
+        }
+        auto& h = j.handles[u.name];
+        bool fresh = h != u.handle;
+        h = u.handle;
+        if (fresh && u.name.rfind("worker:", 0) == 0)
+          j.send_window(u.handle);
+        // Snapshots in flight at a checkpointer that died are lost.
+        if (fresh && u.name == "checkpointer")
+          j.release(j.forwarded_step);
       },
       [&](shard_snapshot_msg& m) {
+        auto d = decode(m);
+        uint64_t step = d ? d->root().getStep() : 0;
+        j.forwarded_step = std::max(j.forwarded_step, step);
         if (auto it = j.handles.find("checkpointer"); it != j.handles.end())
           self->send(it->second, std::move(m));
+        else
+          j.release(step);  // no checkpointer to take it: this checkpoint is lost
       },
       [&](checkpoint_committed& c) {
+        j.release(c.step);
         ++j.result.checkpoints;
         j.committed->add(c.checkpoint, c.snapshots);
         // Workers may drop what the checkpoint covers: seqs up to its step.

@@ -55,6 +55,8 @@ struct job::impl {
   std::vector<worker_report> reports;
   size_t next_kill = 0;
   uint64_t last_progress = 0;
+  uint64_t released_step = 0;   // the newest checkpoint step committed, failed or lost
+  uint64_t forwarded_step = 0;  // the newest snapshot step sent to the checkpointer
   double loss_sum = 0;
   uint64_t loss_count = 0;
   std::function<void(const job_event&)> on_event;
@@ -69,6 +71,9 @@ struct job::impl {
   caf::expected<bool> read_parameters();  // true once every shard holds every push
 
   void record(job_event e);
+  // Widens the workers' window to `step` + 2 checkpoint intervals.
+  void release(uint64_t step);
+  void send_window(const caf::actor& worker);
   // The current handle of `name` in the running tree, waiting (bounded)
   // while it restarts.
   caf::expected<caf::actor> resolve(const std::string& name, caf::timespan timeout);

@@ -116,6 +116,7 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   o.request_timeout = j.cfg.request_timeout;
   o.epoch = j.epoch;
   o.rule = j.cfg.rule.kind;
+  o.windowed = j.cfg.checkpoint_every > 0;
   c.start = [o](caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     return spawn_worker(sys, o);

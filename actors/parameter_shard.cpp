@@ -1,5 +1,6 @@
 #include "actors/parameter_shard.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -23,6 +24,7 @@ struct shard_state {
   shard_core core;
   std::deque<pending_pull> pulls;  // waiting for the consistency rule
   uint64_t snapshot_every = 0;
+  uint64_t last_snapshot_id = 0;  // the restored or last sent checkpoint id
   caf::actor sink;
 };
 
@@ -72,20 +74,31 @@ void serve_pulls(shard_actor* self) {
   }
 }
 
-void after_steps(shard_actor* self, uint64_t steps) {
+// How far every worker has come: the BSP clock, or under SSP/ASP the
+// slowest worker's clock (all pushes below it are applied).
+uint64_t progress_clock(const shard_core& core) {
+  if (core.config().rule.kind == consistency_kind::bsp)
+    return core.bsp_clock();
+  uint64_t slowest = UINT64_MAX;
+  for (uint32_t w = 0; w < core.config().num_workers; ++w)
+    slowest = std::min(slowest, core.worker_clock(w));
+  return slowest;
+}
+
+// Sends a snapshot whenever the progress clock enters a new multiple of
+// snapshot_every. Under BSP that is exactly the step boundary, so every
+// shard of a checkpoint holds the same step.
+void maybe_snapshot(shard_actor* self) {
   auto& st = self->state;
-  if (steps == 0)
+  if (st.snapshot_every == 0 || !st.sink)
     return;
-  if (st.snapshot_every > 0 && st.sink) {
-    // Steps complete one at a time, so the clock crossed at most `steps`
-    // boundaries; a snapshot is due only if the current clock is one.
-    if (st.core.bsp_clock() % st.snapshot_every == 0) {
-      auto snap = snapshot_of(st.core, st.core.bsp_clock() / st.snapshot_every, now_unix_ms());
-      if (snap)
-        self->send(st.sink, std::move(*snap));
-    }
-  }
-  serve_pulls(self);
+  auto id = progress_clock(st.core) / st.snapshot_every;
+  if (id <= st.last_snapshot_id)
+    return;
+  st.last_snapshot_id = id;
+  auto snap = snapshot_of(st.core, id, now_unix_ms());
+  if (snap)
+    self->send(st.sink, std::move(*snap));
 }
 
 caf::behavior shard_behavior(shard_actor* self) {
@@ -98,10 +111,10 @@ caf::behavior shard_behavior(shard_actor* self) {
       auto root = push->root();
       auto o = st.core.offer(std::move(*push));
       auto ack = make_ack(root, o, st.core.version(), st.core.config().shard);
-      if (st.core.config().rule.kind == consistency_kind::bsp)
-        after_steps(self, o.steps_applied);
-      else
-        serve_pulls(self);  // SSP clocks moved
+      if (o.status == schema::PushAck::Status::APPLIED || o.steps_applied > 0) {
+        maybe_snapshot(self);
+        serve_pulls(self);
+      }
       return ack;
     },
     [self](const pull_request_msg& m) -> caf::result<pull_reply_msg> {
@@ -160,6 +173,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
   return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, sink](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->state.snapshot_every = every;
+    // A restored shard has its checkpoint already; do not send it again.
+    if (every > 0)
+      self->state.last_snapshot_id = progress_clock(self->state.core) / every;
     self->state.sink = sink;
     return shard_behavior(self);
   });

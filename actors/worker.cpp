@@ -20,7 +20,7 @@ namespace {
 
 using Status = schema::PushAck::Status;
 
-enum class phase { resolving, resuming, pulling, pushing, finished, halted };
+enum class phase { resolving, resuming, waiting, pulling, pushing, finished, halted };
 
 struct worker_state {
   worker_options opt;
@@ -30,6 +30,7 @@ struct worker_state {
   std::vector<uint64_t> incarnation;
   phase now = phase::resolving;
   uint64_t step = 0;        // the global step in progress
+  uint64_t window = 0;      // when windowed: steps below this may start
   uint64_t generation = 0;  // bumps whenever in-flight requests become stale
   uint64_t steps_per_epoch = 0;
   // The step's working set, reused from step to step.
@@ -97,6 +98,10 @@ void start_step(worker_actor* self) {
     self->send(st.opt.job, done_atom::value, st.report);
     // Stay up with the log: a shard that restarts before the job has read
     // the final parameters still needs this worker's replay.
+    return;
+  }
+  if (st.opt.windowed && st.step >= st.window) {
+    st.now = phase::waiting;  // until the job widens the window
     return;
   }
   auto es = split_global_step(st.step, st.steps_per_epoch);
@@ -430,12 +435,18 @@ caf::behavior running(worker_actor* self) {
           resume(self);
       } else if (st.now == phase::resuming && !first && !st.done[shard]) {
         ask_status(self, shard, 0);
-      } else if (st.now == phase::pulling || st.now == phase::pushing || st.now == phase::finished) {
+      } else if (st.now != phase::resolving && st.now != phase::halted) {
         on_shard_restarted(self, shard);
       }
     },
     [self](truncate_atom, uint32_t shard, uint64_t covered) {
       self->state.log.truncate(shard, covered);
+    },
+    [self](window_atom, uint64_t limit) {
+      auto& st = self->state;
+      st.window = std::max(st.window, limit);
+      if (st.now == phase::waiting && st.step < st.window)
+        start_step(self);
     },
   };
 }

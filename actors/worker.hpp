@@ -11,7 +11,8 @@
 // (an empty push keeps BSP moving) and reported. A restarted worker asks the
 // shards what they have of it and resumes at the first step one lacks. When
 // a shard needs a push the log no longer holds, the worker asks the job for a
-// rollback. It reports events and its end to `job`.
+// rollback. It reports events and its end to `job`, and (when windowed)
+// starts a step only inside the window the job grants.
 
 #include <chrono>
 #include <cstdint>
@@ -45,6 +46,10 @@ struct worker_options {
   std::chrono::milliseconds retry_max{500};
   uint32_t epoch = 0;                    // the job's tree generation (rollbacks bump it)
   consistency_kind rule = consistency_kind::bsp;
+  // Flow control: when true, the worker starts step s only once the job's
+  // window (window_atom) exceeds s. The job keeps the window a bounded lead
+  // ahead of the last checkpoint, which bounds the replay logs.
+  bool windowed = false;
 };
 
 // What a worker tells the job when it has finished its last step.

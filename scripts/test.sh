@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds keel, and runs the whole test suite
-# through CTest (tests labelled `slow` are left to `ctest -L slow`).
+# through CTest (the slow tier, named "<layer> (slow): ...", is left to
+# `ctest -R '(slow)'`).
 #   scripts/test.sh                    Release build
 #   KEEL_SANITIZE=1 scripts/test.sh    ASan+UBSan build
-# Extra arguments are passed to ctest (e.g. -R storage).
+# Extra arguments are passed to ctest (e.g. -R '^storage:').
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/build.sh"
@@ -13,4 +14,4 @@ else
   build_dir="${KEEL_BUILD_DIR:-build}"
 fi
 cd "$root/$build_dir"
-ctest --output-on-failure -j "$(nproc)" -LE slow "$@"
+ctest --output-on-failure -j "$(nproc)" -E '\(slow\)' "$@"

@@ -1,0 +1,93 @@
+#pragma once
+// Runs small keel jobs for the failure-injection tests: a fresh checkpoint
+// directory per run, removed afterwards, and a bounded wait.
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "actors/keel.hpp"
+#include "messages/errors.hpp"
+#include "models/probe_model.hpp"
+#include "models/sparse_lr.hpp"
+
+namespace keel::test {
+
+class temp_dir {
+ public:
+  temp_dir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("keel-job-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::shared_ptr<const model> probe() {
+  auto m = probe_model::make({});
+  REQUIRE(m);
+  return *m;
+}
+
+inline std::shared_ptr<const model> small_sparse_lr() {
+  sparse_lr_config c;
+  c.keys = 1 << 14;
+  c.train_rows = 4096;
+  c.test_rows = 1024;
+  c.max_features = 40;
+  auto m = sparse_lr::make(c);
+  REQUIRE(m);
+  return *m;
+}
+
+inline job_config config_for(std::shared_ptr<const model> m, const temp_dir& dir, uint64_t steps) {
+  job_config c;
+  c.training_model = std::move(m);
+  c.checkpoint_dir = dir.path();
+  c.steps = steps;
+  c.checkpoint_every = 10;
+  c.optimizer.kind = optimizer_kind::sgd;
+  c.optimizer.lr = 1.0f;
+  c.request_timeout = std::chrono::milliseconds(1000);
+  return c;
+}
+
+// Runs the job to its end within two minutes.
+inline caf::expected<job_result> run(job_config c) {
+  auto j = job::start(std::move(c));
+  if (!j)
+    return j.error();
+  return (*j)->wait(std::chrono::minutes(2));
+}
+
+// The probe's exactly-once property: every parameter equals the pushes its
+// shard acknowledged (every shard gets one push per worker and step).
+inline void check_exactly_once(const job_config& c, const job_result& r) {
+  CHECK(r.pushes_acked == uint64_t{c.workers} * c.shards * c.steps);
+  CHECK(r.pushes_applied == r.pushes_acked);
+  auto p = std::dynamic_pointer_cast<const probe_model>(c.training_model);
+  REQUIRE(p);
+  auto err = p->check({r.dense, r.sparse}, r.pushes_acked / c.shards);
+  CHECK_MESSAGE(!err, describe(err));
+}
+
+inline uint64_t count(const job_result& r, const std::string& kind, const std::string& actor = {}) {
+  uint64_t n = 0;
+  for (auto& e : r.events)
+    if (e.kind == kind && (actor.empty() || e.actor == actor))
+      ++n;
+  return n;
+}
+
+}  // namespace keel::test

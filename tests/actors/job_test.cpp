@@ -1,0 +1,130 @@
+// Failure injection on the real path: whole jobs with actors killed by name
+// at given steps. The probe model makes loss or double application visible
+// in every parameter; BSP runs must end bit-identical to the fault-free run.
+#include "job_fixture.hpp"
+
+using namespace keel;
+using namespace keel::test;
+
+TEST_CASE("a fault-free probe run applies every acknowledged push exactly once") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 60);
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_exactly_once(c, *r);
+  CHECK(r->rollbacks == 0);
+  CHECK(r->restarts.empty());
+}
+
+TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies none twice") {
+  for (std::string victim : {"shard:0", "shard:1", "worker:0", "worker:1", "checkpointer", "shards",
+                             "workers", "root"}) {
+    CAPTURE(victim);
+    temp_dir dir;
+    auto c = config_for(probe(), dir, 80);
+    c.kills = {{victim, 25}};
+    auto r = run(c);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    check_exactly_once(c, *r);
+    CHECK(count(*r, "fault", victim) == 1);
+    // Training cannot finish without the victim's restart, except for the
+    // checkpointer, whose restart may still be under way when it ends.
+    if (victim == "root")
+      CHECK(r->rollbacks == 1);
+    else if (victim != "checkpointer")
+      CHECK(count(*r, "restart", victim) == 1);
+  }
+}
+
+TEST_CASE("a shard and a worker lost together, and repeated kills, still apply every push once") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 120);
+  c.kills = {{"shard:0", 15}, {"worker:0", 15}, {"shard:1", 40}, {"worker:1", 41}, {"shards", 70},
+             {"checkpointer", 71}, {"workers", 90}};
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_exactly_once(c, *r);
+}
+
+TEST_CASE("BSP runs end with the same params_sha256 with and without kills") {
+  auto model = small_sparse_lr();
+  auto config = [&](const temp_dir& dir) {
+    auto c = config_for(model, dir, 60);
+    c.optimizer.kind = optimizer_kind::adam;  // optimizer state must survive restores too
+    c.optimizer.lr = 0.05f;
+    c.batch_size = 16;
+    return c;
+  };
+  temp_dir clean_dir;
+  auto clean = run(config(clean_dir));
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  std::vector<std::vector<kill_spec>> schedules = {
+    {{"shard:1", 23}},
+    {{"worker:0", 23}},
+    {{"shard:0", 23}, {"worker:1", 23}},
+    {{"root", 35}},
+  };
+  for (auto& kills : schedules) {
+    CAPTURE(to_string(kills));
+    temp_dir dir;
+    auto c = config(dir);
+    c.kills = kills;
+    auto r = run(c);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    CHECK(r->params_sha256 == clean->params_sha256);
+  }
+}
+
+TEST_CASE("a shard killed after a checkpoint restarts from it and the workers replay the rest") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 300);
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  bool killed = false;
+  // Kill as soon as the job has seen a checkpoint commit: the restart must
+  // then start from that checkpoint, not from scratch.
+  (*j)->on_event([&](const job_event& e) {
+    if (e.kind == "checkpoint" && !killed) {
+      killed = true;
+      auto err = (*j)->kill("shard:1");
+      CHECK_MESSAGE(!err, describe(err));
+    }
+  });
+  auto r = (*j)->wait(std::chrono::minutes(2));
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  REQUIRE(killed);
+  check_exactly_once(c, *r);
+  bool restored_from_checkpoint = false;
+  for (auto& e : r->events)
+    if (e.kind == "restart" && e.actor == "shard:1" && e.detail.find("checkpoint-") != std::string::npos)
+      restored_from_checkpoint = true;
+  if (!restored_from_checkpoint)
+    for (auto& e : r->events)
+      MESSAGE(to_string(e));
+  CHECK(restored_from_checkpoint);
+}
+
+TEST_CASE("kills faster than the restart intensity allows make the job fail with an error naming the child") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 200);
+  c.max_restarts = 1;
+  c.restart_period = std::chrono::seconds(60);
+  for (uint64_t s = 5; s < 60; s += 5)
+    c.kills.push_back({"shard:0", s});
+  auto r = run(c);
+  REQUIRE(!r);
+  CHECK(is(r.error(), errc::escalated));
+  CHECK(describe(r.error()).find("shards") != std::string::npos);
+}
+
+TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 10);
+  c.workers = 0;
+  auto j = job::start(c);
+  REQUIRE(!j);
+  CHECK(describe(j.error()).find("--workers") != std::string::npos);
+  auto k = parse_kill_schedule("shard:0@step=x");
+  REQUIRE(!k);
+  CHECK(describe(k.error()).find("'shard:0@step=x'") != std::string::npos);
+}
