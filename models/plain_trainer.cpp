@@ -79,6 +79,7 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
     report.epoch = epoch;
     const auto start = clock_type::now();
     double loss_sum = 0;
+    uint64_t applied = 0;
     for (uint64_t step = 0; step < steps; ++step) {
       if (config.max_steps > 0 && r.steps >= config.max_steps)
         break;
@@ -100,11 +101,12 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
       }
       apply_sgd(grad, config.lr, r);
       loss_sum += grad.loss;
+      ++applied;
       r.examples += grad.examples;
     }
     report.train_seconds = seconds_since(start);
     r.train_seconds += report.train_seconds;
-    report.mean_train_loss = report.steps ? loss_sum / static_cast<double>(report.steps) : 0.0;
+    report.mean_train_loss = applied ? loss_sum / static_cast<double>(applied) : 0.0;
     if (config.evaluate_each_epoch) {
       auto e = m.evaluate(full_parameters{r.dense, r.sparse}, *scratch);
       if (!e)

@@ -41,7 +41,7 @@ struct plain_trainer_config {
 struct plain_epoch {
   uint64_t epoch = 0;
   uint64_t steps = 0;
-  double mean_train_loss = 0;  // mean of the steps' batch losses
+  double mean_train_loss = 0;  // mean batch loss of the applied (finite) steps
   double train_seconds = 0;
   std::optional<evaluation> test;
 };
