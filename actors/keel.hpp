@@ -10,8 +10,12 @@
 //   auto j = keel::job::start(cfg);
 //   auto result = (*j)->wait(std::chrono::minutes(10));
 //
-// See actors/job.hpp for the configuration, events, kills and the result.
+// See actors/job.hpp for the configuration, events, kills and the result,
+// and demos/embedding/ for an application that brings its own model. An
+// installed keel is found with find_package(keel) and linked as keel::keel;
+// include this header as <keel/actors/keel.hpp>.
 
 #include "actors/job.hpp"
+#include "messages/errors.hpp"
 #include "models/model.hpp"
 #include "models/model_registry.hpp"
