@@ -74,17 +74,6 @@ void serve_pulls(shard_actor* self) {
   }
 }
 
-// How far every worker has come: the BSP clock, or under SSP/ASP the
-// slowest worker's clock (all pushes below it are applied).
-uint64_t progress_clock(const shard_core& core) {
-  if (core.config().rule.kind == consistency_kind::bsp)
-    return core.bsp_clock();
-  uint64_t slowest = UINT64_MAX;
-  for (uint32_t w = 0; w < core.config().num_workers; ++w)
-    slowest = std::min(slowest, core.worker_clock(w));
-  return slowest;
-}
-
 // Sends a snapshot whenever the progress clock enters a new multiple of
 // snapshot_every. Under BSP that is exactly the step boundary, so every
 // shard of a checkpoint holds the same step.
@@ -92,7 +81,7 @@ void maybe_snapshot(shard_actor* self) {
   auto& st = self->state;
   if (st.snapshot_every == 0 || !st.sink)
     return;
-  auto id = progress_clock(st.core) / st.snapshot_every;
+  auto id = st.core.progress_clock() / st.snapshot_every;
   if (id <= st.last_snapshot_id)
     return;
   st.last_snapshot_id = id;
@@ -175,7 +164,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     self->state.snapshot_every = every;
     // A restored shard has its checkpoint already; do not send it again.
     if (every > 0)
-      self->state.last_snapshot_id = progress_clock(self->state.core) / every;
+      self->state.last_snapshot_id = self->state.core.progress_clock() / every;
     self->state.sink = sink;
     return shard_behavior(self);
   });

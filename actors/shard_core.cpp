@@ -183,6 +183,12 @@ void shard_core::apply_sparse(uint64_t key, float g) {
   apply_update(cfg_.optimizer, optimizer_steps_, &e.value, &e.slot1, &e.slot2, &g, 1);
 }
 
+uint64_t shard_core::progress_clock() const {
+  if (cfg_.rule.kind == consistency_kind::bsp || worker_clock_.empty())
+    return bsp_clock_;
+  return *std::min_element(worker_clock_.begin(), worker_clock_.end());
+}
+
 bool shard_core::can_serve(uint64_t clock) const {
   switch (cfg_.rule.kind) {
     case consistency_kind::asp:

@@ -80,6 +80,9 @@ class shard_core {
   const shard_config& config() const { return cfg_; }
   uint64_t version() const { return version_; }  // updates applied so far
   uint64_t bsp_clock() const { return bsp_clock_; }  // BSP steps complete
+  // How far every worker has come: the BSP clock, or under SSP/ASP the
+  // slowest worker's clock (every push below it is applied).
+  uint64_t progress_clock() const;
   uint64_t optimizer_steps() const { return optimizer_steps_; }
   uint64_t applied(uint32_t worker) const { return applied_.at(worker); }
   uint64_t received(uint32_t worker) const { return received_.at(worker); }

@@ -61,7 +61,7 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   snapshot_header h;
   h.shard = cfg.shard;
   h.checkpoint = checkpoint;
-  h.step = core.bsp_clock();
+  h.step = core.progress_clock();
   h.shard_version = core.version();
   h.created_unix_ms = created_unix_ms;
   std::vector<uint64_t> clocks;

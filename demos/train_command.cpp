@@ -12,6 +12,7 @@
 #include "actors/keel.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
+#include "models/probe_model.hpp"
 
 namespace po = boost::program_options;
 
@@ -210,6 +211,19 @@ int train(const args& a) {
   std::cout << "log loss " << r->quality.log_loss << " over " << r->quality.examples
             << " examples\nkeel train: pushes acked " << r->pushes_acked << ", applied "
             << r->pushes_applied << ", params_sha256 " << r->params_sha256 << "\n";
+  int status = 0;
+  if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model)) {
+    // Every push adds exactly 1.0, so every parameter must equal the pushes
+    // its shard acknowledged: none lost, none applied twice.
+    auto err = probe->check({r->dense, r->sparse}, r->pushes_acked / cfg.shards);
+    std::cout << "keel train: exactly once: "
+              << (err ? "VIOLATED: " + describe(err) : std::string("every parameter equals the ") +
+                                                         std::to_string(r->pushes_acked / cfg.shards) +
+                                                         " pushes its shard acknowledged")
+              << "\n";
+    if (err)
+      status = 1;
+  }
   if (!report_path.empty()) {
     std::ofstream f(report_path);
     write_report(f, cfg, model_name, *r);
@@ -218,7 +232,7 @@ int train(const args& a) {
       return 1;
     }
   }
-  return 0;
+  return status;
 }
 
 }  // namespace keel::cli

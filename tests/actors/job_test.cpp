@@ -128,3 +128,16 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   REQUIRE(!k);
   CHECK(describe(k.error()).find("'shard:0@step=x'") != std::string::npos);
 }
+
+TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none twice") {
+  for (auto rule : {consistency{consistency_kind::ssp, 2}, consistency{consistency_kind::asp, 0}}) {
+    CAPTURE(to_string(rule));
+    temp_dir dir;
+    auto c = config_for(probe(), dir, 120);
+    c.rule = rule;
+    c.kills = {{"shard:0", 30}, {"worker:1", 60}, {"shard:1", 61}, {"checkpointer", 62}};
+    auto r = run(c);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    check_exactly_once(c, *r);
+  }
+}
