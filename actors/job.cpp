@@ -210,9 +210,24 @@ void report_progress(job::impl& j, uint64_t step) {
                 j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : 0.0,
                 static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs,
                 static_cast<unsigned long long>(restarts));
+  std::string text = line;
+  if (j.cfg.progress_accuracy) {
+    // The parameters as they are now, scored on the held-out set.
+    auto read = j.read_parameters();
+    auto scratch = j.cfg.training_model->make_scratch();
+    auto q = read ? j.cfg.training_model->evaluate({j.result.dense, j.result.sparse}, *scratch)
+                  : caf::expected<evaluation>(read.error());
+    if (q && q->accuracy)
+      std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
+    else if (q)
+      std::snprintf(line, sizeof(line), " test log loss %.4f", q->log_loss);
+    else
+      std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
+    text += line;
+  }
   j.loss_sum = 0;
   j.loss_count = 0;
-  j.record({"progress", "job", line, j.elapsed_ms(), step});
+  j.record({"progress", "job", text, j.elapsed_ms(), step});
 }
 
 void fire_kills(job::impl& j, job& owner) {
@@ -241,6 +256,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
     }
     self->receive(
       [&](job_event& e) {
+        e.at_ms = j.elapsed_ms();  // one clock for the timeline: the job's
         if (e.kind == "checkpoint_failed")
           j.release(e.count);  // the previous checkpoint stays in force; go on
         j.record(std::move(e));

@@ -47,6 +47,7 @@ struct job_config {
   std::chrono::milliseconds request_timeout{2000};
   size_t scheduler_threads = 2;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
+  bool progress_accuracy = false;                // progress events score the held-out set too
 };
 
 struct job_result {

@@ -111,7 +111,10 @@ uint64_t shard_core::apply_complete_steps() {
     auto& sum = scratch_;
     sum.assign(dense_.size(), 0.0f);
     std::vector<std::pair<uint64_t, uint64_t>> touched;
-    std::map<uint64_t, float> sparse_sum;
+    // Per key the workers' values are added in worker-id order; keys are
+    // independent, so the order in which keys are then applied is free.
+    auto& sparse_sum = sparse_sum_;
+    sparse_sum.clear();
     for (auto& q : held_) {
       auto p = q.front().root();
       for (auto r : p.getDense()) {

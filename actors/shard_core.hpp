@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -89,12 +90,14 @@ class shard_core {
   uint64_t worker_clock(uint32_t worker) const { return worker_clock_.at(worker); }
   const std::vector<float>& dense() const { return dense_; }
   const std::vector<float>& dense_slot(size_t i) const { return i == 0 ? slot1_ : slot2_; }
-  const std::map<uint64_t, sparse_entry>& sparse() const { return sparse_; }
+  // Unordered: a hash table keeps pulls and pushes O(1) per key over the
+  // million-key sparse models; snapshots sort the keys they write.
+  const std::unordered_map<uint64_t, sparse_entry>& sparse() const { return sparse_; }
 
   // Replaces the whole state (used by restore; checked by the caller).
   struct state {
     std::vector<float> dense, slot1, slot2;
-    std::map<uint64_t, sparse_entry> sparse;
+    std::unordered_map<uint64_t, sparse_entry> sparse;
     std::vector<uint64_t> applied, worker_clock;
     uint64_t version = 0, bsp_clock = 0, optimizer_steps = 0;
   };
@@ -109,7 +112,8 @@ class shard_core {
 
   shard_config cfg_;
   std::vector<float> dense_, slot1_, slot2_;
-  std::map<uint64_t, sparse_entry> sparse_;  // ordered: snapshots list keys in order
+  std::unordered_map<uint64_t, sparse_entry> sparse_;
+  std::unordered_map<uint64_t, float> sparse_sum_;  // a BSP step's sparse gradient, reused
   std::vector<uint64_t> applied_;       // per worker: highest seq applied
   std::vector<uint64_t> received_;      // per worker: highest seq applied or held
   std::vector<uint64_t> worker_clock_;  // per worker: last pushed step + 1

@@ -1,5 +1,6 @@
 #include "actors/shard_snapshot.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -70,9 +71,14 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
     clocks.push_back(core.worker_clock(w));
   }
   std::vector<uint64_t> keys;
-  std::vector<float> entries;
-  for (auto& [k, e] : core.sparse()) {
+  keys.reserve(core.sparse().size());
+  for (auto& [k, e] : core.sparse())
     keys.push_back(k);
+  std::sort(keys.begin(), keys.end());  // snapshots list sparse keys in order
+  std::vector<float> entries;
+  entries.reserve(keys.size() * 3);
+  for (auto k : keys) {
+    auto& e = core.sparse().at(k);
     entries.insert(entries.end(), {e.value, e.slot1, e.slot2});
   }
   std::vector<uint64_t> counters = {core.version(), core.bsp_clock(), core.optimizer_steps()};
@@ -120,8 +126,7 @@ caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSn
       return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
                                                   ": sparse key " + std::to_string(keys[i]) +
                                                   " is out of order or not this shard's");
-    s.sparse.emplace_hint(s.sparse.end(), keys[i],
-                          sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
+    s.sparse.emplace(keys[i], sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
   }
   if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, s.worker_clock))
     return err;

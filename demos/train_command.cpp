@@ -119,7 +119,8 @@ int train(const args& a) {
     ("train-limit", po::value(&train_limit)->default_value(0), "use only this many training examples (0: all)")
     ("test-limit", po::value(&test_limit)->default_value(0), "evaluate on only this many test examples (0: all)")
     ("timeout", po::value(&timeout_s)->default_value(timeout_s), "give up after this many seconds")
-    ("quiet", "print only the result");
+    ("quiet", "print only the result")
+    ("verbose", "print every event, checkpoints and retries included");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(a).options(opts).run(), vm);
@@ -177,6 +178,7 @@ int train(const args& a) {
   cfg.checkpoint_dir = checkpoint_dir;
   bool quiet = vm.count("quiet") > 0;
   cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, steps / 10);
+  cfg.progress_accuracy = !quiet && (*model)->num_test_examples() > 0;
   if (!quiet)
     std::cout << "keel train: " << model_name << ", " << cfg.shards << " shards, " << cfg.workers
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
@@ -187,11 +189,14 @@ int train(const args& a) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";
     return 1;
   }
+  bool verbose = vm.count("verbose") > 0;
   if (!quiet)
-    (*j)->on_event([](const job_event& e) {
+    (*j)->on_event([verbose](const job_event& e) {
+      bool routine = e.kind == "start" || e.kind == "retry" || e.kind == "shutdown" ||
+                     e.kind == "checkpoint" || (e.kind == "down" && e.detail.find(": ok") != std::string::npos);
       if (e.kind == "progress")
         std::cout << "  " << e.detail << std::endl;
-      else if (e.kind != "start" && e.kind != "retry" && e.kind != "shutdown")
+      else if (verbose || !routine)
         std::cout << "  [" << e.at_ms << " ms] " << e.kind << " " << e.actor << ": " << e.detail
                   << std::endl;
     });
