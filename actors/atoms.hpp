@@ -16,6 +16,7 @@ using run_atom = caf::atom_constant<caf::atom("run")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;          // a worker finished its steps
+using replay_atom = caf::atom_constant<caf::atom("replay")>;      // resend the log to a restarted shard
 using window_atom = caf::atom_constant<caf::atom("window")>;      // steps a worker may start
 using rollback_atom = caf::atom_constant<caf::atom("rollback")>;  // a worker cannot recover alone
 

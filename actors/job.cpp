@@ -6,6 +6,7 @@
 // schedule, and rolls the tree back to the last valid checkpoint when local
 // recovery is impossible.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "actors/checkpointer.hpp"
@@ -136,8 +137,13 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
     p->shard_cfgs.push_back(sc);
   }
   p->committed = std::make_shared<committed_snapshots>(2);
-  std::sort(c.kills.begin(), c.kills.end(),
-            [](const kill_spec& a, const kill_spec& b) { return a.at_step < b.at_step; });
+  p->plan = c.faults;
+  for (auto& k : c.kills)
+    p->plan.push_back({fault_kind::kill, k.actor, k.at_step, 1, 0});
+  std::stable_sort(p->plan.begin(), p->plan.end(),
+                   [](const fault& a, const fault& b) { return a.at_step < b.at_step; });
+  p->links = std::make_shared<link_faults>();
+  p->disk = faulty_io::wrap();
   if (auto err = p->start_tree())
     return err;
   return std::unique_ptr<job>(new job(std::move(p)));
@@ -230,13 +236,39 @@ void report_progress(job::impl& j, uint64_t step) {
   j.record({"progress", "job", text, j.elapsed_ms(), step});
 }
 
-void fire_kills(job::impl& j, job& owner) {
-  auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
-  while (j.next_kill < j.cfg.kills.size() && j.cfg.kills[j.next_kill].at_step <= slowest) {
-    auto& k = j.cfg.kills[j.next_kill++];
-    if (auto err = owner.kill(k.actor))
-      j.record({"fault", k.actor, "not killed: " + describe(err), j.elapsed_ms(), 0});
+// Injects one fault now; the event names it as the plan spells it.
+void inject(job::impl& j, job& owner, const fault& f) {
+  caf::error err;
+  switch (f.kind) {
+    case fault_kind::kill:
+      err = owner.kill(f.target);
+      break;
+    case fault_kind::drop:
+    case fault_kind::duplicate:
+    case fault_kind::delay:
+      err = j.links->arm(f);
+      break;
+    case fault_kind::enospc:
+    case fault_kind::eio:
+      j.disk->arm(io_fault{f.target == "write" ? io_op::write : io_op::fsync, 1,
+                           f.kind == fault_kind::enospc ? ENOSPC : EIO});
+      break;
+    case fault_kind::tear:
+      j.disk->arm(io_tear{1, 16, true});
+      break;
   }
+  j.result.fault_plan += (j.result.fault_plan.empty() ? "" : ",") + to_string(f);
+  if (f.kind != fault_kind::kill)
+    j.record({"fault", f.target, to_string(f) + (err ? ": not injected: " + describe(err) : ""),
+              j.elapsed_ms(), f.at_step});
+  else if (err)
+    j.record({"fault", f.target, "not killed: " + describe(err), j.elapsed_ms(), f.at_step});
+}
+
+void fire_faults(job::impl& j, job& owner) {
+  auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
+  while (j.next_fault < j.plan.size() && j.plan[j.next_fault].at_step <= slowest)
+    inject(j, owner, j.plan[j.next_fault++]);
 }
 
 }  // namespace
@@ -246,8 +278,23 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto& self = *j.ctl;
   caf::error failure;
-  bool finished = false;
-  while (!finished && !failure) {
+  bool complete = false;
+  // Runs until every worker of the current tree is done *and* every shard
+  // holds every push. Faults may still strike after the workers' last step
+  // (a shard restarts and needs their replay, the root dies and the job
+  // rolls back), so the read-out happens inside this loop, retried between
+  // messages until it finds the shards complete.
+  while (!complete && !failure) {
+    bool finished = j.done.size() == j.cfg.workers;
+    if (finished) {
+      auto read = j.read_parameters();
+      if (!read) {
+        failure = read.error();  // a shard's state failed validation
+        break;
+      }
+      if (*read)
+        break;
+    }
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) {
       failure = make_error(errc::timeout, "job did not finish within " +
@@ -309,14 +356,13 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           j.last_progress = slowest;
           report_progress(j, slowest);
         }
-        fire_kills(j, *this);
+        fire_faults(j, *this);
       },
       [&](done_atom, worker_report& r) {
         if (r.epoch != j.epoch)
           return;
         j.done.insert(r.worker);
-        j.reports.push_back(r);
-        finished = j.done.size() == j.cfg.workers;
+        j.reports[r.worker] = r;  // a worker killed after its last step reports again
       },
       [&](rollback_atom, uint32_t epoch, uint32_t, std::string& why) {
         if (epoch == j.epoch)
@@ -332,11 +378,12 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           failure = roll_back(j, "the root supervisor went down: " + j.sys->render(dm.reason));
         }
       },
-      caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(left)) >> [] {});
+      caf::after(finished ? std::chrono::milliseconds(20)
+                          : std::chrono::duration_cast<std::chrono::milliseconds>(left)) >> [] {});
   }
   if (failure)
     return failure;
-  return j.read_out();
+  return j.finish();
 }
 
 }  // namespace keel

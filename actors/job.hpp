@@ -23,6 +23,7 @@
 
 #include "actors/consistency.hpp"
 #include "actors/job_event.hpp"
+#include "actors/fault_plan.hpp"
 #include "actors/kill_schedule.hpp"
 #include "actors/optimizer.hpp"
 #include "models/model.hpp"
@@ -41,7 +42,8 @@ struct job_config {
   std::filesystem::path checkpoint_dir;          // required; created if missing
   uint64_t checkpoint_every = 50;                // BSP steps between checkpoints; 0: none
   size_t keep_checkpoints = 3;
-  std::vector<kill_spec> kills;
+  std::vector<kill_spec> kills;                  // shorthand for kill faults
+  std::vector<fault> faults;                     // actors/fault_plan.hpp
   int max_restarts = 20;                         // per supervisor, within restart_period
   std::chrono::milliseconds restart_period{10000};
   std::chrono::milliseconds request_timeout{2000};
@@ -60,6 +62,7 @@ struct job_result {
   uint64_t checkpoints = 0;                      // committed during the run
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order
+  std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)
   double seconds = 0;

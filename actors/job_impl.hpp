@@ -14,6 +14,8 @@
 
 #include "actors/atoms.hpp"
 #include "actors/job.hpp"
+#include "actors/link_faults.hpp"
+#include "storage/faulty_io.hpp"
 #include "actors/partition.hpp"
 #include "actors/worker.hpp"
 #include "supervision/directory.hpp"
@@ -52,8 +54,11 @@ struct job::impl {
   std::map<std::string, caf::actor> handles;  // directory name -> current handle
   std::set<uint32_t> done;
   std::vector<uint64_t> worker_step;
-  std::vector<worker_report> reports;
-  size_t next_kill = 0;
+  std::map<uint32_t, worker_report> reports;  // the last report of each worker
+  std::vector<fault> plan;      // kills and faults, by step
+  size_t next_fault = 0;
+  std::shared_ptr<link_faults> links;
+  std::shared_ptr<faulty_io> disk;
   uint64_t last_progress = 0;
   uint64_t released_step = 0;   // the newest checkpoint step committed, failed or lost
   uint64_t forwarded_step = 0;  // the newest snapshot step sent to the checkpointer
@@ -67,8 +72,11 @@ struct job::impl {
   caf::error start_tree();
   supervision::supervisor_spec root_spec();
   // job_result.cpp
-  caf::expected<job_result> read_out();
-  caf::expected<bool> read_parameters();  // true once every shard holds every push
+  // Reads every shard's parameters into `result`: true once every shard
+  // holds every push, false when one lacks some or is restarting.
+  caf::expected<bool> read_parameters();
+  // Completes `result` from the parameters read, evaluates, stops the tree.
+  caf::expected<job_result> finish();
 
   void record(job_event e);
   // Widens the workers' window to `step` + 2 checkpoint intervals.

@@ -117,6 +117,7 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   o.epoch = j.epoch;
   o.rule = j.cfg.rule.kind;
   o.windowed = j.cfg.checkpoint_every > 0;
+  o.faults = j.links;
   c.start = [o](caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     return spawn_worker(sys, o);
@@ -150,6 +151,7 @@ supervision::supervisor_spec job::impl::root_spec() {
   co.keep_last = cfg.keep_checkpoints;
   co.num_shards = cfg.shards;
   co.job = caf::actor_cast<caf::actor>(*ctl);
+  co.io = disk;
   ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
     return spawn_checkpointer(sys, co);
   };

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <kj/exception.h>
+
 #include "messages/errors.hpp"
 #include "storage/snapshot.hpp"
 
@@ -95,7 +97,10 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   return make_snapshot(h, tensors);
 }
 
-caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+namespace {
+
+caf::expected<shard_core> restore_unguarded(const shard_config& cfg,
+                                            schema::ShardSnapshot::Reader snap) {
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
@@ -149,6 +154,22 @@ caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSn
   shard_core core(cfg, std::vector<float>(n, 0.0f));
   core.assign(std::move(s));
   return core;
+}
+
+}  // namespace
+
+caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+  // A validated snapshot can still be hostile: chunk pointers that share one
+  // blob make every walk over a tensor read it many times, and the reader's
+  // traversal limit throws part-way through a copy (see
+  // tests/fuzz/regressions/fuzz_snapshot_file). Refuse it as damage, as a
+  // value, so the caller can fall back to an older snapshot.
+  try {
+    return restore_unguarded(cfg, snap);
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
 }
 
 }  // namespace keel

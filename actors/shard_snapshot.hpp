@@ -5,7 +5,8 @@
 // step are not in it (their workers replay them from their logs). Restore
 // checks every CRC and that each tensor has the dtype and shape this shard's
 // configuration expects, and refuses with an error naming the tensor and
-// both shapes otherwise.
+// both shapes otherwise. Restore never throws: a snapshot that its reader's
+// traversal limit stops is refused as errc::damaged_snapshot.
 
 #include <cstdint>
 

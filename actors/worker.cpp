@@ -1,14 +1,14 @@
 #include "actors/worker.hpp"
 
 #include <algorithm>
+#include <caf/all.hpp>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
-#include <caf/all.hpp>
-
 #include "actors/atoms.hpp"
 #include "actors/job_event.hpp"
+#include "actors/link_faults.hpp"
 #include "actors/replay_log.hpp"
 #include "messages/decode.hpp"
 #include "supervision/directory.hpp"
@@ -58,7 +58,7 @@ void emit(worker_actor* self, std::string kind, std::string detail, uint64_t cou
   e.count = count;
   e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                   st.started)
-              .count();
+                .count();
   if (st.opt.job)
     self->send(st.opt.job, std::move(e));
 }
@@ -92,8 +92,7 @@ void start_step(worker_actor* self) {
     st.now = phase::finished;
     st.report.steps = st.step;
     st.report.pushes_acked = 0;
-    for (auto a : st.max_acked)
-      st.report.pushes_acked += a;
+    for (auto a : st.max_acked) st.report.pushes_acked += a;
     st.report.epoch = st.opt.epoch;
     self->send(st.opt.job, done_atom::value, st.report);
     // Stay up with the log: a shard that restarts before the job has read
@@ -105,24 +104,22 @@ void start_step(worker_actor* self) {
     return;
   }
   auto es = split_global_step(st.step, st.steps_per_epoch);
-  batch_position at{st.opt.seed, es.epoch, es.step, st.opt.worker, st.opt.num_workers,
-                    st.opt.batch_size};
+  batch_position at{st.opt.seed,   es.epoch,           es.step,
+                    st.opt.worker, st.opt.num_workers, st.opt.batch_size};
   if (auto err = st.opt.training_model->batch_indices(at, st.batch))
     return fail(self, err);
   if (auto err = st.opt.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
     return fail(self, err);
   auto dense_size = st.opt.training_model->layout().dense_size();
   st.sparse_values.resize(st.model_keys.size());
-  for (auto& k : st.shard_keys)
-    k.clear();
+  for (auto& k : st.shard_keys) k.clear();
   for (auto k : st.model_keys)
     st.shard_keys[shard_of(st.opt.parts, dense_size + k)].push_back(dense_size + k);
   st.now = phase::pulling;
   ++st.generation;
   std::fill(st.done.begin(), st.done.end(), false);
   st.pending = st.shards.size();
-  for (uint32_t i = 0; i < st.shards.size(); ++i)
-    send_pull(self, i, 0);
+  for (uint32_t i = 0; i < st.shards.size(); ++i) send_pull(self, i, 0);
 }
 
 pull_request_msg make_pull(const worker_state& st, uint32_t shard) {
@@ -138,38 +135,65 @@ pull_request_msg make_pull(const worker_state& st, uint32_t shard) {
       d[0].setEnd(range.end);
     }
     auto k = b.initSparseKeys(keys.size());
-    for (unsigned i = 0; i < keys.size(); ++i)
-      k.set(i, keys[i]);
+    for (unsigned i = 0; i < keys.size(); ++i) k.set(i, keys[i]);
   });
 }
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 void compute_and_push(worker_actor* self);
 
+// Applies the link faults armed for this worker (actors/link_faults.hpp) to
+// one message: how many copies to send now (0, 1 or 2). A dropped message
+// is noticed only through the request timeout, as on a real network; a
+// delayed one is sent later.
+int copies_to_send(worker_actor* self, uint32_t shard, uint32_t attempt, bool push) {
+  auto& st = self->state;
+  if (!st.opt.faults)
+    return 1;
+  auto d = st.opt.faults->on_send(st.opt.worker, shard);
+  switch (d.action) {
+    case send_action::deliver:
+      return 1;
+    case send_action::duplicate:
+      return 2;
+    case send_action::drop:
+      self->delayed_send(self, st.opt.request_timeout, retry_atom::value, st.generation, shard,
+                         attempt + 1, push);
+      return 0;
+    case send_action::delay:
+      self->delayed_send(self, std::chrono::milliseconds(d.delay_ms), retry_atom::value,
+                         st.generation, shard, attempt, push);
+      return 0;
+  }
+  return 1;
+}
+
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.generation;
-  self->request(st.shards[shard], st.opt.request_timeout, make_pull(st, shard))
-    .then(
-      [self, shard, gen](const pull_reply_msg& m) {
-        auto& st = self->state;
-        if (gen != st.generation || st.now != phase::pulling || st.done[shard])
-          return;
-        auto r = decode(m);
-        if (!r)
-          return fail(self, r.error());
-        on_pulled(self, shard, r->root());
-      },
-      [self, shard, gen, attempt](caf::error& err) {
-        auto& st = self->state;
-        if (gen != st.generation || st.now != phase::pulling || st.done[shard])
-          return;
-        ++st.report.retries;
-        emit(self, "retry", "pull from " + st.opt.shard_names[shard] + " at step " +
-                              std::to_string(st.step) + ": " + self->system().render(err));
-        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                           attempt + 1, false);
-      });
+  for (int copies = copies_to_send(self, shard, attempt, false); copies > 0; --copies)
+    self->request(st.shards[shard], st.opt.request_timeout, make_pull(st, shard))
+        .then(
+            [self, shard, gen](const pull_reply_msg& m) {
+              auto& st = self->state;
+              if (gen != st.generation || st.now != phase::pulling || st.done[shard])
+                return;
+              auto r = decode(m);
+              if (!r)
+                return fail(self, r.error());
+              on_pulled(self, shard, r->root());
+            },
+            [self, shard, gen, attempt](caf::error& err) {
+              auto& st = self->state;
+              if (gen != st.generation || st.now != phase::pulling || st.done[shard])
+                return;
+              ++st.report.retries;
+              emit(self, "retry",
+                   "pull from " + st.opt.shard_names[shard] + " at step " +
+                       std::to_string(st.step) + ": " + self->system().render(err));
+              self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                                 attempt + 1, false);
+            });
 }
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) {
@@ -178,24 +202,22 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
   for (auto d : r.getDense()) {
     auto v = d.getValues();
     if (d.getBegin() < range.begin || d.getEnd() > range.end)
-      return fail(self, make_error(errc::invalid_field, "pull reply from shard " +
-                                                          std::to_string(shard) +
-                                                          " holds keys outside its range"));
+      return fail(self,
+                  make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) +
+                                                      " holds keys outside its range"));
     std::memcpy(st.dense.data() + d.getBegin(), v.begin(), v.size());
   }
   // Sparse values land in model-key order: shards own ascending key slices.
   auto keys = st.shard_keys[shard];
   auto vals = r.getSparse().getValues();
   if (vals.size() != keys.size())
-    return fail(self, make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) +
-                                                        " has " + std::to_string(vals.size()) +
-                                                        " sparse values for " +
-                                                        std::to_string(keys.size()) + " keys"));
+    return fail(self, make_error(errc::invalid_field,
+                                 "pull reply from shard " + std::to_string(shard) + " has " +
+                                     std::to_string(vals.size()) + " sparse values for " +
+                                     std::to_string(keys.size()) + " keys"));
   size_t offset = 0;
-  for (uint32_t i = 0; i < shard; ++i)
-    offset += st.shard_keys[i].size();
-  for (unsigned i = 0; i < vals.size(); ++i)
-    st.sparse_values[offset + i] = vals[i];
+  for (uint32_t i = 0; i < shard; ++i) offset += st.shard_keys[i].size();
+  for (unsigned i = 0; i < vals.size(); ++i) st.sparse_values[offset + i] = vals[i];
   st.done[shard] = true;
   if (--st.pending == 0)
     compute_and_push(self);
@@ -215,8 +237,7 @@ push_msg make_push(const worker_state& st, uint32_t shard, bool empty) {
   auto range = st.opt.parts[shard].dense;
   auto& keys = st.shard_keys[shard];
   size_t offset = 0;
-  for (uint32_t i = 0; i < shard; ++i)
-    offset += st.shard_keys[i].size();
+  for (uint32_t i = 0; i < shard; ++i) offset += st.shard_keys[i].size();
   return build<schema::Push>(64 + range.size() / 2 + keys.size() * 2, [&](schema::Push::Builder b) {
     b.setWorker(st.opt.worker);
     b.setSeq(st.step + 1);
@@ -282,25 +303,25 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
         return;  // the shard is only waiting for what this worker sends next
       if (first == 0 || expected < first) {
         halt_for_rollback(self, st.opt.shard_names[shard] + " needs push " +
-                                  std::to_string(expected) + " of worker " +
-                                  std::to_string(st.opt.worker) + ", which its log no longer holds");
+                                    std::to_string(expected) + " of worker " +
+                                    std::to_string(st.opt.worker) +
+                                    ", which its log no longer holds");
         return;
       }
-      for (auto& m : st.log.after(shard, expected - 1))
-        send_push(self, shard, m, 0);
+      for (auto& m : st.log.after(shard, expected - 1)) send_push(self, shard, m, 0);
       return;
     }
     case Status::REJECTED:
-      return fail(self, make_error(errc::invalid_field, st.opt.shard_names[shard] +
-                                                          " rejected push " +
-                                                          std::to_string(a.getSeq()) + ": " +
-                                                          a.getReason().cStr()));
+      return fail(self, make_error(errc::invalid_field,
+                                   st.opt.shard_names[shard] + " rejected push " +
+                                       std::to_string(a.getSeq()) + ": " + a.getReason().cStr()));
   }
   if (st.now == phase::pushing && a.getSeq() == st.step + 1 && !st.done[shard]) {
     st.done[shard] = true;
     if (--st.pending == 0) {
       ++st.step;
-      self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step, st.report.last_loss);
+      self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step,
+                 st.report.last_loss);
       start_step(self);
     }
   }
@@ -309,45 +330,74 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.generation;
-  self->request(st.shards[shard], st.opt.request_timeout, m)
-    .then(
-      [self, shard](const push_ack_msg& ack) {
-        auto& st = self->state;
-        if (st.now == phase::halted)
-          return;
-        auto a = decode(ack);
-        if (!a)
-          return fail(self, a.error());
-        on_ack(self, shard, a->root());
-      },
-      [self, shard, gen, attempt](caf::error& err) {
-        auto& st = self->state;
-        auto seq = st.step + 1;
-        if (gen != st.generation || st.now != phase::pushing || st.done[shard])
-          return;
-        ++st.report.retries;
-        emit(self, "retry", "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] +
-                              ": " + self->system().render(err));
-        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                           attempt + 1, true);
-      });
+  for (int copies = copies_to_send(self, shard, attempt, true); copies > 0; --copies)
+    self->request(st.shards[shard], st.opt.request_timeout, m)
+        .then(
+            [self, shard](const push_ack_msg& ack) {
+              auto& st = self->state;
+              if (st.now == phase::halted)
+                return;
+              auto a = decode(ack);
+              if (!a)
+                return fail(self, a.error());
+              on_ack(self, shard, a->root());
+            },
+            [self, shard, gen, attempt](caf::error& err) {
+              auto& st = self->state;
+              auto seq = st.step + 1;
+              if (gen != st.generation || st.now != phase::pushing || st.done[shard])
+                return;
+              ++st.report.retries;
+              emit(self, "retry",
+                   "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
+                       self->system().render(err));
+              self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                                 attempt + 1, true);
+            });
 }
 
-// A shard has a new incarnation: resend it every logged push, in seq order
-// (it acknowledges what its snapshot already holds as duplicates), then redo
-// whatever the current step still needs from it.
-void on_shard_restarted(worker_actor* self, uint32_t shard) {
+// A shard has a new incarnation, restored from some checkpoint: ask it what
+// it holds of this worker, resend what it lacks from the replay log, then
+// redo whatever the current step still needs from it. When the log no
+// longer holds what the shard lacks (this worker restarted too, or the
+// shard fell back to an older checkpoint), only a rollback recovers.
+void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
-  auto resend = st.log.after(shard, 0);
-  if (!resend.empty()) {
-    st.report.replayed += resend.size();
-    emit(self, "replay", "resending " + std::to_string(resend.size()) + " pushes to " +
-                           st.opt.shard_names[shard], resend.size());
-  }
-  for (auto& m : resend)
-    send_push(self, shard, m, 0);
-  if (st.now == phase::pulling && !st.done[shard])
-    send_pull(self, shard, 0);
+  auto handle = st.shards[shard];
+  self->request(handle, st.opt.request_timeout, status_atom::value, st.opt.worker)
+    .then(
+      [self, shard, handle](uint64_t received, uint64_t, uint64_t) {
+        auto& st = self->state;
+        if (st.now == phase::halted || handle != st.shards[shard])
+          return;  // halted, or yet another incarnation took over
+        uint64_t last_sent = st.step + (st.now == phase::pushing ? 1 : 0);
+        auto first = st.log.first_seq(shard);
+        if (received < last_sent && (first == 0 || received + 1 < first)) {
+          halt_for_rollback(self, st.opt.shard_names[shard] + " restored to seq " +
+                                    std::to_string(received) + " of worker " +
+                                    std::to_string(st.opt.worker) + ", whose log starts at " +
+                                    std::to_string(first));
+          return;
+        }
+        auto resend = st.log.after(shard, received);
+        if (!resend.empty()) {
+          st.report.replayed += resend.size();
+          emit(self, "replay",
+               "resending " + std::to_string(resend.size()) + " pushes to " +
+                 st.opt.shard_names[shard],
+               resend.size());
+        }
+        for (auto& m : resend)
+          send_push(self, shard, m, 0);
+        if (st.now == phase::pulling && !st.done[shard])
+          send_pull(self, shard, 0);
+      },
+      [self, shard, handle, attempt](caf::error&) {
+        auto& st = self->state;
+        if (st.now == phase::halted || handle != st.shards[shard])
+          return;  // a newer incarnation gets its own replay
+        self->delayed_send(self, backoff(st.opt, attempt), replay_atom::value, shard, attempt + 1);
+      });
 }
 
 // Asks every shard what it has received from this worker; the first step
@@ -356,41 +406,41 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.generation;
   self->request(st.shards[shard], st.opt.request_timeout, status_atom::value, st.opt.worker)
-    .then(
-      [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
-        auto& st = self->state;
-        if (gen != st.generation || st.now != phase::resuming || st.done[shard])
-          return;
-        st.resume_from[shard] = received;
-        st.done[shard] = true;
-        if (--st.pending > 0)
-          return;
-        st.step = *std::min_element(st.resume_from.begin(), st.resume_from.end());
-        auto ahead = *std::max_element(st.resume_from.begin(), st.resume_from.end());
-        st.max_acked = st.resume_from;
-        // Under BSP, recomputing step `st.step` needs every shard's parameters
-        // at that clock; shards that already hold later pushes of this worker
-        // have moved on, so only a rollback reproduces the run exactly.
-        if (st.opt.rule == consistency_kind::bsp && ahead > st.step) {
-          halt_for_rollback(self, "restarted worker " + std::to_string(st.opt.worker) +
-                                    " lost pushes " + std::to_string(st.step + 1) + ".." +
-                                    std::to_string(ahead) + " that a restored shard needs");
-          return;
-        }
-        if (st.step > 0)
-          emit(self, "resume", "continuing at step " + std::to_string(st.step), st.step);
-        start_step(self);
-      },
-      [self, shard, gen, attempt](caf::error& err) {
-        auto& st = self->state;
-        if (gen != st.generation || st.now != phase::resuming)
-          return;
-        ++st.report.retries;
-        emit(self, "retry", "status of " + st.opt.shard_names[shard] + ": " +
-                              self->system().render(err));
-        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                           attempt + 1, false);
-      });
+      .then(
+          [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
+            auto& st = self->state;
+            if (gen != st.generation || st.now != phase::resuming || st.done[shard])
+              return;
+            st.resume_from[shard] = received;
+            st.done[shard] = true;
+            if (--st.pending > 0)
+              return;
+            st.step = *std::min_element(st.resume_from.begin(), st.resume_from.end());
+            auto ahead = *std::max_element(st.resume_from.begin(), st.resume_from.end());
+            st.max_acked = st.resume_from;
+            // Under BSP, recomputing step `st.step` needs every shard's parameters
+            // at that clock; shards that already hold later pushes of this worker
+            // have moved on, so only a rollback reproduces the run exactly.
+            if (st.opt.rule == consistency_kind::bsp && ahead > st.step) {
+              halt_for_rollback(self, "restarted worker " + std::to_string(st.opt.worker) +
+                                          " lost pushes " + std::to_string(st.step + 1) + ".." +
+                                          std::to_string(ahead) + " that a restored shard needs");
+              return;
+            }
+            if (st.step > 0)
+              emit(self, "resume", "continuing at step " + std::to_string(st.step), st.step);
+            start_step(self);
+          },
+          [self, shard, gen, attempt](caf::error& err) {
+            auto& st = self->state;
+            if (gen != st.generation || st.now != phase::resuming)
+              return;
+            ++st.report.retries;
+            emit(self, "retry",
+                 "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
+            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                               attempt + 1, false);
+          });
 }
 
 void resume(worker_actor* self) {
@@ -399,55 +449,57 @@ void resume(worker_actor* self) {
   ++st.generation;
   std::fill(st.done.begin(), st.done.end(), false);
   st.pending = st.shards.size();
-  for (uint32_t i = 0; i < st.shards.size(); ++i)
-    ask_status(self, i, 0);
+  for (uint32_t i = 0; i < st.shards.size(); ++i) ask_status(self, i, 0);
 }
 
 caf::behavior running(worker_actor* self) {
   return {
-    [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
-      auto& st = self->state;
-      if (gen != st.generation || st.done[shard])
-        return;
-      if (!push && st.now == phase::pulling)
-        send_pull(self, shard, attempt);
-      else if (!push && st.now == phase::resuming)
-        ask_status(self, shard, attempt);
-      else if (push && st.now == phase::pushing)
-        for (auto& m : st.log.after(shard, st.step))
-          send_push(self, shard, m, attempt);
-    },
-    [self](const supervision::directory_update& u) {
-      auto& st = self->state;
-      auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
-      if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
-        return;
-      auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
-      // A restarted supervisor numbers its children's incarnations afresh,
-      // so a new handle, not a higher number, marks a new incarnation.
-      if (u.handle == st.shards[shard])
-        return;
-      bool first = st.incarnation[shard] == 0;
-      st.shards[shard] = u.handle;
-      st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
-      if (st.now == phase::resolving) {
-        if (std::all_of(st.incarnation.begin(), st.incarnation.end(), [](uint64_t i) { return i > 0; }))
-          resume(self);
-      } else if (st.now == phase::resuming && !first && !st.done[shard]) {
-        ask_status(self, shard, 0);
-      } else if (st.now != phase::resolving && st.now != phase::halted) {
-        on_shard_restarted(self, shard);
-      }
-    },
-    [self](truncate_atom, uint32_t shard, uint64_t covered) {
-      self->state.log.truncate(shard, covered);
+      [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
+        auto& st = self->state;
+        if (gen != st.generation || st.done[shard])
+          return;
+        if (!push && st.now == phase::pulling)
+          send_pull(self, shard, attempt);
+        else if (!push && st.now == phase::resuming)
+          ask_status(self, shard, attempt);
+        else if (push && st.now == phase::pushing)
+          for (auto& m : st.log.after(shard, st.step)) send_push(self, shard, m, attempt);
+      },
+      [self](const supervision::directory_update& u) {
+        auto& st = self->state;
+        auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
+        if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
+          return;
+        auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
+        // A restarted supervisor numbers its children's incarnations afresh,
+        // so a new handle, not a higher number, marks a new incarnation.
+        if (u.handle == st.shards[shard])
+          return;
+        bool first = st.incarnation[shard] == 0;
+        st.shards[shard] = u.handle;
+        st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
+        if (st.now == phase::resolving) {
+          if (std::all_of(st.incarnation.begin(), st.incarnation.end(),
+                          [](uint64_t i) { return i > 0; }))
+            resume(self);
+        } else if (st.now == phase::resuming && !first && !st.done[shard]) {
+          ask_status(self, shard, 0);
+        } else if (st.now != phase::resolving && st.now != phase::halted) {
+          replay_to(self, shard, 0);
+        }
+      },
+      [self](truncate_atom, uint32_t shard, uint64_t covered) {
+        self->state.log.truncate(shard, covered);
+      },
+      [self](replay_atom, uint32_t shard, uint32_t attempt) {
+      replay_to(self, shard, attempt);
     },
     [self](window_atom, uint64_t limit) {
-      auto& st = self->state;
-      st.window = std::max(st.window, limit);
-      if (st.now == phase::waiting && st.step < st.window)
-        start_step(self);
-    },
+        auto& st = self->state;
+        st.window = std::max(st.window, limit);
+        if (st.now == phase::waiting && st.step < st.window)
+          start_step(self);
+      },
   };
 }
 
@@ -455,17 +507,18 @@ caf::behavior running(worker_actor* self) {
 
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts) {
   if (!opts.training_model)
-    return make_error(errc::invalid_argument, "worker " + std::to_string(opts.worker) + ": no model");
+    return make_error(errc::invalid_argument,
+                      "worker " + std::to_string(opts.worker) + ": no model");
   if (opts.parts.size() != opts.shard_names.size() || opts.parts.empty())
     return make_error(errc::invalid_argument, "worker " + std::to_string(opts.worker) +
-                                                ": shard names and key ranges disagree");
-  auto spe = steps_per_epoch(opts.training_model->num_train_examples(), opts.num_workers,
-                             opts.batch_size);
+                                                  ": shard names and key ranges disagree");
+  auto spe =
+      steps_per_epoch(opts.training_model->num_train_examples(), opts.num_workers, opts.batch_size);
   if (spe == 0)
     return make_error(errc::invalid_argument,
                       "batch size " + std::to_string(opts.batch_size) + " with " +
-                        std::to_string(opts.num_workers) + " workers leaves no full batch in " +
-                        std::to_string(opts.training_model->num_train_examples()) + " examples");
+                          std::to_string(opts.num_workers) + " workers leaves no full batch in " +
+                          std::to_string(opts.training_model->num_train_examples()) + " examples");
   return sys.spawn([opts = std::move(opts), spe](worker_actor* self) -> caf::behavior {
     auto& st = self->state;
     st.opt = opts;

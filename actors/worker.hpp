@@ -30,6 +30,8 @@
 
 namespace keel {
 
+class link_faults;
+
 struct worker_options {
   uint32_t worker = 0;
   uint32_t num_workers = 1;
@@ -50,6 +52,7 @@ struct worker_options {
   // window (window_atom) exceeds s. The job keeps the window a bounded lead
   // ahead of the last checkpoint, which bounds the replay logs.
   bool windowed = false;
+  std::shared_ptr<link_faults> faults;   // message faults to inject (may be null)
 };
 
 // What a worker tells the job when it has finished its last step.

@@ -15,6 +15,7 @@ struct command {
 
 const command commands[] = {
   {"train", "train a model on keel's parameter server in this process", keel::cli::train},
+  {"chaos", "run seeded random fault plans and check keel's invariants", keel::cli::chaos},
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
 };
 

@@ -44,6 +44,7 @@ void write_report(std::ostream& out, const job_config& cfg, const std::string& m
       << "  \"shards\": " << cfg.shards << ",\n  \"workers\": " << cfg.workers << ",\n"
       << "  \"seed\": " << cfg.seed << ",\n"
       << "  \"kills\": " << json_string(to_string(cfg.kills)) << ",\n"
+      << "  \"fault_plan\": " << json_string(r.fault_plan) << ",\n"
       << "  \"test_accuracy\": ";
   if (r.quality.accuracy)
     out << *r.quality.accuracy;
@@ -93,7 +94,7 @@ float default_lr(const std::string& model) {
 
 int train(const args& a) {
   std::string model_name = "mnist-mlp", consistency_text = "bsp", optimizer_name = "sgd";
-  std::string kills_text, report_path, checkpoint_dir, data_dir;
+  std::string kills_text, faults_text, report_path, checkpoint_dir, data_dir;
   job_config cfg;
   uint64_t epochs = 1, steps = 0, timeout_s = 3600;
   uint64_t train_limit = 0, test_limit = 0;
@@ -114,6 +115,7 @@ int train(const args& a) {
     ("checkpoint-dir", po::value(&checkpoint_dir), "where checkpoints go (default: a new temp dir)")
     ("checkpoint-every", po::value(&cfg.checkpoint_every)->default_value(cfg.checkpoint_every), "steps between checkpoints (0: none)")
     ("kill", po::value(&kills_text), "kill schedule, e.g. shard:0@step=40,worker:1@step=90")
+    ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,eio:fsync@60")
     ("report", po::value(&report_path), "write a JSON report here")
     ("data-dir", po::value(&data_dir), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")
     ("train-limit", po::value(&train_limit)->default_value(0), "use only this many training examples (0: all)")
@@ -150,6 +152,12 @@ int train(const args& a) {
     if (!k)
       return fail_usage(k.error());
     cfg.kills = *k;
+  }
+  if (!faults_text.empty()) {
+    auto f = parse_fault_plan(faults_text);
+    if (!f)
+      return fail_usage(f.error());
+    cfg.faults = *f;
   }
   model_options mo;
   mo.data_dir = data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir);

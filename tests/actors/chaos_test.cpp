@@ -1,0 +1,80 @@
+// The chaos suite's CI tier: seeded random fault plans (kills of every actor
+// kind including supervisors, message drops, duplicates and delays, storage
+// write and fsync failures and tears) against short runs of the probe and
+// the sparse model, each checking keel's promises (actors/chaos.hpp). A
+// failing seed prints the plan that reproduces it.
+#include "actors/chaos.hpp"
+#include "job_fixture.hpp"
+
+using namespace keel;
+using namespace keel::test;
+
+namespace {
+
+chaos_options options(std::shared_ptr<const model> m, const temp_dir& dir, consistency rule) {
+  chaos_options o;
+  auto& c = o.base;
+  c.training_model = std::move(m);
+  c.rule = rule;
+  c.steps = 40;
+  c.batch_size = 16;
+  c.optimizer.lr = 1.0f;
+  c.checkpoint_every = 8;
+  c.request_timeout = std::chrono::milliseconds(100);
+  c.checkpoint_dir = dir.path();
+  o.mix.faults = 4;
+  o.mix.first_step = 3;
+  o.mix.last_step = 35;
+  o.run_timeout = std::chrono::seconds(60);
+  return o;
+}
+
+void check_all(const std::vector<chaos_run>& runs, uint64_t expected) {
+  CHECK(runs.size() == expected);
+  uint64_t faults = 0, recoveries = 0;
+  for (auto& r : runs) {
+    faults += r.faults;
+    recoveries += r.recoveries;
+    CHECK_MESSAGE(r.ok(), "seed " << r.seed << ": " << r.problem << "\n  replay: --faults '" << r.plan << "'");
+  }
+  MESSAGE(runs.size() << " seeds, " << faults << " faults injected, " << recoveries << " recoveries");
+  CHECK(recoveries > 0);  // the plans really hit the job
+}
+
+}  // namespace
+
+TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-identical, no hang") {
+  temp_dir dir;
+  check_all(run_chaos(options(probe(), dir, {consistency_kind::bsp, 0}), 1, 200), 200);
+}
+
+TEST_CASE("fault plans against ASP and SSP probe runs apply every acknowledged push exactly once") {
+  temp_dir dir;
+  check_all(run_chaos(options(probe(), dir, {consistency_kind::asp, 0}), 1001, 25), 25);
+  check_all(run_chaos(options(probe(), dir, {consistency_kind::ssp, 2}), 2001, 25), 25);
+}
+
+TEST_CASE("fault plans against BSP sparse-model runs end bit-identical to the fault-free run") {
+  temp_dir dir;
+  auto o = options(small_sparse_lr(), dir, {consistency_kind::bsp, 0});
+  o.base.optimizer.kind = optimizer_kind::adagrad;
+  o.base.optimizer.lr = 0.05f;
+  check_all(run_chaos(o, 3001, 30), 30);
+}
+
+TEST_CASE("a fault plan survives its text form and bad plans are refused with the item named") {
+  fault_mix mix;
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    auto plan = random_fault_plan(seed, mix);
+    auto back = parse_fault_plan(to_string(plan));
+    REQUIRE_MESSAGE(back, describe(back.error()));
+    CHECK(to_string(*back) == to_string(plan));
+    CHECK(to_string(random_fault_plan(seed, mix)) == to_string(plan));  // seeded
+  }
+  for (std::string bad : {"explode:shard:0@3", "kill:shard:0", "drop:shard:0@4", "delay:worker:0@4",
+                          "eio:rename@4", "kill:shard:0@x"}) {
+    auto r = parse_fault_plan(bad);
+    REQUIRE_MESSAGE(!r, bad);
+    CHECK(describe(r.error()).find("'" + bad + "'") != std::string::npos);
+  }
+}
