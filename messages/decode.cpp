@@ -1,5 +1,6 @@
 #include "messages/decode.hpp"
 
+#include <caf/binary_deserializer.hpp>
 #include <caf/deserializer.hpp>
 #include <caf/serializer.hpp>
 
@@ -52,6 +53,15 @@ caf::error load_frame(caf::deserializer& source, frame_ptr& out) {
     return make_error(errc::limit_exceeded, "capnp frame of " + std::to_string(n) +
                                               " bytes exceeds the limit of " +
                                               std::to_string(max_frame_bytes));
+  // The length is the sender's claim: a few bytes claiming a 1 GiB frame
+  // must not make us allocate 1 GiB before apply_raw finds the bytes missing
+  // (found by tests/fuzz). A binary_deserializer, which CAF's middleman uses,
+  // knows how many bytes it still holds; other deserializers read from a
+  // stream and cannot tell, and are bounded by max_frame_bytes alone.
+  if (auto* bytes = dynamic_cast<caf::binary_deserializer*>(&source); bytes != nullptr && n > bytes->remaining())
+    return make_error(errc::malformed_message, "capnp frame of " + std::to_string(n) +
+                                                 " bytes, but only " + std::to_string(bytes->remaining()) +
+                                                 " bytes follow");
   auto buf = buffer_pool::process_default()->acquire((n + sizeof(capnp::word) - 1) / sizeof(capnp::word));
   if (auto err = source.apply_raw(n, buf.bytes()))
     return err;

@@ -65,7 +65,8 @@ caf::expected<shard_snapshot_msg> make_snapshot(
   std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
 
 // Recomputes the CRC32C of every tensor and section; on a mismatch returns
-// errc::damaged_snapshot "tensor 'w': CRC32C mismatch (...)".
+// errc::damaged_snapshot "tensor 'w': CRC32C mismatch (...)". Never throws: a
+// snapshot its reader's traversal limit stops is errc::damaged_snapshot too.
 caf::error verify_checksums(schema::ShardSnapshot::Reader s);
 
 // Bytes a tensor holds (the sum of its chunks).

@@ -1,0 +1,63 @@
+#pragma once
+// The fuzz entry points: one function per family of decoders that read
+// untrusted bytes. Each takes any byte string, runs it through keel's real
+// decoding path, and checks the properties that must hold whatever the
+// bytes: the decoder returns an error value or a result (never throws, never
+// reads out of bounds, never leaks), and a result it accepts satisfies the
+// invariants listed with each function. A broken invariant prints what broke
+// and aborts, which libFuzzer records as a crash. The libFuzzer programs
+// (libfuzzer_main.cpp) and the replay test (replay_test.cpp) call the same
+// functions, so a crash input saved under regressions/ is re-run by CI
+// without libFuzzer. Every function returns 0 (libFuzzer's convention).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel::fuzz {
+
+// Byte 0 picks the schema (byte % 11, in the order of messages/protocol.hpp:
+// Push, PushAck, PullRequest, PullReply, SnapshotRequest, ShardSnapshot,
+// CheckpointManifest, DirectoryUpdate, Heartbeat, NodeJoin, SpawnRequest);
+// the rest is a capnp stream encoding given to frame::parse_copy and then to
+// decode<S>. Invariants of an accepted message: the frame re-encodes to the
+// very bytes it was parsed from; decoding it again accepts it again; its
+// canonical form is accepted too and canonicalises to itself.
+int fuzz_one_frame_decode(const uint8_t* data, size_t size);
+
+// Byte 0 picks the schema as above; the rest is what CAF's
+// binary_deserializer loads a msg<S> from (what arrives from another
+// process). Invariants of a load that succeeds: saving the msg gives back
+// exactly the bytes the load consumed; a non-empty msg goes on to decode<S>
+// with the invariants of fuzz_one_frame_decode.
+int fuzz_one_caf_deserialize(const uint8_t* data, size_t size);
+
+// Byte 0 holds flags (see snapshot_file_target.cpp): whether the rest is a
+// whole sealed snapshot file or only its payload (sealed by the harness with
+// correct lengths and CRCs, so mutations reach the decoder behind the
+// checksums), the verify_mode, and the optimizer of the shard to restore.
+// The file is read with read_snapshot_file from memory; an accepted
+// snapshot passes verify_checksums and is restored with restore_shard into a
+// shard configured from its own claims. Invariants: the recorded size is the
+// file's size; a restored shard snapshotted and restored again has the same
+// state.
+int fuzz_one_snapshot_file(const uint8_t* data, size_t size);
+
+// Byte 0 holds flags (whole file or payload only, as above); the file is read
+// with read_manifest_file from memory. Invariants of an accepted manifest:
+// entries sorted by shard with no shard twice, plain file names; written
+// back with write_manifest_file it reads back equal.
+int fuzz_one_manifest_file(const uint8_t* data, size_t size);
+
+using fuzz_entry = int (*)(const uint8_t*, size_t);
+
+struct fuzz_target {
+  const char* name;  // the libFuzzer program and its corpus directory
+  fuzz_entry entry;
+};
+
+// Every target, in a fixed order.
+const std::vector<fuzz_target>& all_targets();
+
+}  // namespace keel::fuzz

@@ -1,0 +1,162 @@
+// The fuzz corpus as a regular test: every seed under corpus/<target>/ and
+// every crash input saved under regressions/<target>/ goes through the same
+// entry point its libFuzzer program calls, so CI re-checks each finding
+// without libFuzzer. A broken invariant aborts the program, naming the input.
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include <caf/binary_deserializer.hpp>
+#include <doctest/doctest.h>
+
+#include "actors/shard_snapshot.hpp"
+#include "fuzz_targets.hpp"
+#include "memory_io.hpp"
+#include "protocol_schemas.hpp"
+#include "seed_corpus.hpp"
+#include "storage/checkpoint_files.hpp"
+
+using namespace keel;
+using namespace keel::fuzz;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path fuzz_dir = KEEL_FUZZ_DIR;
+
+std::vector<unsigned char> read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The files of `dir`, sorted (none if it does not exist).
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir))
+    for (auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file())
+        out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+fuzz_entry entry_of(const std::string& target) {
+  for (auto& t : all_targets())
+    if (t.name == target)
+      return t.entry;
+  FAIL("no fuzz target " << target);
+  return nullptr;
+}
+
+// Runs every seed and regression input of `target`; returns how many.
+size_t replay(const std::string& target) {
+  auto entry = entry_of(target);
+  size_t n = 0;
+  for (const auto* kind : {"corpus", "regressions"})
+    for (auto& p : files_in(fuzz_dir / kind / target)) {
+      // Printed before the call: a broken invariant aborts the process.
+      std::fprintf(stderr, "replaying %s\n", p.string().c_str());
+      auto bytes = read_bytes(p);
+      CHECK(entry(bytes.data(), bytes.size()) == 0);
+      ++n;
+    }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("every seed and regression input of fuzz_frame_decode is decoded or refused without a fault") {
+  CHECK(replay("fuzz_frame_decode") >= protocol_schema_count);
+}
+
+TEST_CASE("every seed and regression input of fuzz_caf_deserialize is loaded or refused without a fault") {
+  CHECK(replay("fuzz_caf_deserialize") >= protocol_schema_count);
+}
+
+TEST_CASE("every seed and regression input of fuzz_snapshot_file is read and restored or refused without a fault") {
+  CHECK(replay("fuzz_snapshot_file") > 0);
+}
+
+TEST_CASE("every seed and regression input of fuzz_manifest_file is read or refused without a fault") {
+  CHECK(replay("fuzz_manifest_file") > 0);
+}
+
+TEST_CASE("the seed corpus in the repository is exactly what the corpus generator writes") {
+  for (auto& [target, seeds] : seed_corpus()) {
+    auto committed = files_in(fuzz_dir / "corpus" / target);
+    std::vector<std::string> names;
+    for (auto& p : committed)
+      names.push_back(p.filename().string());
+    std::vector<std::string> expected;
+    for (auto& [name, bytes] : seeds)
+      expected.push_back(name);
+    INFO("target ", target, ": regenerate with keel_fuzz_corpus_generator tests/fuzz/corpus");
+    CHECK(names == expected);
+    for (auto& p : committed) {
+      auto i = seeds.find(p.filename().string());
+      if (i != seeds.end()) {
+        INFO("seed ", p.string());
+        CHECK(read_bytes(p) == i->second);
+      }
+    }
+  }
+}
+
+TEST_CASE("every message seed is a message that decode accepts, so fuzzing starts past the parser") {
+  auto pool = buffer_pool::create();
+  auto corpus = seed_corpus();
+  for (auto& [name, bytes] : corpus.at("fuzz_frame_decode")) {
+    INFO("seed ", name);
+    auto f = frame::parse_copy(bytes.data() + 1, bytes.size() - 1, *pool);
+    REQUIRE(f);
+    visit_schema(bytes[0], [&](auto tag) {
+      auto d = decode<typename decltype(tag)::type>(*f);
+      CHECK_MESSAGE(d, (d ? std::string() : describe(d.error())));
+    });
+  }
+}
+
+TEST_CASE("every whole-file snapshot and manifest seed is accepted by its reader") {
+  auto pool = buffer_pool::create();
+  memory_io io;
+  size_t snapshots = 0, manifests = 0;
+  auto corpus = seed_corpus();
+  for (auto& [name, bytes] : corpus.at("fuzz_snapshot_file")) {
+    io.put("/seed/" + name, memory_io::bytes(bytes.begin() + 1, bytes.end()));
+    if ((bytes[0] & 1) != 0)
+      continue;  // a payload only: the harness seals it
+    INFO("seed ", name);
+    auto s = read_snapshot_file(io, "/seed/" + name, *pool);
+    CHECK_MESSAGE(s, (s ? std::string() : describe(s.error())));
+    ++snapshots;
+  }
+  for (auto& [name, bytes] : corpus.at("fuzz_manifest_file")) {
+    io.put("/seed/" + name, memory_io::bytes(bytes.begin() + 1, bytes.end()));
+    if ((bytes[0] & 1) != 0)
+      continue;
+    INFO("seed ", name);
+    auto m = read_manifest_file(io, "/seed/" + name, *pool);
+    CHECK_MESSAGE(m, (m ? std::string() : describe(m.error())));
+    ++manifests;
+  }
+  CHECK(snapshots >= 2);
+  CHECK(manifests >= 2);
+}
+
+TEST_CASE("a msg whose length claims more bytes than follow is refused before a buffer is made for it") {
+  // The regression input: 5 bytes of CAF's varbyte length claiming an
+  // 805 MB frame, and nothing after them.
+  auto input = read_bytes(fuzz_dir / "regressions/fuzz_caf_deserialize/frame-length-of-805-MB-with-no-bytes-after-it");
+  REQUIRE(input.size() > 1);
+  msg<schema::DirectoryUpdate> m;
+  caf::binary_deserializer source{nullptr, reinterpret_cast<const char*>(input.data()) + 1, input.size() - 1};
+  auto err = source(m);
+  REQUIRE(err);
+  CHECK(is(err, errc::malformed_message));
+  CHECK(describe(err).find("but only 0 bytes follow") != std::string::npos);
+  CHECK(m.empty());
+}
