@@ -47,7 +47,31 @@ void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& o
     }
 }
 
+// Pairs every kill with the first restart of its victim after it.
+void measure_recoveries(const job_result& r, chaos_run& out) {
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    auto& e = r.events[i];
+    if (e.kind != "fault" || e.detail.find("killed") == std::string::npos)
+      continue;
+    for (size_t k = i + 1; k < r.events.size(); ++k) {
+      auto& n = r.events[k];
+      bool back = e.actor == "root" ? n.kind == "restored" : n.kind == "restart" && n.actor == e.actor;
+      if (back) {
+        out.recovery_us.emplace_back(actor_kind(e.actor), n.at_us - e.at_us);
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
+
+std::string actor_kind(const std::string& name) {
+  if (name == "shards" || name == "workers")
+    return "supervisor";
+  auto colon = name.find(':');
+  return colon == std::string::npos ? name : name.substr(0, colon);
+}
 
 std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint64_t count,
                                  const std::function<void(const chaos_run&)>& each) {
@@ -82,6 +106,7 @@ std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint
       for (auto& [name, n] : r->restarts)
         out.recoveries += n;
       out.recoveries += r->rollbacks;
+      measure_recoveries(*r, out);
       check_exactly_once(cfg, *r, out);
       if (bsp && r->params_sha256 != reference) {
         out.bit_identical = false;

@@ -39,9 +39,16 @@ struct chaos_run {
   bool bit_identical = true;       // BSP only; true otherwise
   bool finished = true;            // no hang, no error
   std::string problem;             // what broke, if anything
+  // For each kill: the victim's kind (shard, worker, checkpointer,
+  // supervisor, root) and the time from the kill to its restart (for root:
+  // to the rolled-back tree's start), in microseconds.
+  std::vector<std::pair<std::string, int64_t>> recovery_us;
   double seconds = 0;
   bool ok() const { return exactly_once && bit_identical && finished; }
 };
+
+// "shard" for "shard:3", "supervisor" for shards/workers, ... .
+std::string actor_kind(const std::string& name);
 
 // Runs seeds [first, first + count), calling `each` after every run. Under
 // BSP it first runs the configuration without faults for the reference hash.

@@ -57,6 +57,9 @@ int64_t job::impl::elapsed_ms() const {
 }
 
 void job::impl::record(job_event e) {
+  e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  started)
+              .count();
   if (e.kind == "restart")
     ++result.restarts[e.actor];
   if (on_event)

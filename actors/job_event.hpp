@@ -18,11 +18,13 @@ struct job_event {
   std::string detail;   // human-readable specifics
   int64_t at_ms = 0;    // milliseconds since the job started
   uint64_t count = 0;   // restored: pushes replayed; checkpoint: its step
+  int64_t at_us = 0;    // when the job recorded it, microseconds since the job started
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_event& x) {
-  return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.count);
+  return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.count,
+           x.at_us);
 }
 
 inline std::string to_string(const job_event& e) {

@@ -2,7 +2,9 @@
 // runs and checks keel's promises on each (actors/chaos.hpp). Prints one
 // row per seed and exits 1 if any invariant broke, with the command that
 // replays the failing seed.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 #include <iostream>
 
@@ -15,6 +17,17 @@
 namespace po = boost::program_options;
 
 namespace keel::cli {
+
+namespace {
+
+std::string kinds_text(const std::map<std::string, uint64_t>& counts) {
+  std::string s;
+  for (auto& [kind, n] : counts)
+    s += (s.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+  return s;
+}
+
+}  // namespace
 
 int chaos(const args& a) {
   uint64_t seeds = 20, first = 1, steps = 60;
@@ -75,7 +88,20 @@ int chaos(const args& a) {
   std::printf("%6s  %-9s %-8s %-6s %-9s %7s  %s\n", "seed", "recovered", "lost", "once", "identical",
               "ms", "faults");
   int broken = 0;
+  uint64_t total_faults = 0, total_recoveries = 0;
+  int64_t lost = 0;
+  std::map<std::string, uint64_t> fault_counts;
+  std::map<std::string, std::vector<int64_t>> recovery;
   run_chaos(opts, first, seeds, [&](const chaos_run& r) {
+    total_faults += r.faults;
+    total_recoveries += r.recoveries;
+    lost += r.lost_updates;
+    for (auto& [kind, us] : r.recovery_us)
+      recovery[kind].push_back(us);
+    if (auto plan = parse_fault_plan(r.plan))
+      for (auto& f : *plan)
+        ++fault_counts[f.kind == fault_kind::kill ? "kill " + actor_kind(f.target)
+                                                  : to_string(f).substr(0, to_string(f).find(':'))];
     std::printf("%6llu  %-9llu %-8lld %-6s %-9s %7.0f  %s\n", static_cast<unsigned long long>(r.seed),
                 static_cast<unsigned long long>(r.recoveries), static_cast<long long>(r.lost_updates),
                 r.exactly_once ? "yes" : "NO", c.rule.kind != consistency_kind::bsp ? "n/a"
@@ -90,7 +116,17 @@ int chaos(const args& a) {
     }
     std::fflush(stdout);
   });
-  std::printf("keel chaos: %llu seeds, %d broke an invariant\n", static_cast<unsigned long long>(seeds), broken);
+  std::printf("keel chaos: %llu seeds, %llu faults injected (%s), %llu recoveries, %lld lost updates, "
+              "%d broke an invariant\n",
+              static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(total_faults),
+              kinds_text(fault_counts).c_str(), static_cast<unsigned long long>(total_recoveries),
+              static_cast<long long>(lost), broken);
+  for (auto& [kind, samples] : recovery) {
+    std::sort(samples.begin(), samples.end());
+    auto at = [&](double q) { return samples[std::min(samples.size() - 1, static_cast<size_t>(q * samples.size()))]; };
+    std::printf("  recovery of %-12s n=%-5zu median %7.2f ms  p99 %7.2f ms\n", kind.c_str(), samples.size(),
+                at(0.5) / 1000.0, at(0.99) / 1000.0);
+  }
   return broken == 0 ? 0 : 1;
 }
 
