@@ -17,6 +17,7 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;          // a worker finished its steps
 using replay_atom = caf::atom_constant<caf::atom("replay")>;      // resend the log to a restarted shard
+using crash_atom = caf::atom_constant<caf::atom("crash")>;        // fault injection: throw now
 using window_atom = caf::atom_constant<caf::atom("window")>;      // steps a worker may start
 using rollback_atom = caf::atom_constant<caf::atom("rollback")>;  // a worker cannot recover alone
 

@@ -5,6 +5,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/atoms.hpp"
+#include "actors/crash.hpp"
 #include "actors/job_event.hpp"
 #include "messages/decode.hpp"
 #include "storage/snapshot_store.hpp"
@@ -95,7 +97,9 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     st.opt = opts;
     st.store = std::move(*shared_store);
     st.last_committed = last;
+    self->set_exception_handler(exception_as_error);
     return {
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
       [self](const shard_snapshot_msg& m) {
         auto& st = self->state;
         auto d = decode(m);

@@ -13,6 +13,9 @@ namespace {
 const char* kind_name(fault_kind k) {
   switch (k) {
     case fault_kind::kill: return "kill";
+    case fault_kind::exit: return "exit";
+    case fault_kind::raise: return "throw";
+    case fault_kind::flip: return "flip";
     case fault_kind::drop: return "drop";
     case fault_kind::duplicate: return "dup";
     case fault_kind::delay: return "delay";
@@ -24,8 +27,9 @@ const char* kind_name(fault_kind k) {
 }
 
 bool parse_kind(const std::string& s, fault_kind& out) {
-  for (auto k : {fault_kind::kill, fault_kind::drop, fault_kind::duplicate, fault_kind::delay,
-                 fault_kind::enospc, fault_kind::eio, fault_kind::tear})
+  for (auto k : {fault_kind::kill, fault_kind::exit, fault_kind::raise, fault_kind::drop,
+                 fault_kind::duplicate, fault_kind::delay, fault_kind::enospc, fault_kind::eio,
+                 fault_kind::tear, fault_kind::flip})
     if (s == kind_name(k)) {
       out = k;
       return true;
@@ -52,7 +56,7 @@ caf::expected<fault> parse_one(const std::string& item) {
     return bad("missing KIND:TARGET@STEP");
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
-               "' (kill, drop, dup, delay, enospc, eio, tear)");
+               "' (kill, exit, throw, drop, dup, delay, enospc, eio, tear, flip)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -85,6 +89,10 @@ caf::expected<fault> parse_one(const std::string& item) {
   bool message = f.kind == fault_kind::drop || f.kind == fault_kind::duplicate || f.kind == fault_kind::delay;
   if (message && f.target.rfind("worker:", 0) != 0)
     return bad("message faults target worker:N or worker:N>shard:M");
+  if (f.kind == fault_kind::flip && f.target != "snapshot")
+    return bad("a bit flip targets 'snapshot'");
+  if (f.kind == fault_kind::raise && (f.target == "shards" || f.target == "workers" || f.target == "root"))
+    return bad("supervisors do not run user code to throw from: use kill or exit");
   if (f.kind == fault_kind::delay && f.delay_ms == 0)
     return bad("a delay needs +MSms");
   return f;
@@ -130,24 +138,26 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
   std::vector<fault_kind> kinds;
   if (mix.kills)
-    kinds.insert(kinds.end(), {fault_kind::kill, fault_kind::kill, fault_kind::kill});
+    kinds.insert(kinds.end(), {fault_kind::kill, fault_kind::exit, fault_kind::raise});
   if (mix.messages)
     kinds.insert(kinds.end(), {fault_kind::drop, fault_kind::duplicate, fault_kind::delay});
   if (mix.storage)
-    kinds.insert(kinds.end(), {fault_kind::enospc, fault_kind::eio, fault_kind::tear});
+    kinds.insert(kinds.end(), {fault_kind::enospc, fault_kind::eio, fault_kind::tear, fault_kind::flip});
   std::vector<fault> plan;
   for (uint32_t i = 0; i < mix.faults && !kinds.empty(); ++i) {
     fault f;
     f.kind = kinds[pick(kinds.size())];
     f.at_step = mix.first_step + pick(mix.last_step - mix.first_step + 1);
     switch (f.kind) {
-      case fault_kind::kill: {
+      case fault_kind::kill:
+      case fault_kind::exit:
+      case fault_kind::raise: {
         std::vector<std::string> names = {"checkpointer"};
         for (uint32_t s = 0; s < mix.shards; ++s)
           names.push_back("shard:" + std::to_string(s));
         for (uint32_t w = 0; w < mix.workers; ++w)
           names.push_back("worker:" + std::to_string(w));
-        if (mix.supervisors)
+        if (mix.supervisors && f.kind != fault_kind::raise)
           names.insert(names.end(), {"shards", "workers", "root"});
         f.target = names[pick(names.size())];
         break;
@@ -161,6 +171,9 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
         f.count = static_cast<uint32_t>(1 + pick(3));
         if (f.kind == fault_kind::delay)
           f.delay_ms = static_cast<uint32_t>(1 + pick(20));
+        break;
+      case fault_kind::flip:
+        f.target = "snapshot";
         break;
       default:
         f.target = f.kind == fault_kind::tear || pick(2) == 0 ? "write" : "fsync";

@@ -5,7 +5,10 @@
 // (`keel train --faults TEXT`); a job's report records the plan it ran.
 //
 //   kill:shard:0@40            kill an actor (shard:N, worker:N, checkpointer,
-//                              shards, workers, root)
+//                              shards, workers, root) with CAF's kill
+//   exit:worker:1@40           make it quit with an error (a crash reason)
+//   throw:shard:1@40           make it throw from a handler (shard, worker,
+//                              checkpointer)
 //   drop:worker:1@55x3         drop the next 3 messages worker:1 sends
 //   drop:worker:1>shard:0@55   ... only those to shard:0
 //   dup:worker:0@60x2          deliver the next 2 messages twice
@@ -13,6 +16,7 @@
 //   enospc:write@80            fail the next checkpoint file write (ENOSPC)
 //   eio:fsync@90               fail the next fsync (EIO)
 //   tear:write@95              tear the next checkpoint write (it claims success)
+//   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //
 // Message faults sit where workers send their capnp pushes and pulls; a
 // dropped message is seen by its sender only through its request timeout.
@@ -25,11 +29,11 @@
 
 namespace keel {
 
-enum class fault_kind { kill, drop, duplicate, delay, enospc, eio, tear };
+enum class fault_kind { kill, exit, raise, drop, duplicate, delay, enospc, eio, tear, flip };
 
 struct fault {
   fault_kind kind = fault_kind::kill;
-  std::string target;    // actor; "worker:N" or "worker:N>shard:M"; "write" / "fsync"
+  std::string target;    // actor; "worker:N" or "worker:N>shard:M"; "write" / "fsync"; "snapshot"
   uint64_t at_step = 0;
   uint32_t count = 1;    // messages affected (drop, dup, delay)
   uint32_t delay_ms = 0; // delay

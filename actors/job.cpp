@@ -13,6 +13,7 @@
 #include "actors/job_impl.hpp"
 #include "messages/decode.hpp"
 #include "messages/register_types.hpp"
+#include "storage/file_damage.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
@@ -160,14 +161,26 @@ caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::times
   return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
 }
 
-caf::error job::kill(const std::string& name) {
+caf::error job::kill(const std::string& name, kill_mode mode) {
   auto& j = *impl_;
   auto found = j.resolve(name, std::chrono::seconds(5));
   if (!found)
     return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error()));
   auto target = *found;
-  j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
-  caf::anon_send_exit(target, caf::exit_reason::kill);
+  switch (mode) {
+    case kill_mode::kill:
+      j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
+      caf::anon_send_exit(target, caf::exit_reason::kill);
+      break;
+    case kill_mode::exit:
+      j.record({"fault", name, "killed (quit with an error)", j.elapsed_ms(), 0});
+      (*j.ctl)->send_exit(target, make_error(errc::invalid_argument, "injected crash of " + name));
+      break;
+    case kill_mode::raise:
+      j.record({"fault", name, "killed (exception thrown in a handler)", j.elapsed_ms(), 0});
+      caf::anon_send(target, crash_atom::value);
+      break;
+  }
   return {};
 }
 
@@ -239,12 +252,40 @@ void report_progress(job::impl& j, uint64_t step) {
   j.record({"progress", "job", text, j.elapsed_ms(), step});
 }
 
+// Flips one bit in the middle of the newest snapshot file on disk: a later
+// restore from disk must notice and fall back to the checkpoint before.
+caf::error flip_newest_snapshot(job::impl& j, const fault& f) {
+  std::filesystem::path newest;
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator(j.cfg.checkpoint_dir, ec))
+    if (entry.path().extension() == ".snap" && entry.path().filename() > newest.filename())
+      newest = entry.path();
+  if (newest.empty())
+    return make_error(errc::not_found, "no stored snapshot to damage yet");
+  auto size = std::filesystem::file_size(newest, ec);
+  if (ec || size == 0)
+    return make_error(errc::io_error, newest.string() + ": " + ec.message());
+  j.record({"damage", newest.filename().string(), to_string(f) + ": flipped a bit at byte " +
+                                                     std::to_string(size / 2),
+            j.elapsed_ms(), 0});
+  return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
+}
+
 // Injects one fault now; the event names it as the plan spells it.
 void inject(job::impl& j, job& owner, const fault& f) {
   caf::error err;
   switch (f.kind) {
     case fault_kind::kill:
-      err = owner.kill(f.target);
+      err = owner.kill(f.target, job::kill_mode::kill);
+      break;
+    case fault_kind::exit:
+      err = owner.kill(f.target, job::kill_mode::exit);
+      break;
+    case fault_kind::raise:
+      err = owner.kill(f.target, job::kill_mode::raise);
+      break;
+    case fault_kind::flip:
+      err = flip_newest_snapshot(j, f);
       break;
     case fault_kind::drop:
     case fault_kind::duplicate:
@@ -261,7 +302,8 @@ void inject(job::impl& j, job& owner, const fault& f) {
       break;
   }
   j.result.fault_plan += (j.result.fault_plan.empty() ? "" : ",") + to_string(f);
-  if (f.kind != fault_kind::kill)
+  bool kill = f.kind == fault_kind::kill || f.kind == fault_kind::exit || f.kind == fault_kind::raise;
+  if (!kill)
     j.record({"fault", f.target, to_string(f) + (err ? ": not injected: " + describe(err) : ""),
               j.elapsed_ms(), f.at_step});
   else if (err)

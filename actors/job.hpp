@@ -79,8 +79,13 @@ class job {
   // Follows the run to its end; returns the result or the run's failure.
   caf::expected<job_result> wait(std::chrono::milliseconds timeout);
 
+  // How kill() ends an actor: CAF's unconditional kill, a quit with an error
+  // (what a crash reason looks like), or an exception thrown from one of its
+  // handlers (shards, workers and the checkpointer only).
+  enum class kill_mode { kill, exit, raise };
+
   // Kills the actor with this name now (see kill_schedule.hpp for names).
-  caf::error kill(const std::string& name);
+  caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
 
   ~job();
   job(const job&) = delete;

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/crash.hpp"
 #include "actors/shard_snapshot.hpp"
 
 namespace keel {
@@ -92,6 +93,7 @@ void maybe_snapshot(shard_actor* self) {
 
 caf::behavior shard_behavior(shard_actor* self) {
   return {
+    [](crash_atom) { throw std::runtime_error("injected exception"); },
     [self](const push_msg& m) -> caf::result<push_ack_msg> {
       auto push = decode(m);
       if (!push)
@@ -161,6 +163,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
   auto sink = opts.sink;
   return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, sink](shard_actor* self) mutable {
     self->state.core = std::move(*c);
+    self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     // A restored shard has its checkpoint already; do not send it again.
     if (every > 0)

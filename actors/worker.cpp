@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "actors/atoms.hpp"
+#include "actors/crash.hpp"
 #include "actors/job_event.hpp"
 #include "actors/link_faults.hpp"
 #include "actors/replay_log.hpp"
@@ -454,6 +455,7 @@ void resume(worker_actor* self) {
 
 caf::behavior running(worker_actor* self) {
   return {
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
       [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
         auto& st = self->state;
         if (gen != st.generation || st.done[shard])
@@ -534,6 +536,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options op
     st.resume_from.assign(n, 0);
     st.dense.assign(opts.training_model->layout().dense_size(), 0.0f);
     st.report.worker = opts.worker;
+    self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.
     for (auto& name : opts.shard_names)
