@@ -8,9 +8,13 @@ namespace keel {
 
 namespace detail {
 
-std::unique_ptr<capnp::MessageReader> open_reader(const frame& f, const decode_limits& limits) {
+uint64_t traversal_budget_words(const frame& f, const decode_limits& limits) {
+  return limits.traversal_limit_factor * f.size_words() + 1024;
+}
+
+std::unique_ptr<capnp::MessageReader> open_reader(const frame& f, uint64_t traversal_limit_words) {
   capnp::ReaderOptions opts;
-  opts.traversalLimitInWords = limits.traversal_limit_factor * f.size_words() + 1024;
+  opts.traversalLimitInWords = traversal_limit_words;
   opts.nestingLimit = 16;  // keel's schemas nest at most 4 deep
   return std::make_unique<capnp::SegmentArrayMessageReader>(f.segments(), opts);
 }

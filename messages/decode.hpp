@@ -37,9 +37,11 @@ class decoded {
 };
 
 namespace detail {
-// Opens a reader over `f` whose traversal limit is proportional to the
-// frame's size (validation and the handler each walk the message once).
-std::unique_ptr<capnp::MessageReader> open_reader(const frame& f, const decode_limits& limits);
+// The traversal budget of a decoded message, in words: proportional to the
+// frame's size (limits.traversal_limit_factor words per word, plus 1024).
+uint64_t traversal_budget_words(const frame& f, const decode_limits& limits);
+// Opens a reader over `f` that may walk `traversal_limit_words` words.
+std::unique_ptr<capnp::MessageReader> open_reader(const frame& f, uint64_t traversal_limit_words);
 caf::error capnp_failure(const char* schema, const kj::Exception& e);
 }  // namespace detail
 
@@ -48,10 +50,19 @@ caf::expected<decoded<S>> decode(const frame_ptr& f, const decode_limits& limits
   if (f == nullptr)
     return make_error(errc::malformed_message, std::string(schema_name<S>::value) + ": empty message");
   try {
-    auto reader = detail::open_reader(*f, limits);
-    auto root = reader->template getRoot<S>();
-    if (auto err = validate(root, limits))
+    // Validation walks the message on a reader with half the budget, and the
+    // handler gets a fresh reader with all of it. Pointers may share words,
+    // so that every walk reads them again: on one shared reader such a
+    // message could pass validation and then run out of budget part-way
+    // through the handler's walk, where kj throws (a 2 KiB Push did this in
+    // shard_core::offer: tests/fuzz/regressions/fuzz_shard_messages). This
+    // way whatever validation could walk, the handler can walk twice.
+    auto budget = detail::traversal_budget_words(*f, limits);
+    auto checked = detail::open_reader(*f, budget / 2);
+    if (auto err = validate(checked->template getRoot<S>(), limits))
       return err;
+    auto reader = detail::open_reader(*f, budget);
+    auto root = reader->template getRoot<S>();
     return decoded<S>(f, std::move(reader), root);
   } catch (const kj::Exception& e) {
     return detail::capnp_failure(schema_name<S>::value, e);

@@ -14,8 +14,9 @@ namespace {
 
 constexpr const char* target = "fuzz_frame_decode";
 
-// One pool for the whole run: a fresh pool per input would hide a buffer
-// returned to the pool while a frame still uses it.
+// One pool for the whole run, as in a receiving process: buffers are reused
+// across inputs, so a frame still reading a buffer it gave back would see
+// the next input's bytes and break an invariant.
 buffer_pool& frame_pool() {
   static const auto pool = buffer_pool::create(size_t{16} << 20);
   return *pool;

@@ -8,6 +8,7 @@ const std::vector<fuzz_target>& all_targets() {
     {"fuzz_caf_deserialize", fuzz_one_caf_deserialize},
     {"fuzz_snapshot_file", fuzz_one_snapshot_file},
     {"fuzz_manifest_file", fuzz_one_manifest_file},
+    {"fuzz_shard_messages", fuzz_one_shard_messages},
   };
   return targets;
 }

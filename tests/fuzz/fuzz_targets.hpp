@@ -21,9 +21,9 @@ namespace keel::fuzz {
 // Push, PushAck, PullRequest, PullReply, SnapshotRequest, ShardSnapshot,
 // CheckpointManifest, DirectoryUpdate, Heartbeat, NodeJoin, SpawnRequest);
 // the rest is a capnp stream encoding given to frame::parse_copy and then to
-// decode<S>. Invariants of an accepted message: the frame re-encodes to the
-// very bytes it was parsed from; decoding it again accepts it again; its
-// canonical form is accepted too and canonicalises to itself.
+// decode<S>. Invariants: a parsed frame re-encodes to the very bytes it was
+// parsed from (but for the segment table's padding); an accepted message is
+// accepted again, and so is its deep copy (message_invariants.hpp).
 int fuzz_one_frame_decode(const uint8_t* data, size_t size);
 
 // Byte 0 picks the schema as above; the rest is what CAF's
@@ -49,6 +49,15 @@ int fuzz_one_snapshot_file(const uint8_t* data, size_t size);
 // entries sorted by shard with no shard twice, plain file names; written
 // back with write_manifest_file it reads back equal.
 int fuzz_one_manifest_file(const uint8_t* data, size_t size);
+
+// Byte 0 holds flags (see shard_messages_target.cpp): whether the rest is a
+// Push or a PullRequest (a capnp stream encoding), and the consistency rule
+// and optimizer of a small shard. An accepted Push is offered to the shard,
+// an accepted PullRequest answered by it: the handlers walk the decoded
+// message after decode. Invariants: a push is applied at most once (offered
+// again it is a duplicate and changes nothing) and a refused one changes
+// nothing; a shard's reply to a pull is accepted by decode<PullReply>.
+int fuzz_one_shard_messages(const uint8_t* data, size_t size);
 
 using fuzz_entry = int (*)(const uint8_t*, size_t);
 

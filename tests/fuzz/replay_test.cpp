@@ -85,6 +85,10 @@ TEST_CASE("every seed and regression input of fuzz_manifest_file is read or refu
   CHECK(replay("fuzz_manifest_file") > 0);
 }
 
+TEST_CASE("every seed and regression input of fuzz_shard_messages is handled by a shard or refused without a fault") {
+  CHECK(replay("fuzz_shard_messages") > 0);
+}
+
 TEST_CASE("the seed corpus in the repository is exactly what the corpus generator writes") {
   for (auto& [target, seeds] : seed_corpus()) {
     auto committed = files_in(fuzz_dir / "corpus" / target);

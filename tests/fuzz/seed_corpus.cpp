@@ -305,6 +305,39 @@ std::map<std::string, seed_file> manifest_seeds() {
   return out;
 }
 
+// Pushes and a pull for the small shard of shard_messages_target.cpp (dense
+// keys [0, 16384), sparse keys from 16384), with its flag byte in front.
+std::map<std::string, seed_file> shard_message_seeds() {
+  constexpr unsigned char pull = 1, asp = 2, adam = 3 << 2;
+  auto push = [](uint32_t worker, uint64_t begin, uint64_t end, uint64_t key) {
+    return build<schema::Push>(64, [&](schema::Push::Builder b) {
+             b.setWorker(worker);
+             b.setSeq(1);
+             auto d = b.initDense(1);
+             d[0].setBegin(begin);
+             d[0].setEnd(end);
+             set_floats(d[0].initValues(static_cast<unsigned>((end - begin) * 4)),
+                        values(end - begin, 0.25f));
+             b.getSparse().initKeys(1).set(0, key);
+             b.getSparse().initValues(1).set(0, 0.5f);
+           })
+      .frame();
+  };
+  auto request = build<schema::PullRequest>(32, [](schema::PullRequest::Builder b) {
+    auto d = b.initDense(2);
+    d[0].setBegin(0);
+    d[0].setEnd(8);
+    d[1].setBegin(16);
+    d[1].setEnd(24);
+    auto k = b.initSparseKeys(2);
+    k.set(0, 16384);
+    k.set(1, 17000);
+  });
+  return {{"push-asp-sgd", with_selector(asp, encoded(push(2, 0, 6, 16390)))},
+          {"push-bsp-adam", with_selector(adam, encoded(push(0, 100, 108, 20000)))},
+          {"pull-request-asp", with_selector(pull | asp, encoded(request.frame()))}};
+}
+
 }  // namespace
 
 std::map<std::string, std::map<std::string, seed_file>> seed_corpus() {
@@ -315,7 +348,8 @@ std::map<std::string, std::map<std::string, seed_file>> seed_corpus() {
   return {{"fuzz_frame_decode", frames},
           {"fuzz_caf_deserialize", caf_seeds(messages)},
           {"fuzz_snapshot_file", snapshot_seeds()},
-          {"fuzz_manifest_file", manifest_seeds()}};
+          {"fuzz_manifest_file", manifest_seeds()},
+          {"fuzz_shard_messages", shard_message_seeds()}};
 }
 
 void write_seed_corpus(const fs::path& dir) {

@@ -8,7 +8,6 @@
 //   bits 2-3  the optimizer of the shard restored into (sgd, momentum, adagrad, adam)
 //   bit 4     the shard owns only 64 sparse keys instead of every key above its dense ones
 
-#include <cstring>
 #include <limits>
 
 #include <kj/exception.h>
@@ -19,6 +18,7 @@
 #include "memory_io.hpp"
 #include "message_invariants.hpp"
 #include "sealed_input.hpp"
+#include "shard_state.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/sealed_file.hpp"
 
@@ -76,31 +76,6 @@ shard_config fitted_config(const frame& f, const snapshot_flags& flags) {
   return cfg;
 }
 
-bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
-  // Bitwise: a snapshot may hold NaNs, which must come back as the same NaNs.
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
-
-bool same_state(const shard_core& a, const shard_core& b) {
-  const auto& cfg = a.config();
-  if (!same_floats(a.dense(), b.dense()) || !same_floats(a.dense_slot(0), b.dense_slot(0)) ||
-      !same_floats(a.dense_slot(1), b.dense_slot(1)))
-    return false;
-  if (a.sparse().size() != b.sparse().size())
-    return false;
-  for (auto& [key, entry] : a.sparse()) {
-    auto other = b.sparse().find(key);
-    if (other == b.sparse().end() || std::memcmp(&entry, &other->second, sizeof(sparse_entry)) != 0)
-      return false;
-  }
-  for (uint32_t w = 0; w < cfg.num_workers; ++w)
-    if (a.applied(w) != b.applied(w) || a.received(w) != b.received(w) ||
-        a.worker_clock(w) != b.worker_clock(w))
-      return false;
-  return a.version() == b.version() && a.bsp_clock() == b.bsp_clock() &&
-         a.optimizer_steps() == b.optimizer_steps();
-}
-
 // A restored shard, snapshotted again, written and read back through the
 // storage layer and restored, must be the same shard.
 void check_restore_round_trip(const shard_core& restored, const shard_config& cfg,
@@ -120,7 +95,7 @@ void check_restore_round_trip(const shard_core& restored, const shard_config& cf
   require(static_cast<bool>(twice), target,
           "a restored shard's own snapshot does not restore: " +
             (twice ? std::string() : describe(twice.error())));
-  require(same_state(restored, *twice), target,
+  require(same_shard_state(restored, *twice), target,
           "restoring a restored shard's snapshot gives a different state");
 }
 
