@@ -21,7 +21,6 @@ struct checkpointer_state {
   uint64_t last_committed = 0;
   // checkpoint id -> (shard -> snapshot)
   std::map<uint64_t, std::map<uint32_t, shard_snapshot_msg>> pending;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
@@ -34,16 +33,8 @@ int64_t unix_ms() {
 
 void report(checkpointer_actor* self, std::string kind, std::string detail, uint64_t count) {
   auto& st = self->state;
-  job_event e;
-  e.kind = std::move(kind);
-  e.actor = "checkpointer";
-  e.detail = std::move(detail);
-  e.count = count;
-  e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                  st.started)
-              .count();
   if (st.opt.job)
-    self->send(st.opt.job, std::move(e));
+    self->send(st.opt.job, make_job_event(std::move(kind), "checkpointer", std::move(detail), count));
 }
 
 void write_checkpoint(checkpointer_actor* self, uint64_t id,

@@ -27,6 +27,17 @@ typename Inspector::result_type inspect(Inspector& f, job_event& x) {
            x.at_us);
 }
 
+// An event as an actor reports it; the job stamps its time on receipt.
+inline job_event make_job_event(std::string kind, std::string actor, std::string detail,
+                                uint64_t count = 0) {
+  job_event e;
+  e.kind = std::move(kind);
+  e.actor = std::move(actor);
+  e.detail = std::move(detail);
+  e.count = count;
+  return e;
+}
+
 inline std::string to_string(const job_event& e) {
   std::string s = std::to_string(e.at_ms) + "ms " + e.kind + " " + e.actor;
   if (!e.detail.empty())

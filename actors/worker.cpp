@@ -45,23 +45,15 @@ struct worker_state {
   std::vector<uint64_t> max_acked;  // per shard
   std::vector<uint64_t> resume_from;
   worker_report report;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
 
 void emit(worker_actor* self, std::string kind, std::string detail, uint64_t count = 0) {
   auto& st = self->state;
-  job_event e;
-  e.kind = std::move(kind);
-  e.actor = "worker:" + std::to_string(st.opt.worker);
-  e.detail = std::move(detail);
-  e.count = count;
-  e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                  st.started)
-                .count();
   if (st.opt.job)
-    self->send(st.opt.job, std::move(e));
+    self->send(st.opt.job, make_job_event(std::move(kind), "worker:" + std::to_string(st.opt.worker),
+                                          std::move(detail), count));
 }
 
 std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt) {
