@@ -47,7 +47,7 @@ TEST_CASE("the MNIST MLP reaches 0.97 in BSP and ASP, with and without kills") {
 TEST_CASE("MNIST softmax reaches 0.92 in BSP and ASP, with and without kills") {
   for (auto rule : {consistency_kind::bsp, consistency_kind::asp})
     for (bool with_kills : {false, true}) {
-      auto r = train("mnist-softmax", rule, 5, 0.05f, with_kills ? kills : std::vector<kill_spec>{});
+      auto r = train("mnist-softmax", rule, 10, 0.05f, with_kills ? kills : std::vector<kill_spec>{});
       CHECK(*r.quality.accuracy >= 0.92);
     }
 }
