@@ -108,6 +108,24 @@ job::~job() {
     impl_->tree->shutdown(std::chrono::seconds(30));
 }
 
+caf::expected<job::parameters_now> job::parameters() {
+  auto& j = *impl_;
+  if (!j.tree)
+    return make_error(errc::shutting_down, "the job is not running");
+  auto read = j.read_parameters();
+  if (!read)
+    return read.error();
+  return parameters_now{j.result.dense, j.result.sparse};
+}
+
+caf::error job::stop() {
+  auto& j = *impl_;
+  if (!j.tree)
+    return make_error(errc::shutting_down, "the job is not running");
+  j.stop_tree_and_drain();
+  return {};
+}
+
 void job::on_event(std::function<void(const job_event&)> f) {
   impl_->on_event = std::move(f);
 }
@@ -330,6 +348,8 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
   // rolls back), so the read-out happens inside this loop, retried between
   // messages until it finds the shards complete.
   while (!complete && !failure) {
+    if (!j.tree)
+      return make_error(errc::shutting_down, "the job was stopped");
     bool finished = j.done.size() == j.cfg.workers;
     if (finished) {
       auto read = j.read_parameters();

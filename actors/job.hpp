@@ -73,6 +73,18 @@ class job {
  public:
   static caf::expected<std::unique_ptr<job>> start(job_config cfg);
 
+  // The parameters as the shards hold them now (dense, then sparse key k at
+  // k); callable before or during `wait` (from on_event), on that thread.
+  struct parameters_now {
+    std::vector<float> dense;
+    std::vector<float> sparse;
+  };
+  caf::expected<parameters_now> parameters();
+
+  // Stops the run: every actor in reverse start order. `wait` then returns
+  // errc::shutting_down. Also done by the destructor.
+  caf::error stop();
+
   // Called for every event as `wait` sees it (on the thread calling wait).
   void on_event(std::function<void(const job_event&)> f);
 

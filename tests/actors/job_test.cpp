@@ -141,3 +141,21 @@ TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none
     check_exactly_once(c, *r);
   }
 }
+
+TEST_CASE("an embedding application reads the parameters mid-run and stops the job") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 100000);
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  auto p = (*j)->parameters();
+  REQUIRE_MESSAGE(p, describe(p.error()));
+  CHECK(p->dense.size() == 1000);
+  CHECK(p->sparse.size() == 8);
+  for (auto v : p->dense)
+    CHECK(v >= 0.0f);  // the probe only ever adds
+  CHECK(!(*j)->stop());
+  auto r = (*j)->wait(std::chrono::seconds(10));
+  REQUIRE(!r);
+  CHECK(is(r.error(), errc::shutting_down));
+  CHECK(is((*j)->stop(), errc::shutting_down));
+}
