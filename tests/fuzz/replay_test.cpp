@@ -90,7 +90,11 @@ TEST_CASE("every seed and regression input of fuzz_shard_messages is handled by 
 }
 
 TEST_CASE("the seed corpus in the repository is exactly what the corpus generator writes") {
-  for (auto& [target, seeds] : seed_corpus()) {
+  // Plain references, not structured bindings: doctest's INFO captures its
+  // arguments in a lambda, and C++17 lambdas cannot capture a binding.
+  for (const auto& generated : seed_corpus()) {
+    const std::string& target = generated.first;
+    const auto& seeds = generated.second;
     auto committed = files_in(fuzz_dir / "corpus" / target);
     std::vector<std::string> names;
     for (auto& p : committed)
@@ -113,7 +117,9 @@ TEST_CASE("the seed corpus in the repository is exactly what the corpus generato
 TEST_CASE("every message seed is a message that decode accepts, so fuzzing starts past the parser") {
   auto pool = buffer_pool::create();
   auto corpus = seed_corpus();
-  for (auto& [name, bytes] : corpus.at("fuzz_frame_decode")) {
+  for (const auto& seed : corpus.at("fuzz_frame_decode")) {
+    const std::string& name = seed.first;
+    const auto& bytes = seed.second;
     INFO("seed ", name);
     auto f = frame::parse_copy(bytes.data() + 1, bytes.size() - 1, *pool);
     REQUIRE(f);
@@ -129,7 +135,9 @@ TEST_CASE("every whole-file snapshot and manifest seed is accepted by its reader
   memory_io io;
   size_t snapshots = 0, manifests = 0;
   auto corpus = seed_corpus();
-  for (auto& [name, bytes] : corpus.at("fuzz_snapshot_file")) {
+  for (const auto& seed : corpus.at("fuzz_snapshot_file")) {
+    const std::string& name = seed.first;
+    const auto& bytes = seed.second;
     io.put("/seed/" + name, memory_io::bytes(bytes.begin() + 1, bytes.end()));
     if ((bytes[0] & 1) != 0)
       continue;  // a payload only: the harness seals it
@@ -138,7 +146,9 @@ TEST_CASE("every whole-file snapshot and manifest seed is accepted by its reader
     CHECK_MESSAGE(s, (s ? std::string() : describe(s.error())));
     ++snapshots;
   }
-  for (auto& [name, bytes] : corpus.at("fuzz_manifest_file")) {
+  for (const auto& seed : corpus.at("fuzz_manifest_file")) {
+    const std::string& name = seed.first;
+    const auto& bytes = seed.second;
     io.put("/seed/" + name, memory_io::bytes(bytes.begin() + 1, bytes.end()));
     if ((bytes[0] & 1) != 0)
       continue;
