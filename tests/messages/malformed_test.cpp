@@ -45,7 +45,8 @@ void set_dense(schema::DenseRange::Builder r, uint64_t b, uint64_t e, std::vecto
   r.setBegin(b);
   r.setEnd(e);
   auto data = r.initValues(v.size() * 4);
-  std::memcpy(data.begin(), v.data(), v.size() * 4);
+  if (!v.empty())  // memcpy from an empty vector's null data is undefined
+    std::memcpy(data.begin(), v.data(), v.size() * 4);
 }
 
 void expect_refused(const push_msg& m, const std::string& fragment) {
