@@ -1,77 +1,30 @@
 #include "actors/worker.hpp"
 
 #include <algorithm>
-#include <caf/all.hpp>
 #include <cmath>
 #include <cstring>
-#include <optional>
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
 #include "actors/job_event.hpp"
 #include "actors/link_faults.hpp"
-#include "actors/replay_log.hpp"
-#include "messages/decode.hpp"
+#include "actors/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 
-namespace keel {
+namespace keel::worker_detail {
 
-namespace {
-
-using Status = schema::PushAck::Status;
-
-enum class phase { resolving, resuming, waiting, pulling, pushing, finished, halted };
-
-struct worker_state {
-  worker_options opt;
-  std::unique_ptr<model_scratch> scratch;
-  replay_log log{0};
-  std::vector<caf::actor> shards;
-  std::vector<uint64_t> incarnation;
-  phase now = phase::resolving;
-  uint64_t step = 0;        // the global step in progress
-  uint64_t window = 0;      // when windowed: steps below this may start
-  uint64_t generation = 0;  // bumps whenever in-flight requests become stale
-  uint64_t steps_per_epoch = 0;
-  // The step's working set, reused from step to step.
-  std::vector<uint64_t> batch, model_keys;
-  std::vector<std::vector<uint64_t>> shard_keys;  // global sparse keys per shard
-  std::vector<bool> done;  // per shard: pulled (pulling) or acknowledged (pushing)
-  size_t pending = 0;
-  std::vector<float> dense;
-  std::vector<float> sparse_values;
-  gradient_buffer grad;
-  std::vector<uint64_t> max_acked;  // per shard
-  std::vector<uint64_t> resume_from;
-  worker_report report;
-};
-
-using worker_actor = caf::stateful_actor<worker_state>;
-
-void emit(worker_actor* self, std::string kind, std::string detail, uint64_t count = 0) {
+void emit(worker_actor* self, std::string kind, std::string detail, uint64_t count) {
   auto& st = self->state;
   if (st.opt.job)
-    self->send(st.opt.job, make_job_event(std::move(kind), "worker:" + std::to_string(st.opt.worker),
-                                          std::move(detail), count));
+    self->send(st.opt.job,
+               make_job_event(std::move(kind), "worker:" + std::to_string(st.opt.worker),
+                              std::move(detail), count));
 }
 
 std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt) {
   auto d = o.retry_min * (1u << std::min<uint32_t>(attempt, 16));
   return std::min(d, o.retry_max);
-}
-
-void start_step(worker_actor* self);
-void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt);
-void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt);
-
-// The worker cannot go on without state it no longer has: ask for a rollback.
-void halt_for_rollback(worker_actor* self, const std::string& why) {
-  auto& st = self->state;
-  st.now = phase::halted;
-  ++st.generation;
-  emit(self, "rollback", why);
-  self->send(st.opt.job, rollback_atom::value, st.opt.epoch, st.opt.worker, why);
 }
 
 void fail(worker_actor* self, caf::error err) {
@@ -349,101 +302,13 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
             });
 }
 
-// A shard has a new incarnation, restored from some checkpoint: ask it what
-// it holds of this worker, resend what it lacks from the replay log, then
-// redo whatever the current step still needs from it. When the log no
-// longer holds what the shard lacks (this worker restarted too, or the
-// shard fell back to an older checkpoint), only a rollback recovers.
-void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
-  auto& st = self->state;
-  auto handle = st.shards[shard];
-  self->request(handle, st.opt.request_timeout, status_atom::value, st.opt.worker)
-    .then(
-      [self, shard, handle](uint64_t received, uint64_t, uint64_t) {
-        auto& st = self->state;
-        if (st.now == phase::halted || handle != st.shards[shard])
-          return;  // halted, or yet another incarnation took over
-        uint64_t last_sent = st.step + (st.now == phase::pushing ? 1 : 0);
-        auto first = st.log.first_seq(shard);
-        if (received < last_sent && (first == 0 || received + 1 < first)) {
-          halt_for_rollback(self, st.opt.shard_names[shard] + " restored to seq " +
-                                    std::to_string(received) + " of worker " +
-                                    std::to_string(st.opt.worker) + ", whose log starts at " +
-                                    std::to_string(first));
-          return;
-        }
-        auto resend = st.log.after(shard, received);
-        if (!resend.empty()) {
-          st.report.replayed += resend.size();
-          emit(self, "replay",
-               "resending " + std::to_string(resend.size()) + " pushes to " +
-                 st.opt.shard_names[shard],
-               resend.size());
-        }
-        for (auto& m : resend)
-          send_push(self, shard, m, 0);
-        if (st.now == phase::pulling && !st.done[shard])
-          send_pull(self, shard, 0);
-      },
-      [self, shard, handle, attempt](caf::error&) {
-        auto& st = self->state;
-        if (st.now == phase::halted || handle != st.shards[shard])
-          return;  // a newer incarnation gets its own replay
-        self->delayed_send(self, backoff(st.opt, attempt), replay_atom::value, shard, attempt + 1);
-      });
-}
+}  // namespace keel::worker_detail
 
-// Asks every shard what it has received from this worker; the first step
-// some shard lacks is where this incarnation starts (0 for a fresh job).
-void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
-  auto& st = self->state;
-  auto gen = st.generation;
-  self->request(st.shards[shard], st.opt.request_timeout, status_atom::value, st.opt.worker)
-      .then(
-          [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
-            auto& st = self->state;
-            if (gen != st.generation || st.now != phase::resuming || st.done[shard])
-              return;
-            st.resume_from[shard] = received;
-            st.done[shard] = true;
-            if (--st.pending > 0)
-              return;
-            st.step = *std::min_element(st.resume_from.begin(), st.resume_from.end());
-            auto ahead = *std::max_element(st.resume_from.begin(), st.resume_from.end());
-            st.max_acked = st.resume_from;
-            // Under BSP, recomputing step `st.step` needs every shard's parameters
-            // at that clock; shards that already hold later pushes of this worker
-            // have moved on, so only a rollback reproduces the run exactly.
-            if (st.opt.rule == consistency_kind::bsp && ahead > st.step) {
-              halt_for_rollback(self, "restarted worker " + std::to_string(st.opt.worker) +
-                                          " lost pushes " + std::to_string(st.step + 1) + ".." +
-                                          std::to_string(ahead) + " that a restored shard needs");
-              return;
-            }
-            if (st.step > 0)
-              emit(self, "resume", "continuing at step " + std::to_string(st.step), st.step);
-            start_step(self);
-          },
-          [self, shard, gen, attempt](caf::error& err) {
-            auto& st = self->state;
-            if (gen != st.generation || st.now != phase::resuming)
-              return;
-            ++st.report.retries;
-            emit(self, "retry",
-                 "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
-            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                               attempt + 1, false);
-          });
-}
+namespace keel {
 
-void resume(worker_actor* self) {
-  auto& st = self->state;
-  st.now = phase::resuming;
-  ++st.generation;
-  std::fill(st.done.begin(), st.done.end(), false);
-  st.pending = st.shards.size();
-  for (uint32_t i = 0; i < st.shards.size(); ++i) ask_status(self, i, 0);
-}
+using namespace worker_detail;
+
+namespace {
 
 caf::behavior running(worker_actor* self) {
   return {
@@ -485,10 +350,8 @@ caf::behavior running(worker_actor* self) {
       [self](truncate_atom, uint32_t shard, uint64_t covered) {
         self->state.log.truncate(shard, covered);
       },
-      [self](replay_atom, uint32_t shard, uint32_t attempt) {
-      replay_to(self, shard, attempt);
-    },
-    [self](window_atom, uint64_t limit) {
+      [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
+      [self](window_atom, uint64_t limit) {
         auto& st = self->state;
         st.window = std::max(st.window, limit);
         if (st.now == phase::waiting && st.step < st.window)
