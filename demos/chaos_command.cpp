@@ -121,7 +121,9 @@ int chaos(const args& a) {
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(total_faults),
               kinds_text(fault_counts).c_str(), static_cast<unsigned long long>(total_recoveries),
               static_cast<long long>(lost), broken);
-  for (auto& [kind, samples] : recovery) {
+  for (auto& entry : recovery) {
+    auto& kind = entry.first;
+    auto& samples = entry.second;  // a named reference: clang 14 cannot capture a structured binding
     std::sort(samples.begin(), samples.end());
     auto at = [&](double q) { return samples[std::min(samples.size() - 1, static_cast<size_t>(q * samples.size()))]; };
     std::printf("  recovery of %-12s n=%-5zu median %7.2f ms  p99 %7.2f ms\n", kind.c_str(), samples.size(),
