@@ -20,5 +20,9 @@ using replay_atom = caf::atom_constant<caf::atom("replay")>;      // resend the 
 using crash_atom = caf::atom_constant<caf::atom("crash")>;        // fault injection: throw now
 using window_atom = caf::atom_constant<caf::atom("window")>;      // steps a worker may start
 using rollback_atom = caf::atom_constant<caf::atom("rollback")>;  // a worker cannot recover alone
+using link_release_atom = caf::atom_constant<caf::atom("linkfree")>;  // a held message's time is up
+using refresh_atom = caf::atom_constant<caf::atom("refresh")>;    // look the shards up again
+using expire_atom = caf::atom_constant<caf::atom("expire")>;      // an incomplete checkpoint times out
+using fire_atom = caf::atom_constant<caf::atom("fire")>;          // a fault's trigger has come
 
 }  // namespace keel

@@ -47,31 +47,15 @@ void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& o
     }
 }
 
-// Pairs every kill with the first restart of its victim after it.
+// The time from every kill to its victim's return, for the kills that came
+// back (rollbacks a worker asked for are not kills).
 void measure_recoveries(const job_result& r, chaos_run& out) {
-  for (size_t i = 0; i < r.events.size(); ++i) {
-    auto& e = r.events[i];
-    if (e.kind != "fault" || e.detail.find("killed") == std::string::npos)
-      continue;
-    for (size_t k = i + 1; k < r.events.size(); ++k) {
-      auto& n = r.events[k];
-      bool back = e.actor == "root" ? n.kind == "restored" : n.kind == "restart" && n.actor == e.actor;
-      if (back) {
-        out.recovery_us.emplace_back(actor_kind(e.actor), n.at_us - e.at_us);
-        break;
-      }
-    }
-  }
+  for (auto& rec : recoveries(r.events))
+    if (after_kill(rec) && rec.served_after_us)
+      out.recovery_us.emplace_back(rec.kind, *rec.served_after_us);
 }
 
 }  // namespace
-
-std::string actor_kind(const std::string& name) {
-  if (name == "shards" || name == "workers")
-    return "supervisor";
-  auto colon = name.find(':');
-  return colon == std::string::npos ? name : name.substr(0, colon);
-}
 
 std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint64_t count,
                                  const std::function<void(const chaos_run&)>& each) {

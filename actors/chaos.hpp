@@ -1,7 +1,8 @@
 #pragma once
 // The chaos runner: runs one job per seed, each with a random fault plan
 // drawn from that seed (kills of every actor kind, message drops,
-// duplicates and delays, storage write and fsync failures and tears), and
+// duplicates, delays and reorders on every link, storage write and fsync
+// failures, tears and bit flips; at steps, times or message counts), and
 // checks keel's promises on every run:
 //   1. exactly once: with the probe model every parameter equals the pushes
 //      its shard acknowledged, and every push acknowledged was applied;
@@ -20,6 +21,7 @@
 
 #include "actors/fault_plan.hpp"
 #include "actors/job.hpp"
+#include "actors/recovery.hpp"  // actor_kind
 
 namespace keel {
 
@@ -46,9 +48,6 @@ struct chaos_run {
   double seconds = 0;
   bool ok() const { return exactly_once && bit_identical && finished; }
 };
-
-// "shard" for "shard:3", "supervisor" for shards/workers, ... .
-std::string actor_kind(const std::string& name);
 
 // Runs seeds [first, first + count), calling `each` after every run. Under
 // BSP it first runs the configuration without faults for the reference hash.

@@ -19,6 +19,7 @@ struct checkpointer_state {
   checkpointer_options opt;
   std::unique_ptr<snapshot_store> store;
   uint64_t last_committed = 0;
+  uint64_t last_lost = 0;  // the newest checkpoint given up as incomplete
   // checkpoint id -> (shard -> snapshot)
   std::map<uint64_t, std::map<uint32_t, shard_snapshot_msg>> pending;
 };
@@ -91,6 +92,27 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     self->set_exception_handler(exception_as_error);
     return {
       [](crash_atom) { throw std::runtime_error("injected exception"); },
+      [self](expire_atom, uint64_t id) {
+        auto& st = self->state;
+        auto it = st.pending.find(id);
+        if (it == st.pending.end())
+          return;  // written, or superseded by a newer one
+        uint64_t step = 0;
+        std::string have;
+        for (auto& [shard, m] : it->second) {
+          if (auto d = decode(m))
+            step = d->root().getStep();
+          have += (have.empty() ? "" : ", ") + std::to_string(shard);
+        }
+        st.pending.erase(st.pending.begin(), std::next(it));
+        st.last_lost = id;
+        report(self, "checkpoint_failed",
+               "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
+                 ": lost, only shard(s) " + have + " of " + std::to_string(st.opt.num_shards) +
+                 " sent a snapshot within " + std::to_string(st.opt.incomplete_timeout.count()) +
+                 " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
+               step);
+      },
       [self](const shard_snapshot_msg& m) {
         auto& st = self->state;
         auto d = decode(m);
@@ -99,8 +121,10 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
           return;
         }
         auto id = d->root().getCheckpoint();
-        if (id <= st.last_committed)
+        if (id <= st.last_committed || id <= st.last_lost)
           return;  // a shard replaying steps re-sends checkpoints already durable
+        if (!st.pending.count(id))
+          self->delayed_send(self, st.opt.incomplete_timeout, expire_atom::value, id);
         auto& slot = st.pending[id];
         slot.insert_or_assign(d->root().getShard(), m);
         if (slot.size() < st.opt.num_shards)

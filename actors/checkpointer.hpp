@@ -17,6 +17,8 @@
 
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <chrono>
+
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
@@ -31,6 +33,9 @@ struct checkpointer_options {
   uint32_t num_shards = 1;
   caf::actor job;
   std::shared_ptr<file_io> io;  // null: the real file system
+  // A checkpoint still missing a shard's snapshot this long after its first
+  // one arrived is lost (the snapshot was): reported as checkpoint_failed.
+  std::chrono::milliseconds incomplete_timeout{5000};
 };
 
 // Sent to `job` after each durable commit.

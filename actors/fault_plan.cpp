@@ -19,6 +19,7 @@ const char* kind_name(fault_kind k) {
     case fault_kind::drop: return "drop";
     case fault_kind::duplicate: return "dup";
     case fault_kind::delay: return "delay";
+    case fault_kind::reorder: return "reorder";
     case fault_kind::enospc: return "enospc";
     case fault_kind::eio: return "eio";
     case fault_kind::tear: return "tear";
@@ -26,10 +27,17 @@ const char* kind_name(fault_kind k) {
   return "?";
 }
 
+constexpr fault_kind all_kinds[] = {fault_kind::kill,   fault_kind::exit,      fault_kind::raise,
+                                    fault_kind::drop,   fault_kind::duplicate, fault_kind::delay,
+                                    fault_kind::reorder, fault_kind::enospc,   fault_kind::eio,
+                                    fault_kind::tear,   fault_kind::flip};
+
+constexpr msg_kind all_msg_kinds[] = {msg_kind::push,  msg_kind::pull,     msg_kind::status,
+                                      msg_kind::ack,   msg_kind::reply,    msg_kind::snapshot,
+                                      msg_kind::update};
+
 bool parse_kind(const std::string& s, fault_kind& out) {
-  for (auto k : {fault_kind::kill, fault_kind::exit, fault_kind::raise, fault_kind::drop,
-                 fault_kind::duplicate, fault_kind::delay, fault_kind::enospc, fault_kind::eio,
-                 fault_kind::tear, fault_kind::flip})
+  for (auto k : all_kinds)
     if (s == kind_name(k)) {
       out = k;
       return true;
@@ -44,19 +52,79 @@ bool parse_number(const std::string& s, uint64_t& out) {
   return true;
 }
 
+// "worker:3" -> ("worker", 3); false for anything else.
+bool split_indexed(const std::string& name, std::string& prefix, uint64_t& index) {
+  auto colon = name.find(':');
+  if (colon == std::string::npos)
+    return false;
+  prefix = name.substr(0, colon);
+  return (prefix == "worker" || prefix == "shard") && parse_number(name.substr(colon + 1), index);
+}
+
+// The role of a link end: "worker", "shard", "checkpointer", "directory",
+// "*", or "" when it names no actor with links.
+std::string link_role(const std::string& end) {
+  std::string prefix;
+  uint64_t index = 0;
+  if (end == "*" || end == "checkpointer" || end == "directory")
+    return end;
+  return split_indexed(end, prefix, index) ? prefix : "";
+}
+
+bool link_exists(const std::string& from, const std::string& to) {
+  auto fits = [](const std::string& role, const char* want) { return role == "*" || role == want; };
+  return (fits(from, "worker") && fits(to, "shard")) || (fits(from, "shard") && fits(to, "worker")) ||
+         (fits(from, "shard") && fits(to, "checkpointer")) ||
+         (fits(from, "directory") && fits(to, "worker"));
+}
+
+// "@40", "@1500ms", "@push=200" (without the '@').
+caf::error parse_trigger(const std::string& s, fault& f) {
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::invalid_argument,
+                      "'" + s + "' " + why + " (expected STEP, MSms or KIND=N with KIND one of push, "
+                      "pull, status, ack, reply, snapshot, update)");
+  };
+  if (auto eq = s.find('='); eq != std::string::npos) {
+    auto kind = s.substr(0, eq);
+    bool known = false;
+    for (auto k : all_msg_kinds)
+      if (kind == to_string(k)) {
+        f.of = k;
+        known = true;
+      }
+    if (!known)
+      return bad("counts no known message kind");
+    if (!parse_number(s.substr(eq + 1), f.at_step) || f.at_step == 0)
+      return bad("needs a message count of at least 1");
+    f.when = trigger::messages;
+    return {};
+  }
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, "ms") == 0) {
+    if (!parse_number(s.substr(0, s.size() - 2), f.at_step))
+      return bad("is not a time in whole milliseconds");
+    f.when = trigger::time;
+    return {};
+  }
+  if (!parse_number(s, f.at_step))
+    return bad("is not a step");
+  f.when = trigger::step;
+  return {};
+}
+
 caf::expected<fault> parse_one(const std::string& item) {
   auto bad = [&](const std::string& why) {
     return make_error(errc::invalid_argument,
-                      "fault '" + item + "': " + why + " (expected KIND:TARGET@STEP[xCOUNT][+MSms])");
+                      "fault '" + item + "': " + why + " (expected KIND:TARGET@WHEN[xCOUNT][+MSms])");
   };
   fault f;
   auto colon = item.find(':');
   auto at = item.rfind('@');
   if (colon == std::string::npos || at == std::string::npos || at < colon)
-    return bad("missing KIND:TARGET@STEP");
+    return bad("missing KIND:TARGET@WHEN");
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
-               "' (kill, exit, throw, drop, dup, delay, enospc, eio, tear, flip)");
+               "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -79,23 +147,36 @@ caf::expected<fault> parse_one(const std::string& item) {
     rest = rest.substr(0, x);
   }
   f.count = static_cast<uint32_t>(count);
-  if (!parse_number(rest, f.at_step))
-    return bad("step '" + rest + "' is not a non-negative integer");
+  if (auto err = parse_trigger(rest, f))
+    return bad(describe(err));
   bool storage = f.kind == fault_kind::enospc || f.kind == fault_kind::eio || f.kind == fault_kind::tear;
   if (storage && f.target != "write" && f.target != "fsync")
     return bad("a storage fault targets 'write' or 'fsync'");
   if (f.kind == fault_kind::tear && f.target != "write")
     return bad("only a write can be torn");
-  bool message = f.kind == fault_kind::drop || f.kind == fault_kind::duplicate || f.kind == fault_kind::delay;
-  if (message && f.target.rfind("worker:", 0) != 0)
-    return bad("message faults target worker:N or worker:N>shard:M");
+  if (f.is_message_fault())
+    if (auto err = check_link_target(f.target))
+      return bad(describe(err));
   if (f.kind == fault_kind::flip && f.target != "snapshot")
     return bad("a bit flip targets 'snapshot'");
   if (f.kind == fault_kind::raise && (f.target == "shards" || f.target == "workers" || f.target == "root"))
     return bad("supervisors do not run user code to throw from: use kill or exit");
   if (f.kind == fault_kind::delay && f.delay_ms == 0)
     return bad("a delay needs +MSms");
+  if (f.kind != fault_kind::delay && f.delay_ms != 0)
+    return bad("only a delay takes +MSms");
+  if (!f.is_message_fault() && f.count != 1)
+    return bad("only message faults take xCOUNT");
   return f;
+}
+
+std::string when_text(const fault& f) {
+  switch (f.when) {
+    case trigger::step: return std::to_string(f.at_step);
+    case trigger::time: return std::to_string(f.at_step) + "ms";
+    case trigger::messages: return std::string(to_string(f.of)) + "=" + std::to_string(f.at_step);
+  }
+  return "?";
 }
 
 }  // namespace
@@ -117,8 +198,73 @@ caf::expected<std::vector<fault>> parse_fault_plan(const std::string& text) {
   return out;
 }
 
+const char* to_string(msg_kind k) {
+  switch (k) {
+    case msg_kind::push: return "push";
+    case msg_kind::pull: return "pull";
+    case msg_kind::status: return "status";
+    case msg_kind::ack: return "ack";
+    case msg_kind::reply: return "reply";
+    case msg_kind::snapshot: return "snapshot";
+    case msg_kind::update: return "update";
+  }
+  return "?";
+}
+
+caf::error check_link_target(const std::string& target) {
+  auto links = std::string(
+    "; links are worker:N>shard:M, shard:M>worker:N, shard:M>checkpointer and directory>worker:N, "
+    "or one actor's name for all its links, with * for either end");
+  auto gt = target.find('>');
+  if (gt == std::string::npos) {
+    auto role = link_role(target);
+    if (role.empty())
+      return make_error(errc::invalid_argument, "'" + target + "' names no actor with links" + links);
+    return {};
+  }
+  auto from = link_role(target.substr(0, gt));
+  auto to = link_role(target.substr(gt + 1));
+  if (from.empty() || to.empty() || !link_exists(from, to))
+    return make_error(errc::invalid_argument, "no messages travel '" + target + "'" + links);
+  return {};
+}
+
+caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers) {
+  auto check_name = [&](const fault& f, const std::string& name) -> caf::error {
+    std::string prefix;
+    uint64_t index = 0;
+    if (!split_indexed(name, prefix, index))
+      return {};
+    auto have = prefix == "worker" ? workers : shards;
+    if (index >= have)
+      return make_error(errc::invalid_argument,
+                        "fault '" + to_string(f) + "': the job has no " + name + " (" +
+                          std::to_string(have) + " " + prefix + "s, numbered from 0)");
+    return {};
+  };
+  for (auto& f : plan) {
+    if (f.is_kill()) {
+      std::string prefix;
+      uint64_t index = 0;
+      bool known = f.target == "checkpointer" || f.target == "shards" || f.target == "workers" ||
+                   f.target == "root" || split_indexed(f.target, prefix, index);
+      if (!known)
+        return make_error(errc::invalid_argument,
+                          "fault '" + to_string(f) + "': no actor is named '" + f.target +
+                            "' (shard:N, worker:N, checkpointer, shards, workers, root)");
+    }
+    auto gt = f.target.find('>');
+    if (auto err = check_name(f, f.target.substr(0, gt)))
+      return err;
+    if (gt != std::string::npos)
+      if (auto err = check_name(f, f.target.substr(gt + 1)))
+        return err;
+  }
+  return {};
+}
+
 std::string to_string(const fault& f) {
-  std::string s = std::string(kind_name(f.kind)) + ":" + f.target + "@" + std::to_string(f.at_step);
+  std::string s = std::string(kind_name(f.kind)) + ":" + f.target + "@" + when_text(f);
   if (f.count != 1)
     s += "x" + std::to_string(f.count);
   if (f.delay_ms != 0)
@@ -136,13 +282,18 @@ std::string to_string(const std::vector<fault>& plan) {
 std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
+  auto worker = [&] { return "worker:" + std::to_string(pick(mix.workers)); };
+  auto shard = [&] { return "shard:" + std::to_string(pick(mix.shards)); };
   std::vector<fault_kind> kinds;
-  if (mix.kills)
-    kinds.insert(kinds.end(), {fault_kind::kill, fault_kind::exit, fault_kind::raise});
-  if (mix.messages)
-    kinds.insert(kinds.end(), {fault_kind::drop, fault_kind::duplicate, fault_kind::delay});
-  if (mix.storage)
-    kinds.insert(kinds.end(), {fault_kind::enospc, fault_kind::eio, fault_kind::tear, fault_kind::flip});
+  for (auto k : all_kinds) {
+    bool storage = k == fault_kind::enospc || k == fault_kind::eio || k == fault_kind::tear ||
+                   k == fault_kind::flip;
+    fault probe;
+    probe.kind = k;
+    if ((probe.is_kill() && mix.kills) || (probe.is_message_fault() && mix.messages) ||
+        (storage && mix.storage))
+      kinds.push_back(k);
+  }
   std::vector<fault> plan;
   for (uint32_t i = 0; i < mix.faults && !kinds.empty(); ++i) {
     fault f;
@@ -158,16 +309,23 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
         for (uint32_t w = 0; w < mix.workers; ++w)
           names.push_back("worker:" + std::to_string(w));
         if (mix.supervisors && f.kind != fault_kind::raise)
-          names.insert(names.end(), {"shards", "workers", "root"});
+          for (const char* n : {"shards", "workers", "root"})
+            names.push_back(n);
         f.target = names[pick(names.size())];
         break;
       }
       case fault_kind::drop:
       case fault_kind::duplicate:
       case fault_kind::delay:
-        f.target = "worker:" + std::to_string(pick(mix.workers));
-        if (pick(2) == 0)
-          f.target += ">shard:" + std::to_string(pick(mix.shards));
+      case fault_kind::reorder:
+        switch (pick(6)) {
+          case 0: f.target = worker() + ">" + shard(); break;
+          case 1: f.target = shard() + ">" + worker(); break;
+          case 2: f.target = shard() + ">checkpointer"; break;
+          case 3: f.target = "directory>" + worker(); break;
+          case 4: f.target = worker(); break;
+          default: f.target = shard(); break;
+        }
         f.count = static_cast<uint32_t>(1 + pick(3));
         if (f.kind == fault_kind::delay)
           f.delay_ms = static_cast<uint32_t>(1 + pick(20));
@@ -179,10 +337,30 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
         f.target = f.kind == fault_kind::tear || pick(2) == 0 ? "write" : "fsync";
         break;
     }
+    // Some faults fire at a time or after a number of messages instead:
+    // about where the step would have put them.
+    if (mix.timed)
+      switch (pick(5)) {
+        case 0:
+          f.when = trigger::time;
+          f.at_step *= 2;  // a short run makes a step in a few milliseconds
+          break;
+        case 1: {
+          constexpr msg_kind per_step[] = {msg_kind::push, msg_kind::pull, msg_kind::ack,
+                                           msg_kind::reply};
+          f.when = trigger::messages;
+          f.of = per_step[pick(4)];
+          f.at_step = std::max<uint64_t>(1, f.at_step * mix.workers * mix.shards);
+          break;
+        }
+        default:
+          break;
+      }
     plan.push_back(f);
   }
-  std::stable_sort(plan.begin(), plan.end(),
-                   [](const fault& a, const fault& b) { return a.at_step < b.at_step; });
+  std::stable_sort(plan.begin(), plan.end(), [](const fault& a, const fault& b) {
+    return a.when != b.when ? a.when < b.when : a.at_step < b.at_step;
+  });
   return plan;
 }
 

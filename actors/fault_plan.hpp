@@ -1,25 +1,36 @@
 #pragma once
 // A fault plan is a seeded, replayable list of faults to inject into a
-// running job, each at a training step (when every worker has completed
-// that many steps). It serialises to a short text a user can paste back
-// (`keel train --faults TEXT`); a job's report records the plan it ran.
+// running job. It serialises to a short text a user can paste back
+// (`keel train --faults TEXT`, or parse_fault_plan and job_config::faults in
+// the embedding API); a job's report records the faults it injected.
+//
+// Each fault is KIND:TARGET@WHEN, where WHEN is
+//   40          a training step: when every worker has completed 40 steps
+//   1500ms      a time: 1.5 s after the job started
+//   push=200    a message count: when the 200th push crosses a link
+//               (push, pull, status, ack, reply, snapshot, update)
 //
 //   kill:shard:0@40            kill an actor (shard:N, worker:N, checkpointer,
 //                              shards, workers, root) with CAF's kill
 //   exit:worker:1@40           make it quit with an error (a crash reason)
 //   throw:shard:1@40           make it throw from a handler (shard, worker,
 //                              checkpointer)
-//   drop:worker:1@55x3         drop the next 3 messages worker:1 sends
-//   drop:worker:1>shard:0@55   ... only those to shard:0
-//   dup:worker:0@60x2          deliver the next 2 messages twice
-//   delay:worker:1@70x5+20ms   deliver the next 5 messages 20 ms late
+//   drop:worker:1@55x3         drop the next 3 messages on worker:1's links
+//   drop:worker:1>shard:0@55   ... only those from worker:1 to shard:0
+//   dup:shard:0>worker:0@60x2  deliver the next 2 acks/replies twice
+//   delay:*>worker:1@70x5+20ms deliver the next 5 messages to worker:1 20 ms late
+//   reorder:worker:0>shard:1@ack=30x2
+//                              deliver each of the next 2 messages after the
+//                              one that follows it on its link
+//   drop:shard:1>checkpointer@push=100
+//                              lose shard:1's next snapshot
+//   drop:directory>worker:0@20 lose worker:0's next directory update
 //   enospc:write@80            fail the next checkpoint file write (ENOSPC)
 //   eio:fsync@90               fail the next fsync (EIO)
 //   tear:write@95              tear the next checkpoint write (it claims success)
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //
-// Message faults sit where workers send their capnp pushes and pulls; a
-// dropped message is seen by its sender only through its request timeout.
+// actors/link_faults.hpp lists the links keel's messages travel.
 
 #include <cstdint>
 #include <string>
@@ -29,14 +40,32 @@
 
 namespace keel {
 
-enum class fault_kind { kill, exit, raise, drop, duplicate, delay, enospc, eio, tear, flip };
+enum class fault_kind { kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip };
+
+// The kinds of message that cross a job's links.
+enum class msg_kind : uint8_t { push, pull, status, ack, reply, snapshot, update };
+constexpr size_t msg_kind_count = 7;
+const char* to_string(msg_kind k);
+
+// When a fault fires.
+enum class trigger : uint8_t { step, time, messages };
 
 struct fault {
   fault_kind kind = fault_kind::kill;
-  std::string target;    // actor; "worker:N" or "worker:N>shard:M"; "write" / "fsync"; "snapshot"
-  uint64_t at_step = 0;
-  uint32_t count = 1;    // messages affected (drop, dup, delay)
+  std::string target;    // actor; a link ("A>B", "A", "*>B"); "write" / "fsync"; "snapshot"
+  uint64_t at_step = 0;  // trigger::step: the step; time: milliseconds; messages: the count
+  uint32_t count = 1;    // messages affected (drop, dup, delay, reorder)
   uint32_t delay_ms = 0; // delay
+  trigger when = trigger::step;
+  msg_kind of = msg_kind::push;  // trigger::messages: which messages are counted
+
+  bool is_message_fault() const {
+    return kind == fault_kind::drop || kind == fault_kind::duplicate || kind == fault_kind::delay ||
+           kind == fault_kind::reorder;
+  }
+  bool is_kill() const {
+    return kind == fault_kind::kill || kind == fault_kind::exit || kind == fault_kind::raise;
+  }
 };
 
 caf::expected<std::vector<fault>> parse_fault_plan(const std::string& text);
@@ -54,7 +83,16 @@ struct fault_mix {
   bool supervisors = true;       // kill shards / workers / root too
   bool messages = true;
   bool storage = true;
+  bool timed = true;             // some faults fire at a time or a message count
 };
+
+// Checks a message fault's target ("A>B", "A", with "*" for either end)
+// against the links of actors/link_faults.hpp; the error names the target.
+caf::error check_link_target(const std::string& target);
+
+// Checks that every target of `plan` exists in a job of `shards` shards and
+// `workers` workers; the error names the fault.
+caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers);
 
 // A plan drawn from `seed`: the same seed and mix give the same plan.
 std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix);

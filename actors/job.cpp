@@ -160,11 +160,26 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   }
   p->committed = std::make_shared<committed_snapshots>(2);
   p->plan = c.faults;
-  for (auto& k : c.kills)
-    p->plan.push_back({fault_kind::kill, k.actor, k.at_step, 1, 0});
-  std::stable_sort(p->plan.begin(), p->plan.end(),
-                   [](const fault& a, const fault& b) { return a.at_step < b.at_step; });
+  for (auto& k : c.kills) {
+    fault f;
+    f.kind = fault_kind::kill;
+    f.target = k.actor;
+    f.at_step = k.at_step;
+    p->plan.push_back(f);
+  }
+  if (auto err = check_fault_plan(p->plan, c.shards, c.workers))
+    return err;
+  p->fired.assign(p->plan.size(), false);
+  p->counted.assign(p->plan.size(), false);
   p->links = std::make_shared<link_faults>();
+  // Faults that fire after N messages of a kind: the link that counts the
+  // Nth tells the job's own actor, whose wait loop injects them.
+  for (size_t i = 0; i < p->plan.size(); ++i)
+    if (p->plan[i].when == trigger::messages)
+      p->links->at_count(p->plan[i].of, p->plan[i].at_step,
+                         [ctl = caf::actor_cast<caf::actor>(*p->ctl), i] {
+                           caf::anon_send(ctl, fire_atom::value, static_cast<uint64_t>(i));
+                         });
   p->disk = faulty_io::wrap();
   if (auto err = p->start_tree())
     return err;
@@ -208,12 +223,28 @@ namespace {
 caf::error roll_back(job::impl& j, const std::string& why) {
   j.record({"rollback", "root", why, j.elapsed_ms(), 0});
   ++j.result.rollbacks;
+  // The job supervises the tree as root supervises its children: more
+  // rollbacks within the period than the intensity allows end the job.
+  auto now = std::chrono::steady_clock::now();
+  j.rollback_times.push_back(now);
+  while (now - j.rollback_times.front() > j.cfg.restart_period)
+    j.rollback_times.pop_front();
+  if (j.rollback_times.size() > static_cast<size_t>(std::max(j.cfg.max_restarts, 0))) {
+    auto err = make_error(errc::escalated,
+                          "root: " + std::to_string(j.rollback_times.size()) + " rollbacks within " +
+                            std::to_string(j.cfg.restart_period.count()) +
+                            " ms exceed the restart intensity (" + std::to_string(j.cfg.max_restarts) +
+                            "); the last: " + why);
+    j.record({"escalate", "root", describe(err), j.elapsed_ms(), 0});
+    return err;
+  }
   if (j.tree) {
     j.tree->shutdown(std::chrono::seconds(30));
     j.tree.reset();
   }
   j.start_from.clear();
   j.committed->clear();
+  j.not_back.clear();  // the whole tree starts afresh
   auto store = snapshot_store::open(j.cfg.checkpoint_dir, {j.cfg.keep_checkpoints});
   if (!store)
     return store.error();
@@ -290,7 +321,7 @@ caf::error flip_newest_snapshot(job::impl& j, const fault& f) {
 }
 
 // Injects one fault now; the event names it as the plan spells it.
-void inject(job::impl& j, job& owner, const fault& f) {
+caf::error inject(job::impl& j, job& owner, const fault& f) {
   caf::error err;
   switch (f.kind) {
     case fault_kind::kill:
@@ -308,6 +339,7 @@ void inject(job::impl& j, job& owner, const fault& f) {
     case fault_kind::drop:
     case fault_kind::duplicate:
     case fault_kind::delay:
+    case fault_kind::reorder:
       err = j.links->arm(f);
       break;
     case fault_kind::enospc:
@@ -326,15 +358,47 @@ void inject(job::impl& j, job& owner, const fault& f) {
               j.elapsed_ms(), f.at_step});
   else if (err)
     j.record({"fault", f.target, "not killed: " + describe(err), j.elapsed_ms(), f.at_step});
+  return err;
 }
 
+// Injects every fault whose step or time has come, in plan order.
 void fire_faults(job::impl& j, job& owner) {
   auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
-  while (j.next_fault < j.plan.size() && j.plan[j.next_fault].at_step <= slowest)
-    inject(j, owner, j.plan[j.next_fault++]);
+  auto now = static_cast<uint64_t>(j.elapsed_ms());
+  for (size_t i = 0; i < j.plan.size(); ++i) {
+    auto& f = j.plan[i];
+    bool due = (f.when == trigger::step && f.at_step <= slowest) ||
+               (f.when == trigger::time && f.at_step <= now) || j.counted[i];
+    // A second kill of the same actor waits for it to be back: two kills
+    // in a plan are two crashes, not one incarnation killed twice.
+    if (due && !j.fired[i] && !(f.is_kill() && j.not_back.count(f.target))) {
+      j.fired[i] = true;
+      if (!inject(j, owner, f) && f.is_kill())
+        j.not_back.insert(f.target);
+    }
+  }
+}
+
+// How long until the next timed fault is due (`cap` if none is).
+std::chrono::milliseconds until_next_timed(const job::impl& j, std::chrono::milliseconds cap) {
+  auto now = j.elapsed_ms();
+  for (size_t i = 0; i < j.plan.size(); ++i)
+    if (j.plan[i].when == trigger::time && !j.fired[i])
+      cap = std::min(cap, std::chrono::milliseconds(
+                            std::max<int64_t>(0, static_cast<int64_t>(j.plan[i].at_step) - now)));
+  return cap;
 }
 
 }  // namespace
+
+caf::error job::inject(const fault& f) {
+  auto& j = *impl_;
+  if (!j.tree)
+    return make_error(errc::shutting_down, "the job is not running");
+  if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers))
+    return err;
+  return keel::inject(j, *this, f);
+}
 
 caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
   auto& j = *impl_;
@@ -373,7 +437,11 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           j.release(e.count);  // the previous checkpoint stays in force; go on
         j.record(std::move(e));
       },
-      [&](supervision::event& e) { j.record(from_supervision(e, j.elapsed_ms())); },
+      [&](supervision::event& e) {
+        if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start)
+          j.not_back.erase(e.child);
+        j.record(from_supervision(e, j.elapsed_ms()));
+      },
       [&](supervision::directory_update& u) {
         // Updates from a rolled-back tree's directory may still arrive.
         if (!j.tree || self->current_sender() != j.tree->directory().address())
@@ -421,7 +489,10 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           j.last_progress = slowest;
           report_progress(j, slowest);
         }
-        fire_faults(j, *this);
+      },
+      [&](fire_atom, uint64_t i) {
+        if (i < j.plan.size())
+          j.counted[i] = true;  // fire_faults injects it
       },
       [&](done_atom, worker_report& r) {
         if (r.epoch != j.epoch)
@@ -443,8 +514,10 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           failure = roll_back(j, "the root supervisor went down: " + j.sys->render(dm.reason));
         }
       },
-      caf::after(finished ? std::chrono::milliseconds(20)
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(left)) >> [] {});
+      caf::after(until_next_timed(
+        j, finished ? std::chrono::milliseconds(20)
+                    : std::chrono::duration_cast<std::chrono::milliseconds>(left))) >> [] {});
+    fire_faults(j, *this);
   }
   if (failure)
     return failure;

@@ -10,6 +10,7 @@
 // (the error names the child that exhausted its restart intensity), or a
 // timeout. One thread uses a job at a time.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -47,6 +48,9 @@ struct job_config {
   int max_restarts = 20;                         // per supervisor, within restart_period
   std::chrono::milliseconds restart_period{10000};
   std::chrono::milliseconds request_timeout{2000};
+  // A checkpoint still missing a shard's snapshot this long after the first
+  // one arrived is given up (reported as checkpoint_failed).
+  std::chrono::milliseconds checkpoint_timeout{5000};
   size_t scheduler_threads = 2;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
   bool progress_accuracy = false;                // progress events score the held-out set too
@@ -63,6 +67,7 @@ struct job_result {
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
+  std::array<uint64_t, 4> messages_hit{};        // messages dropped, duplicated, delayed, reordered
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)
   double seconds = 0;
@@ -98,6 +103,11 @@ class job {
 
   // Kills the actor with this name now (see kill_schedule.hpp for names).
   caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
+
+  // Injects one fault now, whatever its trigger says (parse_fault_plan
+  // reads the text form); callable like kill. Errors name a target the job
+  // does not have.
+  caf::error inject(const fault& f);
 
   ~job();
   job(const job&) = delete;

@@ -55,10 +55,13 @@ struct job::impl {
   std::set<uint32_t> done;
   std::vector<uint64_t> worker_step;
   std::map<uint32_t, worker_report> reports;  // the last report of each worker
-  std::vector<fault> plan;      // kills and faults, by step
-  size_t next_fault = 0;
+  std::vector<fault> plan;      // kills and faults, in the order given
+  std::vector<bool> fired;      // by plan index
+  std::vector<bool> counted;    // by plan index: its message count was reached
+  std::set<std::string> not_back;  // actors a kill fault killed, not yet restarted
   std::shared_ptr<link_faults> links;
   std::shared_ptr<faulty_io> disk;
+  std::deque<std::chrono::steady_clock::time_point> rollback_times;  // within restart_period
   uint64_t last_progress = 0;
   uint64_t released_step = 0;   // the newest checkpoint step committed, failed or lost
   uint64_t forwarded_step = 0;  // the newest snapshot step sent to the checkpointer

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "actors/job_impl.hpp"
+#include "actors/link_faults.hpp"
 #include "storage/snapshot.hpp"
 
 namespace keel {
@@ -115,6 +116,7 @@ caf::expected<job_result> job::impl::finish() {
     result.steps = std::min(result.steps, r.steps);
   }
   result.params_sha256 = params_sha256(result.dense, result.sparse);
+  result.messages_hit = links->hits();
   auto scratch = cfg.training_model->make_scratch();
   auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
   if (!q)

@@ -73,6 +73,7 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   frame_ptr initial = i < j.start_from.size() ? j.start_from[i] : nullptr;
   auto committed = j.committed;
   auto validate = shard_validator(cfg);
+  auto faults = j.links;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     shard_options o;
     o.config = cfg;
@@ -90,6 +91,7 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
     }
     o.snapshot_every_steps = every;
     o.sink = sink;
+    o.faults = faults;
     return spawn_parameter_shard(sys, std::move(o));
   };
   c.restart = supervision::restart_type::permanent;
@@ -152,6 +154,7 @@ supervision::supervisor_spec job::impl::root_spec() {
   co.num_shards = cfg.shards;
   co.job = caf::actor_cast<caf::actor>(*ctl);
   co.io = disk;
+  co.incomplete_timeout = cfg.checkpoint_timeout;
   ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
     return spawn_checkpointer(sys, co);
   };

@@ -1,20 +1,36 @@
 #pragma once
-// link_faults holds the message faults armed on workers' links: drop,
-// duplicate or delay the next N messages a worker sends (to one shard or to
-// all). Workers consult it for every push and pull they send; the job arms
-// it from a fault plan. Thread-safe: workers on any scheduler thread share
-// one instance with the job's thread.
+// link_faults holds the message faults armed on a job's links and counts the
+// messages that cross them. A link is a direction between two named actors;
+// these carry keel's messages:
+//
+//   worker:N > shard:M       push, pull, status (requests)
+//   shard:M > worker:N       ack, reply (the answers to pushes and pulls)
+//   shard:M > checkpointer   snapshot
+//   directory > worker:N     update (a shard's new incarnation)
+//
+// A fault targets one link ("worker:0>shard:1"), every link of one actor
+// ("shard:1": both directions), or uses "*" for either end ("*>worker:0").
+// It drops, duplicates, delays or reorders the next N messages on matching
+// links. The actors consult this object where they send and receive those
+// messages (actors/link_hold.hpp applies the decision), so a dropped request
+// is noticed by its sender only through its timeout, as on a real network.
+// Thread-safe: actors on any scheduler thread share one instance with the
+// job's thread; with nothing armed or watched, a message costs two atomic
+// operations.
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
-#include <optional>
+#include <string>
 #include <vector>
 
 #include "actors/fault_plan.hpp"
 
 namespace keel {
 
-enum class send_action { deliver, drop, duplicate, delay };
+enum class send_action { deliver, drop, duplicate, delay, reorder };
 
 struct send_decision {
   send_action action = send_action::deliver;
@@ -23,26 +39,47 @@ struct send_decision {
 
 class link_faults {
  public:
-  // Arms a drop, dup or delay fault; other kinds are refused with an error.
+  // Arms a drop, dup, delay or reorder fault; other kinds are refused.
   caf::error arm(const fault& f);
 
-  // What to do with the next message `worker` sends to `shard`; consumes one
-  // count of the oldest matching armed fault.
-  send_decision on_send(uint32_t worker, uint32_t shard);
+  // Counts one message of `kind` from `from` to `to` and says what to do
+  // with it; consumes one count of the oldest matching armed fault.
+  send_decision on_message(const std::string& from, const std::string& to, msg_kind kind);
+
+  // Messages of `kind` seen so far.
+  uint64_t count(msg_kind kind) const;
+
+  // Calls `fire` once, from whichever thread counts it, when the count of
+  // `kind` reaches `n` (at once if it already has).
+  void at_count(msg_kind kind, uint64_t n, std::function<void()> fire);
 
   // Faults armed and not yet used up.
   size_t pending() const;
 
+  // Messages each action hit so far: dropped, duplicated, delayed, reordered.
+  std::array<uint64_t, 4> hits() const;
+
  private:
   struct armed {
-    uint32_t worker;
-    std::optional<uint32_t> shard;
+    std::string from, to;  // "*" matches any actor
+    bool either = false;   // a single-actor target: matches both directions
     send_action action;
     uint32_t remaining;
     uint32_t delay_ms;
   };
+  struct watch {
+    msg_kind kind;
+    uint64_t at;
+    std::function<void()> fire;
+  };
+  void fire_watches(msg_kind kind, uint64_t now);
+
   mutable std::mutex mtx_;
   std::vector<armed> armed_;
+  std::vector<watch> watches_;
+  std::atomic<size_t> busy_{0};  // armed_ + watches_ entries
+  std::array<std::atomic<uint64_t>, msg_kind_count> counts_{};
+  std::array<uint64_t, 4> hits_{};
 };
 
 }  // namespace keel

@@ -9,6 +9,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
+#include "actors/link_hold.hpp"
 #include "actors/shard_snapshot.hpp"
 
 namespace keel {
@@ -18,7 +19,8 @@ namespace {
 struct pending_pull {
   uint64_t clock;
   decoded<schema::PullRequest> request;
-  caf::response_promise promise;
+  caf::typed_response_promise<pull_reply_msg> promise;
+  caf::actor requester;
 };
 
 struct shard_state {
@@ -27,6 +29,9 @@ struct shard_state {
   uint64_t snapshot_every = 0;
   uint64_t last_snapshot_id = 0;  // the restored or last sent checkpoint id
   caf::actor sink;
+  std::string name;  // "shard:N", this shard's end of its links
+  std::shared_ptr<link_faults> faults;
+  held_deliveries held;
 };
 
 int64_t now_unix_ms() {
@@ -44,10 +49,11 @@ caf::expected<pull_reply_msg> answer(const shard_core& core, schema::PullRequest
   return pull_reply_msg(fb.finish());
 }
 
-push_ack_msg make_ack(schema::Push::Reader p, const push_outcome& o, uint64_t version, uint32_t shard) {
+push_ack_msg make_ack(uint32_t worker, uint64_t seq, const push_outcome& o, uint64_t version,
+                      uint32_t shard) {
   return build<schema::PushAck>(32 + o.reason.size() / 8, [&](schema::PushAck::Builder b) {
-    b.setWorker(p.getWorker());
-    b.setSeq(p.getSeq());
+    b.setWorker(worker);
+    b.setSeq(seq);
     b.setShard(shard);
     b.setShardVersion(version);
     b.setStatus(o.status);
@@ -58,6 +64,34 @@ push_ack_msg make_ack(schema::Push::Reader p, const push_outcome& o, uint64_t ve
 
 using shard_actor = caf::stateful_actor<shard_state>;
 
+std::string worker_name(uint32_t worker) {
+  return "worker:" + std::to_string(worker);
+}
+
+// Counts a message on a link and says what its armed faults do to it.
+send_decision decide(shard_actor* self, const std::string& from, const std::string& to,
+                     msg_kind kind) {
+  auto& faults = self->state.faults;
+  return faults ? faults->on_message(from, to, kind) : send_decision{};
+}
+
+// Answers a request from `worker` through this shard's link to it. A
+// duplicated answer reaches the worker a second time as a plain message.
+template <class T>
+void answer_through(shard_actor* self, uint32_t worker, msg_kind kind,
+                    caf::typed_response_promise<T> rp, T reply, caf::actor requester) {
+  auto& st = self->state;
+  auto to = worker_name(worker);
+  st.held.apply(
+    self, decide(self, st.name, to, kind), st.name + ">" + to,
+    [rp, reply]() mutable { rp.deliver(reply); },
+    [self, rp, reply, requester]() mutable {
+      rp.deliver(reply);
+      if (requester)
+        self->send(requester, reply);
+    });
+}
+
 // Serves every held pull that the rule now allows, in arrival order.
 void serve_pulls(shard_actor* self) {
   auto& st = self->state;
@@ -67,8 +101,9 @@ void serve_pulls(shard_actor* self) {
       continue;
     }
     auto reply = answer(st.core, it->request.root());
+    auto worker = it->request.root().getWorker();
     if (reply)
-      it->promise.deliver(std::move(*reply));
+      answer_through(self, worker, msg_kind::reply, it->promise, std::move(*reply), it->requester);
     else
       it->promise.deliver(reply.error());
     it = st.pulls.erase(it);
@@ -87,38 +122,111 @@ void maybe_snapshot(shard_actor* self) {
     return;
   st.last_snapshot_id = id;
   auto snap = snapshot_of(st.core, id, now_unix_ms());
-  if (snap)
-    self->send(st.sink, std::move(*snap));
+  if (!snap)
+    return;
+  st.held.apply(self, decide(self, st.name, "checkpointer", msg_kind::snapshot),
+                st.name + ">checkpointer",
+                [self, sink = st.sink, m = std::move(*snap)] { self->send(sink, m); });
+}
+
+push_ack_msg apply_push(shard_actor* self, decoded<schema::Push> push) {
+  auto& st = self->state;
+  auto worker = push.root().getWorker();
+  auto seq = push.root().getSeq();
+  auto o = st.core.offer(std::move(push));
+  auto ack = make_ack(worker, seq, o, st.core.version(), st.core.config().shard);
+  if (o.status == schema::PushAck::Status::APPLIED || o.steps_applied > 0) {
+    maybe_snapshot(self);
+    serve_pulls(self);
+  }
+  return ack;
+}
+
+// A push that a link fault held back (or doubled) arrives now.
+void late_push(shard_actor* self, const push_msg& m, caf::typed_response_promise<push_ack_msg>* rp,
+               const caf::actor& requester) {
+  auto push = decode(m);
+  if (!push) {
+    if (rp)
+      rp->deliver(push.error());
+    return;
+  }
+  auto worker = push->root().getWorker();
+  auto ack = apply_push(self, std::move(*push));
+  if (rp)
+    answer_through(self, worker, msg_kind::ack, *rp, std::move(ack), requester);
+}
+
+void on_pull(shard_actor* self, decoded<schema::PullRequest> req,
+             caf::typed_response_promise<pull_reply_msg> rp, const caf::actor& requester) {
+  auto& st = self->state;
+  auto clock = req.root().getClock();
+  if (!st.core.can_serve(clock)) {
+    st.pulls.push_back({clock, std::move(req), rp, requester});
+    return;
+  }
+  auto reply = answer(st.core, req.root());
+  if (!reply) {
+    rp.deliver(reply.error());
+    return;
+  }
+  answer_through(self, req.root().getWorker(), msg_kind::reply, rp, std::move(*reply), requester);
 }
 
 caf::behavior shard_behavior(shard_actor* self) {
   return {
     [](crash_atom) { throw std::runtime_error("injected exception"); },
+    [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
     [self](const push_msg& m) -> caf::result<push_ack_msg> {
       auto push = decode(m);
       if (!push)
         return push.error();
       auto& st = self->state;
-      auto root = push->root();
-      auto o = st.core.offer(std::move(*push));
-      auto ack = make_ack(root, o, st.core.version(), st.core.config().shard);
-      if (o.status == schema::PushAck::Status::APPLIED || o.steps_applied > 0) {
-        maybe_snapshot(self);
-        serve_pulls(self);
+      auto from = worker_name(push->root().getWorker());
+      auto in = decide(self, from, st.name, msg_kind::push);
+      auto rp = self->make_response_promise<push_ack_msg>();
+      auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+      if (in.action == send_action::deliver) {
+        auto worker = push->root().getWorker();
+        auto ack = apply_push(self, std::move(*push));
+        st.held.delivered(from + ">" + st.name);
+        answer_through(self, worker, msg_kind::ack, rp, std::move(ack), requester);
+        return rp;
       }
-      return ack;
+      st.held.apply(
+        self, in, from + ">" + st.name,
+        [self, m, rp, requester]() mutable { late_push(self, m, &rp, requester); },
+        [self, m, rp, requester]() mutable {
+          late_push(self, m, &rp, requester);
+          late_push(self, m, nullptr, requester);  // the copy: the shard sees a duplicate
+        });
+      return rp;
     },
     [self](const pull_request_msg& m) -> caf::result<pull_reply_msg> {
       auto req = decode(m);
       if (!req)
         return req.error();
       auto& st = self->state;
-      auto clock = req->root().getClock();
-      if (st.core.can_serve(clock))
-        return answer(st.core, req->root());
-      auto promise = self->make_response_promise<pull_reply_msg>();
-      st.pulls.push_back({clock, std::move(*req), promise});
-      return promise;
+      auto from = worker_name(req->root().getWorker());
+      auto in = decide(self, from, st.name, msg_kind::pull);
+      auto rp = self->make_response_promise<pull_reply_msg>();
+      auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+      if (in.action == send_action::deliver) {
+        on_pull(self, std::move(*req), rp, requester);
+        st.held.delivered(from + ">" + st.name);
+        return rp;
+      }
+      // A held pull is decoded again when it arrives; a doubled one is
+      // answered once (CAF keeps one response per request).
+      st.held.apply(self, in, from + ">" + st.name, [self, m, rp, requester]() mutable {
+        auto again = decode(m);
+        if (!again) {
+          rp.deliver(again.error());
+          return;
+        }
+        on_pull(self, std::move(*again), rp, requester);
+      });
+      return rp;
     },
     [self](const snapshot_request_msg& m) -> caf::result<shard_snapshot_msg> {
       auto req = decode(m);
@@ -127,11 +235,18 @@ caf::behavior shard_behavior(shard_actor* self) {
       return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms());
     },
     [self](status_atom, uint32_t worker) -> caf::result<uint64_t, uint64_t, uint64_t> {
-      auto& core = self->state.core;
-      if (worker >= core.config().num_workers)
+      auto& st = self->state;
+      if (worker >= st.core.config().num_workers)
         return make_error(errc::invalid_argument, "worker " + std::to_string(worker) +
                                                     " is not one of this job's workers");
-      return {core.received(worker), core.applied(worker), core.bsp_clock()};
+      auto from = worker_name(worker);
+      auto in = decide(self, from, st.name, msg_kind::status);
+      auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t>();
+      st.held.apply(self, in, from + ">" + st.name, [self, rp, worker]() mutable {
+        auto& core = self->state.core;
+        rp.deliver(core.received(worker), core.applied(worker), core.bsp_clock());
+      });
+      return rp;
     },
     [self](params_atom) -> caf::result<shard_snapshot_msg> {
       return snapshot_of(self->state.core, 0, now_unix_ms());
@@ -161,7 +276,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
   }
   auto every = opts.snapshot_every_steps;
   auto sink = opts.sink;
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, sink](shard_actor* self) mutable {
+  auto faults = opts.faults;
+  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, sink,
+                    faults](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
@@ -169,6 +286,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     if (every > 0)
       self->state.last_snapshot_id = self->state.core.progress_clock() / every;
     self->state.sink = sink;
+    self->state.name = "shard:" + std::to_string(self->state.core.config().shard);
+    self->state.faults = faults;
     return shard_behavior(self);
   });
 }

@@ -11,9 +11,12 @@
 // Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
 // at that step boundary, to `sink`, so every shard of a checkpoint holds the
 // same step. It starts from `snapshot` when given one (a restart; the caller
-// has validated it), else from `initial_dense`.
+// has validated it), else from `initial_dense`. Pushes, pulls and status
+// requests arriving, and acks, pull replies and snapshots leaving, pass
+// through the job's link faults (actors/link_faults.hpp).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -24,12 +27,15 @@
 
 namespace keel {
 
+class link_faults;
+
 struct shard_options {
   shard_config config;
   std::vector<float> initial_dense;  // cfg.dense.size() values, used without a snapshot
   frame_ptr snapshot;                // restart from this snapshot when set
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor sink;                   // receives periodic snapshots (may be invalid)
+  std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
 };
 
 // Spawns a shard; fails (naming the tensor) when the snapshot does not fit

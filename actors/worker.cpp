@@ -7,7 +7,7 @@
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
 #include "actors/job_event.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/link_hold.hpp"
 #include "actors/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -88,37 +88,10 @@ pull_request_msg make_pull(const worker_state& st, uint32_t shard) {
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 void compute_and_push(worker_actor* self);
 
-// Applies the link faults armed for this worker (actors/link_faults.hpp) to
-// one message: how many copies to send now (0, 1 or 2). A dropped message
-// is noticed only through the request timeout, as on a real network; a
-// delayed one is sent later.
-int copies_to_send(worker_actor* self, uint32_t shard, uint32_t attempt, bool push) {
-  auto& st = self->state;
-  if (!st.opt.faults)
-    return 1;
-  auto d = st.opt.faults->on_send(st.opt.worker, shard);
-  switch (d.action) {
-    case send_action::deliver:
-      return 1;
-    case send_action::duplicate:
-      return 2;
-    case send_action::drop:
-      self->delayed_send(self, st.opt.request_timeout, retry_atom::value, st.generation, shard,
-                         attempt + 1, push);
-      return 0;
-    case send_action::delay:
-      self->delayed_send(self, std::chrono::milliseconds(d.delay_ms), retry_atom::value,
-                         st.generation, shard, attempt, push);
-      return 0;
-  }
-  return 1;
-}
-
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.generation;
-  for (int copies = copies_to_send(self, shard, attempt, false); copies > 0; --copies)
-    self->request(st.shards[shard], st.opt.request_timeout, make_pull(st, shard))
+  self->request(st.shards[shard], st.opt.request_timeout, make_pull(st, shard))
         .then(
             [self, shard, gen](const pull_reply_msg& m) {
               auto& st = self->state;
@@ -137,6 +110,7 @@ void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
               emit(self, "retry",
                    "pull from " + st.opt.shard_names[shard] + " at step " +
                        std::to_string(st.step) + ": " + self->system().render(err));
+              refresh(self, shard);
               self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
                                  attempt + 1, false);
             });
@@ -233,6 +207,8 @@ void compute_and_push(worker_actor* self) {
   }
 }
 
+void step_pushed(worker_actor* self, uint32_t shard);
+
 void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
   auto& st = self->state;
   switch (a.getStatus()) {
@@ -262,22 +238,64 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
                                    st.opt.shard_names[shard] + " rejected push " +
                                        std::to_string(a.getSeq()) + ": " + a.getReason().cStr()));
   }
-  if (st.now == phase::pushing && a.getSeq() == st.step + 1 && !st.done[shard]) {
-    st.done[shard] = true;
-    if (--st.pending == 0) {
-      ++st.step;
-      self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step,
-                 st.report.last_loss);
-      start_step(self);
-    }
+  if (a.getSeq() == st.step + 1)
+    step_pushed(self, shard);
+}
+
+// The current step's push to `shard` is known applied: acknowledged, or
+// covered by a committed checkpoint (its ack may have been lost).
+void step_pushed(worker_actor* self, uint32_t shard) {
+  auto& st = self->state;
+  if (st.now != phase::pushing || st.done[shard])
+    return;
+  st.done[shard] = true;
+  if (--st.pending == 0) {
+    ++st.step;
+    self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step,
+               st.report.last_loss);
+    start_step(self);
   }
+}
+
+// A shard's directory entry, from a watch or a lookup.
+void on_update(worker_actor* self, const supervision::directory_update& u) {
+  auto& st = self->state;
+  auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
+  if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
+    return;
+  auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
+  // A restarted supervisor numbers its children's incarnations afresh,
+  // so a new handle, not a higher number, marks a new incarnation.
+  if (u.handle == st.shards[shard])
+    return;
+  bool first = st.incarnation[shard] == 0;
+  st.shards[shard] = u.handle;
+  st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
+  if (st.now == phase::resolving) {
+    if (std::all_of(st.incarnation.begin(), st.incarnation.end(), [](uint64_t i) { return i > 0; }))
+      resume(self);
+  } else if (st.now == phase::resuming && !first && !st.done[shard]) {
+    ask_status(self, shard, 0);
+  } else if (st.now != phase::resolving && st.now != phase::halted) {
+    replay_to(self, shard, 0);
+  }
+}
+
+// Looks a shard up in the directory. Watch updates can be lost or arrive out
+// of order; a failed request or the periodic refresh finds the current
+// incarnation anyway.
+void refresh(worker_actor* self, uint32_t shard) {
+  auto& st = self->state;
+  self->request(st.opt.directory, st.opt.request_timeout, supervision::lookup_atom::value,
+                st.opt.shard_names[shard])
+      .then([self](const supervision::directory_update& u) { on_update(self, u); },
+            [](caf::error&) {});  // restarting or gone: the watch or the next refresh tells
 }
 
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.generation;
-  for (int copies = copies_to_send(self, shard, attempt, true); copies > 0; --copies)
-    self->request(st.shards[shard], st.opt.request_timeout, m)
+  self->request(st.shards[shard], st.opt.request_timeout, m)
         .then(
             [self, shard](const push_ack_msg& ack) {
               auto& st = self->state;
@@ -297,6 +315,7 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
               emit(self, "retry",
                    "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
                        self->system().render(err));
+              refresh(self, shard);
               self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
                                  attempt + 1, true);
             });
@@ -325,30 +344,46 @@ caf::behavior running(worker_actor* self) {
           for (auto& m : st.log.after(shard, st.step)) send_push(self, shard, m, attempt);
       },
       [self](const supervision::directory_update& u) {
+        // Updates cross the directory's link to this worker.
         auto& st = self->state;
-        auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
-        if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
+        auto me = "worker:" + std::to_string(st.opt.worker);
+        auto d = st.opt.faults ? st.opt.faults->on_message("directory", me, msg_kind::update)
+                               : send_decision{};
+        st.held.apply(self, d, "directory>" + me, [self, u] { on_update(self, u); });
+      },
+      [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
+      [self](refresh_atom) {
+        auto& st = self->state;
+        for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
+        self->delayed_send(self, st.opt.request_timeout, refresh_atom::value);
+      },
+      // A second copy of an answer (a duplicating link): acks are idempotent;
+      // a pull reply counts only while that pull is still open.
+      [self](const push_ack_msg& m) {
+        auto& st = self->state;
+        auto a = decode(m);
+        if (!a || st.now == phase::halted || a->root().getShard() >= st.shards.size())
           return;
-        auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
-        // A restarted supervisor numbers its children's incarnations afresh,
-        // so a new handle, not a higher number, marks a new incarnation.
-        if (u.handle == st.shards[shard])
+        on_ack(self, a->root().getShard(), a->root());
+      },
+      [self](const pull_reply_msg& m) {
+        auto& st = self->state;
+        auto r = decode(m);
+        if (!r || st.now != phase::pulling)
           return;
-        bool first = st.incarnation[shard] == 0;
-        st.shards[shard] = u.handle;
-        st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
-        if (st.now == phase::resolving) {
-          if (std::all_of(st.incarnation.begin(), st.incarnation.end(),
-                          [](uint64_t i) { return i > 0; }))
-            resume(self);
-        } else if (st.now == phase::resuming && !first && !st.done[shard]) {
-          ask_status(self, shard, 0);
-        } else if (st.now != phase::resolving && st.now != phase::halted) {
-          replay_to(self, shard, 0);
-        }
+        auto shard = r->root().getShard();
+        if (shard < st.shards.size() && !st.done[shard] && r->root().getClock() == st.step)
+          on_pulled(self, shard, r->root());
       },
       [self](truncate_atom, uint32_t shard, uint64_t covered) {
-        self->state.log.truncate(shard, covered);
+        auto& st = self->state;
+        st.log.truncate(shard, covered);
+        // A checkpoint holding this step's push means the shard applied it,
+        // even if its ack never arrived; the log no longer holds it to resend.
+        if (shard < st.shards.size() && st.now == phase::pushing && covered >= st.step + 1) {
+          st.max_acked[shard] = std::max(st.max_acked[shard], st.step + 1);
+          step_pushed(self, shard);
+        }
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) {
@@ -396,6 +431,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options op
     // with every change; resolving ends when every shard is known.
     for (auto& name : opts.shard_names)
       self->send(opts.directory, supervision::watch_atom::value, name);
+    self->delayed_send(self, opts.request_timeout, refresh_atom::value);
     return running(self);
   });
 }

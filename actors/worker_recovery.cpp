@@ -55,6 +55,7 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
             auto& st = self->state;
             if (st.now == phase::halted || handle != st.shards[shard])
               return;  // a newer incarnation gets its own replay
+            refresh(self, shard);  // perhaps the update naming a newer one was lost
             self->delayed_send(self, backoff(st.opt, attempt), replay_atom::value, shard,
                                attempt + 1);
           });
@@ -98,6 +99,7 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
             ++st.report.retries;
             emit(self, "retry",
                  "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
+            refresh(self, shard);
             self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
                                attempt + 1, false);
           });

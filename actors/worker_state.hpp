@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/link_hold.hpp"
 #include "actors/replay_log.hpp"
 #include "actors/worker.hpp"
 #include "messages/decode.hpp"
+#include "supervision/directory.hpp"
 
 namespace keel::worker_detail {
 
@@ -41,6 +43,7 @@ struct worker_state {
   std::vector<uint64_t> max_acked;  // per shard
   std::vector<uint64_t> resume_from;
   worker_report report;
+  held_deliveries held;  // directory updates a link fault holds back
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
@@ -55,6 +58,8 @@ void fail(worker_actor* self, caf::error err);
 void start_step(worker_actor* self);
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt);
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt);
+void on_update(worker_actor* self, const supervision::directory_update& u);
+void refresh(worker_actor* self, uint32_t shard);
 
 // worker_recovery.cpp
 void halt_for_rollback(worker_actor* self, const std::string& why);

@@ -45,6 +45,9 @@ void write_report(std::ostream& out, const job_config& cfg, const std::string& m
       << "  \"seed\": " << cfg.seed << ",\n"
       << "  \"kills\": " << json_string(to_string(cfg.kills)) << ",\n"
       << "  \"fault_plan\": " << json_string(r.fault_plan) << ",\n"
+      << "  \"messages_hit\": {\"dropped\": " << r.messages_hit[0]
+      << ", \"duplicated\": " << r.messages_hit[1] << ", \"delayed\": " << r.messages_hit[2]
+      << ", \"reordered\": " << r.messages_hit[3] << "},\n"
       << "  \"test_accuracy\": ";
   if (r.quality.accuracy)
     out << *r.quality.accuracy;
@@ -74,6 +77,21 @@ void write_report(std::ostream& out, const job_config& cfg, const std::string& m
         << ", \"count\": " << e.count << "}";
     first = false;
   }
+  out << "\n  ],\n  \"recoveries\": [";
+  first = true;
+  for (auto& rec : recoveries(r.events)) {
+    out << (first ? "\n" : ",\n") << "    {\"victim\": " << json_string(rec.victim)
+        << ", \"kind\": " << json_string(rec.kind) << ", \"fault\": " << json_string(rec.fault)
+        << ", \"fault_at_us\": " << rec.fault_at_us << ", \"served_after_us\": ";
+    if (rec.served_after_us)
+      out << *rec.served_after_us;
+    else
+      out << "null";
+    out << ", \"restored_from\": " << json_string(rec.restored_from)
+        << ", \"rolled_back\": " << (rec.rolled_back ? "true" : "false")
+        << ", \"replayed\": " << rec.replayed << "}";
+    first = false;
+  }
   out << "\n  ]\n}\n";
 }
 
@@ -97,6 +115,7 @@ int train(const args& a) {
   std::string kills_text, faults_text, report_path, checkpoint_dir, data_dir;
   job_config cfg;
   uint64_t epochs = 1, steps = 0, timeout_s = 3600;
+  uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.request_timeout.count());
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
   po::options_description opts(
@@ -115,7 +134,11 @@ int train(const args& a) {
     ("checkpoint-dir", po::value(&checkpoint_dir), "where checkpoints go (default: a new temp dir)")
     ("checkpoint-every", po::value(&cfg.checkpoint_every)->default_value(cfg.checkpoint_every), "steps between checkpoints (0: none)")
     ("kill", po::value(&kills_text), "kill schedule, e.g. shard:0@step=40,worker:1@step=90")
-    ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,eio:fsync@60")
+    ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
+                                        "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
+                                        "(actors/fault_plan.hpp has the grammar)")
+    ("request-timeout", po::value(&request_timeout_ms)->default_value(request_timeout_ms),
+     "milliseconds before a worker retries a pull or push")
     ("report", po::value(&report_path), "write a JSON report here")
     ("data-dir", po::value(&data_dir), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")
     ("train-limit", po::value(&train_limit)->default_value(0), "use only this many training examples (0: all)")
@@ -184,6 +207,11 @@ int train(const args& a) {
     checkpoint_dir = tmpl;
   }
   cfg.checkpoint_dir = checkpoint_dir;
+  if (request_timeout_ms == 0 || request_timeout_ms > 3600000) {
+    std::cerr << "keel train: --request-timeout must be 1..3600000 ms\n";
+    return 2;
+  }
+  cfg.request_timeout = std::chrono::milliseconds(request_timeout_ms);
   bool quiet = vm.count("quiet") > 0;
   cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, steps / 10);
   cfg.progress_accuracy = !quiet && (*model)->num_test_examples() > 0;
@@ -224,6 +252,14 @@ int train(const args& a) {
   std::cout << "log loss " << r->quality.log_loss << " over " << r->quality.examples
             << " examples\nkeel train: pushes acked " << r->pushes_acked << ", applied "
             << r->pushes_applied << ", params_sha256 " << r->params_sha256 << "\n";
+  if (!quiet) {
+    auto recovered = recoveries(r->events);
+    if (!recovered.empty()) {
+      std::cout << "keel train: recoveries:\n";
+      for (auto& rec : recovered)
+        std::cout << "  " << to_string(rec) << "\n";
+    }
+  }
   int status = 0;
   if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model)) {
     // Every push adds exactly 1.0, so every parameter must equal the pushes

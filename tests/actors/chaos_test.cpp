@@ -1,6 +1,7 @@
 // The chaos suite's CI tier: seeded random fault plans (kills of every actor
-// kind including supervisors, message drops, duplicates and delays, storage
-// write and fsync failures and tears) against short runs of the probe and
+// kind including supervisors; message drops, duplicates, delays and
+// reorders on every link; storage write and fsync failures, tears and bit
+// flips; at steps, times and message counts) against short runs of the probe and
 // the sparse model, each checking keel's promises (actors/chaos.hpp). A
 // failing seed prints the plan that reproduces it.
 #include "actors/chaos.hpp"
@@ -71,10 +72,63 @@ TEST_CASE("a fault plan survives its text form and bad plans are refused with th
     CHECK(to_string(*back) == to_string(plan));
     CHECK(to_string(random_fault_plan(seed, mix)) == to_string(plan));  // seeded
   }
-  for (std::string bad : {"explode:shard:0@3", "kill:shard:0", "drop:shard:0@4", "delay:worker:0@4",
-                          "eio:rename@4", "kill:shard:0@x"}) {
+  for (std::string bad :
+       {"explode:shard:0@3", "kill:shard:0", "drop:worker:0>checkpointer@4", "delay:worker:0@4",
+        "eio:rename@4", "kill:shard:0@x", "reorder:directory>shard:0@4", "drop:bogus@4",
+        "kill:shard:0@ack=0", "kill:shard:0@bogus=3", "drop:worker:0@4+5ms", "kill:worker:0@4x2",
+        "drop:shard:1>worker:0@1.5ms"}) {
     auto r = parse_fault_plan(bad);
     REQUIRE_MESSAGE(!r, bad);
     CHECK(describe(r.error()).find("'" + bad + "'") != std::string::npos);
+  }
+}
+
+
+TEST_CASE("seeded kill storms beyond the restart intensity escalate, naming who gave up") {
+  // Invariant 3's other half: a plan that kills faster than the intensity
+  // allows must not hang or be silently absorbed. The supervisor above the
+  // victim gives up and escalates, naming the child; the level above that
+  // either restarts the whole subtree (and the run still ends exactly once)
+  // or, at the top, the job fails with the escalation as its error.
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    const char* victims[] = {"shard:0", "shard:1", "shards"};
+    std::string victim = victims[rng() % 3];
+    std::string how = victim == "shards" ? "kill" : (rng() % 2 ? "exit" : "throw");
+    std::string plan;
+    auto first = 3 + rng() % 10;
+    for (uint64_t k = 0; k < 5; ++k)
+      plan += (plan.empty() ? "" : ",") + how + ":" + victim + "@" + std::to_string(first + 2 * k);
+    CAPTURE(plan);
+    temp_dir dir;
+    auto c = options(probe(), dir, {consistency_kind::bsp, 0}).base;
+    c.steps = 100;
+    c.max_restarts = 2;
+    c.restart_period = std::chrono::seconds(60);
+    c.faults = *parse_fault_plan(plan);
+    std::vector<job_event> escalations;
+    auto j = job::start(c);
+    REQUIRE(j);
+    (*j)->on_event([&](const job_event& e) {
+      if (e.kind == "escalate")
+        escalations.push_back(e);
+    });
+    auto r = (*j)->wait(std::chrono::minutes(1));
+    if (escalations.empty() && r)
+      for (auto& e : r->events)
+        MESSAGE(to_string(e));
+    REQUIRE(!escalations.empty());
+    auto& first_up = escalations.front().detail;
+    CHECK_MESSAGE(first_up.find("child '" + victim + "'") != std::string::npos, first_up);
+    if (victim == "shards") {
+      // Root is the top: its escalation ends the job.
+      REQUIRE(!r);
+      CHECK(is(r.error(), errc::escalated));
+      CHECK(describe(r.error()).find(victim) != std::string::npos);
+    } else {
+      // Root restarted the shards supervisor: the run went on and ended.
+      REQUIRE_MESSAGE(r, describe(r.error()));
+      check_exactly_once(c, *r);
+    }
   }
 }

@@ -1,0 +1,179 @@
+#include "actors/recovery.hpp"
+
+#include <cstdio>
+#include <map>
+
+namespace keel {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Whether replays to `shard` belong to a recovery of `victim`: the shard
+// itself, or a supervisor whose restart restarted it.
+bool covers(const std::string& victim, const std::string& shard) {
+  return victim == shard || victim == "root" ||
+         (victim == "shards" && starts_with(shard, "shard:"));
+}
+
+bool receives_replays(const recovery& r) {
+  return r.kind == "shard" || r.victim == "shards" || r.victim == "root";
+}
+
+// The snapshot a restart's detail names (supervision::to_string: "... from
+// snapshot LABEL (N rejected)"), or "fresh".
+std::string restarted_from(const std::string& detail) {
+  const std::string marker = " from snapshot ";
+  auto at = detail.find(marker);
+  if (at == std::string::npos)
+    return "fresh";
+  auto label = detail.substr(at + marker.size());
+  return label.substr(0, label.find(" ("));
+}
+
+// The checkpoint a "restored" event of root names ("rolling back to
+// checkpoint 3 at step 40" -> "checkpoint 3 at step 40"), or "fresh".
+std::string rolled_back_to(const std::string& detail) {
+  const std::string prefix = "rolling back to ";
+  if (starts_with(detail, prefix))
+    return detail.substr(prefix.size());
+  if (detail.find("no valid checkpoint") != std::string::npos)
+    return "fresh";
+  return detail;
+}
+
+// Walks the timeline once. `waiting` holds the recoveries whose victim has
+// not come back yet; `serving` the latest recovery of each victim that has,
+// with the position of its return, so that a replay goes to the most recent
+// recovery covering the shard it names.
+class timeline_reader {
+ public:
+  std::vector<recovery> done() && { return std::move(out_); }
+
+  void read(const job_event& e, size_t position) {
+    if (e.kind == "fault" && starts_with(e.detail, "killed"))
+      begin(e.actor, e.detail, e.at_us);
+    else if (e.kind == "rollback" && e.actor == "root" && !waiting_.count("root"))
+      begin("root", e.detail, e.at_us);  // asked for by a worker, not caused by a kill of root
+    else if (e.kind == "restart")
+      come_back(e.actor, e.at_us, restarted_from(e.detail), position);
+    else if (e.kind == "restored" && e.actor == "root")
+      roll_back(e, position);
+    else if (e.kind == "replay")
+      count_replay(e);
+  }
+
+ private:
+  struct back {
+    size_t index;     // into out_
+    size_t position;  // of the event that brought it back
+  };
+
+  void begin(const std::string& victim, const std::string& fault, int64_t at_us) {
+    recovery r;
+    r.victim = victim;
+    r.kind = actor_kind(victim);
+    r.fault = fault;
+    r.fault_at_us = at_us;
+    waiting_[victim].push_back(out_.size());
+    serving_.erase(victim);  // its replays from now on belong to this recovery
+    out_.push_back(std::move(r));
+  }
+
+  void come_back(const std::string& victim, int64_t at_us, const std::string& from, size_t position,
+                 bool rolled_back = false) {
+    auto it = waiting_.find(victim);
+    if (it == waiting_.end() || it->second.empty())
+      return;
+    for (auto i : it->second) {
+      out_[i].served_after_us = at_us - out_[i].fault_at_us;
+      out_[i].restored_from = from;
+      out_[i].rolled_back = rolled_back;
+    }
+    serving_[victim] = {it->second.back(), position};
+    waiting_.erase(it);
+  }
+
+  // A rolled-back tree restarts every actor: whoever was still waiting is
+  // back, and replays to the new tree count toward the rollback.
+  void roll_back(const job_event& e, size_t position) {
+    auto from = rolled_back_to(e.detail);
+    std::vector<std::string> victims;
+    for (auto& entry : waiting_) victims.push_back(entry.first);
+    for (auto& victim : victims) come_back(victim, e.at_us, from, position, true);
+    auto root = serving_.find("root");
+    if (root == serving_.end() || root->second.position != position) {
+      serving_.clear();
+      return;
+    }
+    auto kept = root->second;
+    serving_.clear();
+    serving_["root"] = kept;
+  }
+
+  void count_replay(const job_event& e) {
+    auto to = e.detail.rfind(" to ");
+    if (to == std::string::npos)
+      return;
+    auto shard = e.detail.substr(to + 4);
+    const back* latest = nullptr;
+    for (auto& [victim, b] : serving_)
+      if (covers(victim, shard) && (!latest || b.position > latest->position))
+        latest = &b;
+    if (latest)
+      out_[latest->index].replayed += e.count;
+  }
+
+  std::vector<recovery> out_;
+  std::map<std::string, std::vector<size_t>> waiting_;
+  std::map<std::string, back> serving_;
+};
+
+std::string milliseconds(int64_t us, const char* format) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), format, static_cast<double>(us) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+std::string actor_kind(const std::string& name) {
+  if (name == "shards" || name == "workers")
+    return "supervisor";
+  auto colon = name.find(':');
+  return colon == std::string::npos ? name : name.substr(0, colon);
+}
+
+std::vector<recovery> recoveries(const std::vector<job_event>& timeline) {
+  timeline_reader reader;
+  for (size_t i = 0; i < timeline.size(); ++i) reader.read(timeline[i], i);
+  return std::move(reader).done();
+}
+
+bool after_kill(const recovery& r) {
+  return starts_with(r.fault, "killed");
+}
+
+std::string to_string(const recovery& r) {
+  std::string s = r.victim + (after_kill(r) ? " " + r.fault : " rollback (" + r.fault + ")") +
+                  " at " + milliseconds(r.fault_at_us, "%.1f") + " ms: ";
+  if (!r.served_after_us)
+    return s + "did not come back";
+  s += "serving again after " + milliseconds(*r.served_after_us, "%.2f") + " ms, ";
+  if (r.rolled_back)
+    s += r.restored_from == "fresh" ? "rolled back to step 0 (no valid checkpoint)"
+                                    : "rolled back to " + r.restored_from;
+  else if (r.kind == "supervisor")
+    s += "restarted with its children";  // a supervisor holds no state of its own
+  else if (r.restored_from == "fresh")
+    s += "restarted fresh";
+  else
+    s += "restored from snapshot " + r.restored_from;
+  if (receives_replays(r))
+    s += ", " + std::to_string(r.replayed) + (r.replayed == 1 ? " push" : " pushes") + " replayed";
+  return s;
+}
+
+}  // namespace keel
