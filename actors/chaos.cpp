@@ -1,5 +1,6 @@
 #include "actors/chaos.hpp"
 
+#include <deque>
 #include <filesystem>
 #include <random>
 
@@ -24,11 +25,32 @@ struct scratch_dir {
   }
 };
 
+// Runs one job; a failure's text ends with the last events before it, so a
+// hang says what the job was doing.
 caf::expected<job_result> run_one(job_config cfg, std::chrono::milliseconds timeout) {
   auto j = job::start(std::move(cfg));
   if (!j)
     return j.error();
-  return (*j)->wait(timeout);
+  std::deque<std::string> last;
+  (*j)->on_event([&last](const job_event& e) {
+    if (e.kind == "progress")
+      return;
+    last.push_back(to_string(e));
+    if (last.size() > 12)
+      last.pop_front();
+  });
+  auto r = (*j)->wait(timeout);
+  if (!r) {
+    auto text = describe(r.error());
+    text = text.substr(text.find(": ") == std::string::npos ? 0 : text.find(": ") + 2);
+    text += "; the last events:";
+    for (auto& line : last)
+      text += "\n    " + line;
+    auto& err = r.error();
+    return make_error(err.category() == error_category() ? static_cast<errc>(err.code()) : errc::timeout,
+                      text);
+  }
+  return r;
 }
 
 void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& out) {

@@ -112,6 +112,13 @@ caf::error parse_trigger(const std::string& s, fault& f) {
   return {};
 }
 
+// An error's text without its code, to nest it in another message.
+std::string reason(const caf::error& e) {
+  auto text = describe(e);
+  auto colon = text.find(": ");
+  return colon == std::string::npos ? text : text.substr(colon + 2);
+}
+
 caf::expected<fault> parse_one(const std::string& item) {
   auto bad = [&](const std::string& why) {
     return make_error(errc::invalid_argument,
@@ -148,7 +155,7 @@ caf::expected<fault> parse_one(const std::string& item) {
   }
   f.count = static_cast<uint32_t>(count);
   if (auto err = parse_trigger(rest, f))
-    return bad(describe(err));
+    return bad(reason(err));
   bool storage = f.kind == fault_kind::enospc || f.kind == fault_kind::eio || f.kind == fault_kind::tear;
   if (storage && f.target != "write" && f.target != "fsync")
     return bad("a storage fault targets 'write' or 'fsync'");
@@ -156,7 +163,7 @@ caf::expected<fault> parse_one(const std::string& item) {
     return bad("only a write can be torn");
   if (f.is_message_fault())
     if (auto err = check_link_target(f.target))
-      return bad(describe(err));
+      return bad(reason(err));
   if (f.kind == fault_kind::flip && f.target != "snapshot")
     return bad("a bit flip targets 'snapshot'");
   if (f.kind == fault_kind::raise && (f.target == "shards" || f.target == "workers" || f.target == "root"))
@@ -279,6 +286,38 @@ std::string to_string(const std::vector<fault>& plan) {
   return s;
 }
 
+caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
+  mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    auto comma = text.find(',', pos);
+    auto word = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (word == "all")
+      mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = true;
+    else if (word == "kills")
+      mix.kills = true;
+    else if (word == "supervisors")
+      mix.kills = mix.supervisors = true;
+    else if (word == "messages")
+      mix.messages = true;
+    else if (word == "storage")
+      mix.storage = true;
+    else if (word == "timed")
+      mix.timed = true;
+    else
+      return make_error(errc::invalid_argument,
+                        "fault mix '" + text + "': unknown family '" + word +
+                          "' (kills, supervisors, messages, storage, timed, all)");
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  if (!mix.kills && !mix.messages && !mix.storage)
+    return make_error(errc::invalid_argument,
+                      "fault mix '" + text + "' names no kind of fault (kills, messages or storage)");
+  return {};
+}
+
 std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
@@ -343,7 +382,7 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
       switch (pick(5)) {
         case 0:
           f.when = trigger::time;
-          f.at_step *= 2;  // a short run makes a step in a few milliseconds
+          f.at_step = std::max<uint64_t>(1, f.at_step / 2);  // a short run's step takes < 1 ms
           break;
         case 1: {
           constexpr msg_kind per_step[] = {msg_kind::push, msg_kind::pull, msg_kind::ack,

@@ -94,6 +94,11 @@ caf::error check_link_target(const std::string& target);
 // `workers` workers; the error names the fault.
 caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers);
 
+// Sets which families a random plan draws from: a comma-separated subset of
+// kills, supervisors, messages, storage, timed (or "all"); the error names an
+// unknown family.
+caf::error parse_fault_families(const std::string& text, fault_mix& mix);
+
 // A plan drawn from `seed`: the same seed and mix give the same plan.
 std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix);
 

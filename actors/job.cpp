@@ -87,6 +87,25 @@ void job::impl::stop_tree_and_drain() {
   }
 }
 
+// Where the run stands, for an error that says why it is stuck.
+std::string job::impl::progress_text() const {
+  std::string text = "workers at steps";
+  for (size_t w = 0; w < worker_step.size(); ++w)
+    text += (w ? ", " : " ") + std::to_string(worker_step[w]) + (done.count(static_cast<uint32_t>(w)) ? " (done)" : "");
+  text += " of " + std::to_string(cfg.steps) + "; checkpoint window released to step " +
+          std::to_string(released_step) + "; epoch " + std::to_string(epoch);
+  std::string missing;
+  std::vector<std::string> names = {"checkpointer", "shards", "workers"};
+  for (uint32_t i = 0; i < cfg.shards; ++i) names.push_back("shard:" + std::to_string(i));
+  for (uint32_t i = 0; i < cfg.workers; ++i) names.push_back("worker:" + std::to_string(i));
+  for (auto& name : names)
+    if (!handles.count(name))
+      missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty())
+    text += "; not up: " + missing;
+  return text;
+}
+
 void job::impl::send_window(const caf::actor& worker) {
   if (cfg.checkpoint_every > 0)
     (*ctl)->send(worker, window_atom::value, released_step + 2 * cfg.checkpoint_every);
@@ -138,6 +157,22 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   if (ec)
     return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoint_dir.string() + ": " +
                                         ec.message());
+  // A rollback reads the newest valid checkpoint in the directory: one of
+  // an earlier run would put that run's state into this one.
+  {
+    auto store = snapshot_store::open(cfg.checkpoint_dir, {cfg.keep_checkpoints});
+    if (!store)
+      return store.error();
+    auto ids = (*store)->committed();
+    if (!ids)
+      return ids.error();
+    if (!ids->empty())
+      return make_error(errc::invalid_argument,
+                        "checkpoint directory " + cfg.checkpoint_dir.string() + " holds checkpoints " +
+                          std::to_string(ids->front()) + ".." + std::to_string(ids->back()) +
+                          " of an earlier run; keel does not resume a run from them: give an "
+                          "empty directory, or remove them");
+  }
   auto p = std::make_unique<impl>();
   p->cfg = std::move(cfg);
   auto& c = p->cfg;
@@ -242,6 +277,18 @@ caf::error roll_back(job::impl& j, const std::string& why) {
     j.tree->shutdown(std::chrono::seconds(30));
     j.tree.reset();
   }
+  // A killed root's children die asynchronously: wait until the old
+  // checkpointer is gone, so that no write of the old run races with the
+  // store's cleanup and the rollback's own reading and discarding.
+  if (auto it = j.handles.find("checkpointer"); it != j.handles.end()) {
+    auto old = it->second;
+    auto& self = *j.ctl;
+    self->monitor(old);
+    bool gone = false;
+    while (!gone)
+      self->receive([&](caf::down_msg& dm) { gone = dm.source == old.address(); },
+                    caf::after(std::chrono::seconds(30)) >> [&] { gone = true; });
+  }
   j.start_from.clear();
   j.committed->clear();
   j.not_back.clear();  // the whole tree starts afresh
@@ -249,6 +296,15 @@ caf::error roll_back(job::impl& j, const std::string& why) {
   if (!store)
     return store.error();
   auto latest = (*store)->latest_valid();
+  // What is newer than the checkpoint restored failed validation, and the
+  // rolled-back run will write those ids again.
+  auto keep = latest ? latest->checkpoint.manifest.checkpoint : 0;
+  auto discarded = (*store)->discard_after(keep);
+  if (!discarded)
+    return discarded.error();
+  for (auto id : *discarded)
+    j.record({"discarded", "checkpoint:" + std::to_string(id),
+              "newer than the checkpoint rolled back to", j.elapsed_ms(), id});
   if (latest) {
     for (auto& d : latest->skipped)
       j.record({"damaged", d.file, describe(d.reason), j.elapsed_ms(), 0});
@@ -379,8 +435,42 @@ void fire_faults(job::impl& j, job& owner) {
   }
 }
 
-// How long until the next timed fault is due (`cap` if none is).
+// Every worker waits at the checkpoint window, and no checkpoint has moved
+// it for checkpoint_timeout: the snapshots of the checkpoint it waits for
+// were lost before the checkpointer saw any of them. That checkpoint is
+// lost; the one in force stays, and the window moves on.
+void watch_window(job::impl& j) {
+  auto n = j.cfg.checkpoint_every;
+  auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
+  if (n == 0 || !j.tree || slowest < j.released_step + 2 * n) {
+    j.stalled_since.reset();
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (!j.stalled_since) {
+    j.stalled_since = now;
+    return;
+  }
+  if (now - *j.stalled_since < j.cfg.checkpoint_timeout)
+    return;
+  auto lost = j.released_step + n;
+  j.record({"checkpoint_failed", "checkpointer",
+            "the checkpoint at step " + std::to_string(lost) + " is lost: none of its snapshots reached "
+            "the checkpointer within " + std::to_string(j.cfg.checkpoint_timeout.count()) +
+            " ms while every worker waited for it",
+            j.elapsed_ms(), lost});
+  j.stalled_since.reset();
+  j.release(lost);
+}
+
+// How long until the next timed fault or window check is due (`cap` if none is).
 std::chrono::milliseconds until_next_timed(const job::impl& j, std::chrono::milliseconds cap) {
+  if (j.stalled_since) {
+    auto due = *j.stalled_since + j.cfg.checkpoint_timeout - std::chrono::steady_clock::now();
+    cap = std::min(cap, std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(due) +
+                                   std::chrono::milliseconds(1)));
+  }
   auto now = j.elapsed_ms();
   for (size_t i = 0; i < j.plan.size(); ++i)
     if (j.plan[i].when == trigger::time && !j.fired[i])
@@ -427,7 +517,8 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) {
       failure = make_error(errc::timeout, "job did not finish within " +
-                                            std::to_string(timeout.count()) + " ms");
+                                            std::to_string(timeout.count()) + " ms (" +
+                                            j.progress_text() + ")");
       break;
     }
     self->receive(
@@ -518,6 +609,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
         j, finished ? std::chrono::milliseconds(20)
                     : std::chrono::duration_cast<std::chrono::milliseconds>(left))) >> [] {});
     fire_faults(j, *this);
+    watch_window(j);
   }
   if (failure)
     return failure;

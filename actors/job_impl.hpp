@@ -62,6 +62,8 @@ struct job::impl {
   std::shared_ptr<link_faults> links;
   std::shared_ptr<faulty_io> disk;
   std::deque<std::chrono::steady_clock::time_point> rollback_times;  // within restart_period
+  // Since when every worker has waited at the checkpoint window.
+  std::optional<std::chrono::steady_clock::time_point> stalled_since;
   uint64_t last_progress = 0;
   uint64_t released_step = 0;   // the newest checkpoint step committed, failed or lost
   uint64_t forwarded_step = 0;  // the newest snapshot step sent to the checkpointer
@@ -71,6 +73,7 @@ struct job::impl {
   job_result result;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
+  std::string progress_text() const;
   // job_tree.cpp
   caf::error start_tree();
   supervision::supervisor_spec root_spec();

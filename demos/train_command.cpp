@@ -3,6 +3,7 @@
 // 2 shards, 2 workers, BSP, checkpoints in a fresh temporary directory.
 #include <chrono>
 #include <cstdlib>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -113,6 +114,9 @@ float default_lr(const std::string& model) {
 int train(const args& a) {
   std::string model_name = "mnist-mlp", consistency_text = "bsp", optimizer_name = "sgd";
   std::string kills_text, faults_text, report_path, checkpoint_dir, data_dir;
+  std::string mix_text = "all";
+  uint64_t random_seed = 0;
+  double fault_rate = 2.0;
   job_config cfg;
   uint64_t epochs = 1, steps = 0, timeout_s = 3600;
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.request_timeout.count());
@@ -137,6 +141,10 @@ int train(const args& a) {
     ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
                                         "(actors/fault_plan.hpp has the grammar)")
+    ("random-faults", po::value(&random_seed), "add a random fault plan drawn from this seed")
+    ("fault-rate", po::value(&fault_rate)->default_value(fault_rate), "random faults per 100 steps")
+    ("fault-mix", po::value(&mix_text)->default_value(mix_text),
+     "random fault families: kills,supervisors,messages,storage,timed or all")
     ("request-timeout", po::value(&request_timeout_ms)->default_value(request_timeout_ms),
      "milliseconds before a worker retries a pull or push")
     ("report", po::value(&report_path), "write a JSON report here")
@@ -198,6 +206,25 @@ int train(const args& a) {
     steps = epochs * spe;
   }
   cfg.steps = steps;
+  if (vm.count("random-faults")) {
+    fault_mix mix;
+    if (auto err = parse_fault_families(mix_text, mix))
+      return fail_usage(err);
+    if (!(fault_rate > 0 && fault_rate <= 100)) {
+      std::cerr << "keel train: --fault-rate must be in (0, 100] faults per 100 steps\n";
+      return 2;
+    }
+    mix.faults = static_cast<uint32_t>(std::max(1.0, std::round(fault_rate * steps / 100.0)));
+    mix.first_step = std::max<uint64_t>(1, steps / 20);
+    mix.last_step = std::max<uint64_t>(mix.first_step, steps - 1);
+    mix.shards = cfg.shards;
+    mix.workers = cfg.workers;
+    auto plan = random_fault_plan(random_seed, mix);
+    if (!vm.count("quiet"))
+      std::cout << "keel train: random faults from seed " << random_seed << ": " << to_string(plan)
+                << std::endl;
+    cfg.faults.insert(cfg.faults.end(), plan.begin(), plan.end());
+  }
   if (checkpoint_dir.empty()) {
     char tmpl[] = "/tmp/keel-train-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {

@@ -244,6 +244,41 @@ caf::error snapshot_store::abandon(uint64_t checkpoint) {
   return any ? opts_.io->sync_dir(dir_) : caf::error{};
 }
 
+caf::expected<std::vector<uint64_t>> snapshot_store::discard_after(uint64_t checkpoint) {
+  std::lock_guard<std::mutex> guard(commit_mtx_);
+  auto names = opts_.io->list(dir_);
+  if (!names)
+    return std::move(names.error());
+  std::vector<uint64_t> removed;
+  std::vector<std::string> others;
+  // Manifests first: once they are gone, a crash leaves only uncommitted
+  // files, which open() cleans up.
+  for (auto& n : *names) {
+    auto f = parse_store_file_name(n);
+    if (!f || f->checkpoint <= checkpoint)
+      continue;
+    if (f->kind != store_file_kind::manifest) {
+      others.push_back(n);
+      continue;
+    }
+    if (auto err = opts_.io->remove(dir_ / n); err && !is(err, errc::not_found))
+      return err;
+    removed.push_back(f->checkpoint);
+  }
+  if (!removed.empty())
+    if (auto err = opts_.io->sync_dir(dir_))
+      return err;
+  for (auto& n : others)
+    if (auto err = opts_.io->remove(dir_ / n); err && !is(err, errc::not_found))
+      return err;
+  if (!others.empty())
+    if (auto err = opts_.io->sync_dir(dir_))
+      return err;
+  std::sort(removed.begin(), removed.end());
+  newest_committed_ = std::min(newest_committed_, checkpoint);
+  return removed;
+}
+
 caf::expected<stored_snapshot> snapshot_store::read_entry(const checkpoint_manifest& m,
                                                           const manifest_entry& e,
                                                           const std::string& manifest_file) const {

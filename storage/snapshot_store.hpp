@@ -91,6 +91,12 @@ class snapshot_store {
   // (after a failed write). Committed checkpoints are left alone.
   caf::error abandon(uint64_t checkpoint);
 
+  // Removes every checkpoint newer than `checkpoint` (0: all), committed or
+  // not, manifest first: after a rollback to `checkpoint`, the newer ones
+  // failed validation and the run will write those ids again. Returns the
+  // ids whose manifests were removed.
+  caf::expected<std::vector<uint64_t>> discard_after(uint64_t checkpoint);
+
   // Ids of the checkpoints whose manifest exists, ascending. A manifest's
   // presence does not mean it is valid: use load or latest_valid.
   caf::expected<std::vector<uint64_t>> committed() const;

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 
-#include "actors/chaos.hpp"
 #include "job_fixture.hpp"
 #include "models/mnist_data.hpp"
 #include "models/model_registry.hpp"
@@ -39,22 +38,7 @@ void summarise(const std::vector<chaos_run>& runs) {
 }
 
 chaos_options probe_options(const temp_dir& dir, consistency rule) {
-  chaos_options o;
-  auto& c = o.base;
-  c.training_model = probe();
-  c.rule = rule;
-  c.steps = 60;
-  c.batch_size = 16;
-  c.optimizer.lr = 1.0f;
-  c.checkpoint_every = 10;
-  c.request_timeout = std::chrono::milliseconds(200);
-  c.checkpoint_timeout = std::chrono::milliseconds(1000);
-  c.checkpoint_dir = dir.path();
-  o.mix.faults = 5;
-  o.mix.first_step = 3;
-  o.mix.last_step = 55;
-  o.run_timeout = std::chrono::seconds(120);
-  return o;
+  return chaos_setup(probe(), dir, rule, 60, 10, 5, std::chrono::milliseconds(200));
 }
 
 }  // namespace

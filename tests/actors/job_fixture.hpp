@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include "actors/chaos.hpp"
 #include "actors/keel.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"
@@ -80,6 +81,29 @@ inline void check_exactly_once(const job_config& c, const job_result& r) {
   REQUIRE(p);
   auto err = p->check({r.dense, r.sparse}, r.pushes_acked / c.shards);
   CHECK_MESSAGE(!err, describe(err));
+}
+
+// A chaos setup: seeded runs of `steps` steps, a checkpoint every
+// `checkpoint_every`, `faults` random faults per run from step 3 to steps - 5.
+inline chaos_options chaos_setup(std::shared_ptr<const model> m, const temp_dir& dir,
+                                 consistency rule, uint64_t steps, uint64_t checkpoint_every,
+                                 uint32_t faults, std::chrono::milliseconds request_timeout) {
+  chaos_options o;
+  auto& c = o.base;
+  c.training_model = std::move(m);
+  c.rule = rule;
+  c.steps = steps;
+  c.batch_size = 16;
+  c.optimizer.lr = 1.0f;
+  c.checkpoint_every = checkpoint_every;
+  c.request_timeout = request_timeout;
+  c.checkpoint_timeout = 10 * request_timeout;
+  c.checkpoint_dir = dir.path();
+  o.mix.faults = faults;
+  o.mix.first_step = 3;
+  o.mix.last_step = steps - 5;
+  o.run_timeout = std::chrono::seconds(120);
+  return o;
 }
 
 inline uint64_t count(const job_result& r, const std::string& kind, const std::string& actor = {}) {

@@ -159,3 +159,18 @@ TEST_CASE("an embedding application reads the parameters mid-run and stops the j
   CHECK(is(r.error(), errc::shutting_down));
   CHECK(is((*j)->stop(), errc::shutting_down));
 }
+
+TEST_CASE("a job refuses a checkpoint directory holding an earlier run's checkpoints") {
+  // A rollback reads the newest valid checkpoint there: an earlier run's
+  // would put its state into this run.
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 60);
+  c.checkpoint_every = 10;  // the window makes steps past 20 wait for a commit
+  auto first = run(c);
+  REQUIRE_MESSAGE(first, describe(first.error()));
+  REQUIRE(first->checkpoints >= 1);
+  auto again = job::start(c);
+  REQUIRE(!again);
+  CHECK(is(again.error(), errc::invalid_argument));
+  CHECK(describe(again.error()).find("of an earlier run") != std::string::npos);
+}

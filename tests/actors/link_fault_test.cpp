@@ -93,7 +93,7 @@ TEST_CASE("link_faults counts messages by kind and fires a count trigger once") 
   CHECK(fired == 2);
 }
 
-TEST_CASE("fault triggers and links survive their text form; bad ones are named") {
+TEST_CASE("fault triggers and links survive their text form, and bad ones are named") {
   for (std::string text : {"drop:shard:0>worker:1@12x3", "reorder:worker:0>shard:1@push=90x2",
                            "kill:shard:0@1500ms", "delay:directory>worker:0@update=2+30ms",
                            "dup:*>checkpointer@snapshot=1", "eio:fsync@ack=7"}) {
@@ -153,6 +153,16 @@ TEST_CASE("lost snapshots lose their checkpoint, and training goes on without ha
   CHECK(count_events(*r, "checkpoint_failed", "lost") >= 1);
   CHECK(r->checkpoints >= 1);  // later checkpoints commit again
   check_exactly_once(c, *r);
+
+  // Every snapshot of three checkpoints in a row is lost: the checkpointer
+  // never hears of them, and the job sees its workers wait at the window.
+  temp_dir all_lost;
+  c = probe_job(all_lost, "drop:*>checkpointer@snapshot=1x6");
+  r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  CHECK(r->messages_hit[0] == 6);
+  CHECK(count_events(*r, "checkpoint_failed", "none of its snapshots") >= 1);
+  check_exactly_once(c, *r);
 }
 
 TEST_CASE("a worker that misses a shard's new incarnation finds it through the directory") {
@@ -207,4 +217,28 @@ TEST_CASE("the embedding API injects a fault while the job runs") {
   CHECK(r->messages_hit[0] == 3);
   CHECK(r->fault_plan == "drop:worker:0@1x3");
   check_exactly_once(c, *r);
+}
+
+TEST_CASE("a random plan draws only from the families its mix names") {
+  fault_mix mix;
+  REQUIRE(!parse_fault_families("messages,timed", mix));
+  mix.faults = 20;
+  auto plan = random_fault_plan(7, mix);
+  REQUIRE(plan.size() == 20);
+  bool timed = false;
+  for (auto& f : plan) {
+    CHECK(f.is_message_fault());
+    timed = timed || f.when != trigger::step;
+  }
+  CHECK(timed);
+  REQUIRE(!parse_fault_families("kills", mix));
+  for (auto& f : random_fault_plan(7, mix)) {
+    CHECK(f.is_kill());
+    CHECK(f.when == trigger::step);
+    CHECK(f.target != "root");  // supervisors only when named
+  }
+  auto bad = parse_fault_families("kills,gremlins", mix);
+  REQUIRE(bad);
+  CHECK(describe(bad).find("'gremlins'") != std::string::npos);
+  CHECK(parse_fault_families("timed", mix));  // no fault kind at all
 }

@@ -82,6 +82,30 @@ TEST_CASE("a store refuses checkpoint ids that are not newer than the newest com
   CHECK(*store->committed() == std::vector<uint64_t>{5});
 }
 
+TEST_CASE("after a rollback, checkpoints newer than the one restored are discarded and their ids reusable") {
+  temp_dir dir;
+  auto store = open_store(dir.path(), 5);
+  for (uint64_t id = 1; id <= 4; ++id)
+    commit_sample(*store, id, 2);
+  auto stray = store->write_snapshot(sample_snapshot(5, 0));  // written, never committed
+  REQUIRE(stray);
+  auto removed = store->discard_after(2);
+  REQUIRE_MESSAGE(removed, describe(removed.error()));
+  CHECK(*removed == std::vector<uint64_t>{3, 4});
+  CHECK(*store->committed() == std::vector<uint64_t>{1, 2});
+  for (auto& entry : fs::directory_iterator(dir.path())) {
+    auto f = parse_store_file_name(entry.path().filename().string());
+    REQUIRE(f);
+    CHECK(f->checkpoint <= 2);
+  }
+  commit_sample(*store, 3, 2);  // the run writes id 3 again
+  CHECK(*store->committed() == std::vector<uint64_t>{1, 2, 3});
+  auto all = store->discard_after(0);
+  REQUIRE(all);
+  CHECK(*all == std::vector<uint64_t>{1, 2, 3});
+  CHECK(store->committed()->empty());
+}
+
 TEST_CASE("retention keeps exactly the newest K checkpoints and removes their files") {
   for (size_t k : {1, 2, 3}) {
     CAPTURE(k);
