@@ -32,7 +32,7 @@ std::string kinds_text(const std::map<std::string, uint64_t>& counts) {
 int chaos(const args& a) {
   uint64_t seeds = 20, first = 1, steps = 60;
   uint32_t faults = 4;
-  std::string model_name = "probe", consistency_text = "bsp", data_dir;
+  std::string model_name = "probe", consistency_text = "bsp", data_dir, mix_text = "all";
   chaos_options opts;
   po::options_description desc("keel chaos: seeded random faults against short runs, invariants checked");
   desc.add_options()("help", "show this help")
@@ -42,6 +42,8 @@ int chaos(const args& a) {
     ("consistency", po::value(&consistency_text)->default_value(consistency_text), "bsp | ssp:S | asp")
     ("steps", po::value(&steps)->default_value(steps), "steps per run")
     ("faults", po::value(&faults)->default_value(faults), "faults per run")
+    ("mix", po::value(&mix_text)->default_value(mix_text),
+     "fault families: kills,supervisors,messages,storage,timed or all")
     ("data-dir", po::value(&data_dir), "dataset cache for MNIST models");
   po::variables_map vm;
   try {
@@ -58,6 +60,10 @@ int chaos(const args& a) {
   auto rule = parse_consistency(consistency_text);
   if (!rule) {
     std::cerr << "keel chaos: " << describe(rule.error()) << "\n";
+    return 2;
+  }
+  if (auto err = parse_fault_families(mix_text, opts.mix)) {
+    std::cerr << "keel chaos: " << describe(err) << "\n";
     return 2;
   }
   if (seeds == 0 || steps < 20) {
@@ -110,9 +116,10 @@ int chaos(const args& a) {
     if (!r.ok()) {
       ++broken;
       std::printf("        BROKEN: %s\n        replay: keel train --model %s --consistency %s --steps %llu "
-                  "--batch 16 --checkpoint-every 10 --faults '%s'\n",
+                  "--batch 16 --lr %g --checkpoint-every 10 --request-timeout %lld --faults '%s'\n",
                   r.problem.c_str(), model_name.c_str(), consistency_text.c_str(),
-                  static_cast<unsigned long long>(steps), r.plan.c_str());
+                  static_cast<unsigned long long>(steps), static_cast<double>(c.optimizer.lr),
+                  static_cast<long long>(c.request_timeout.count()), r.plan.c_str());
     }
     std::fflush(stdout);
   });
