@@ -563,11 +563,19 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
         j.release(c.step);
         ++j.result.checkpoints;
         j.committed->add(c.checkpoint, c.snapshots);
-        // Workers may drop what the checkpoint covers: seqs up to its step.
-        for (uint32_t w = 0; w < j.cfg.workers; ++w)
-          if (auto it = j.handles.find("worker:" + std::to_string(w)); it != j.handles.end())
-            for (uint32_t s = 0; s < j.cfg.shards; ++s)
-              self->send(it->second, truncate_atom::value, s, c.step);
+        // Workers may drop what the checkpoint covers of each shard: seqs up
+        // to that shard's snapshot step (under SSP and ASP the shards of one
+        // checkpoint may stand at different steps).
+        for (auto& frame : c.snapshots) {
+          auto d = decode<schema::ShardSnapshot>(frame);
+          if (!d)
+            continue;
+          auto shard = d->root().getShard();
+          auto covered = d->root().getStep();
+          for (uint32_t w = 0; w < j.cfg.workers; ++w)
+            if (auto it = j.handles.find("worker:" + std::to_string(w)); it != j.handles.end())
+              self->send(it->second, truncate_atom::value, shard, covered);
+        }
       },
       [&](step_atom, uint32_t epoch, uint32_t worker, uint64_t step, double loss) {
         if (epoch != j.epoch || worker >= j.worker_step.size())
