@@ -2,18 +2,16 @@
 // actor of its own (the `job` handle every keel actor reports to) until all
 // workers are done. It folds supervision events into the job's timeline,
 // forwards the shards' snapshots to the checkpointer, hands committed
-// checkpoints to the shard supervisor and the workers, fires the kill
-// schedule, and rolls the tree back to the last valid checkpoint when local
+// checkpoints to the shard supervisor and the workers, fires the fault
+// plan (job_faults.cpp), and rolls the tree back to the last valid checkpoint when local
 // recovery is impossible.
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 
 #include "actors/checkpointer.hpp"
 #include "actors/job_impl.hpp"
 #include "messages/decode.hpp"
 #include "messages/register_types.hpp"
-#include "storage/file_damage.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
@@ -221,37 +219,6 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   return std::unique_ptr<job>(new job(std::move(p)));
 }
 
-caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::timespan timeout) {
-  if (!tree)
-    return make_error(errc::not_found, "'" + name + "': the job is not running");
-  if (name == "root")
-    return tree->root();
-  return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
-}
-
-caf::error job::kill(const std::string& name, kill_mode mode) {
-  auto& j = *impl_;
-  auto found = j.resolve(name, std::chrono::seconds(5));
-  if (!found)
-    return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error()));
-  auto target = *found;
-  switch (mode) {
-    case kill_mode::kill:
-      j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
-      caf::anon_send_exit(target, caf::exit_reason::kill);
-      break;
-    case kill_mode::exit:
-      j.record({"fault", name, "killed (quit with an error)", j.elapsed_ms(), 0});
-      (*j.ctl)->send_exit(target, make_error(errc::invalid_argument, "injected crash of " + name));
-      break;
-    case kill_mode::raise:
-      j.record({"fault", name, "killed (exception thrown in a handler)", j.elapsed_ms(), 0});
-      caf::anon_send(target, crash_atom::value);
-      break;
-  }
-  return {};
-}
-
 namespace {
 
 // Restarts the whole tree from the newest checkpoint that validates.
@@ -357,84 +324,6 @@ void report_progress(job::impl& j, uint64_t step) {
   j.record({"progress", "job", text, j.elapsed_ms(), step});
 }
 
-// Flips one bit in the middle of the newest snapshot file on disk: a later
-// restore from disk must notice and fall back to the checkpoint before.
-caf::error flip_newest_snapshot(job::impl& j, const fault& f) {
-  std::filesystem::path newest;
-  std::error_code ec;
-  for (auto& entry : std::filesystem::directory_iterator(j.cfg.checkpoint_dir, ec))
-    if (entry.path().extension() == ".snap" && entry.path().filename() > newest.filename())
-      newest = entry.path();
-  if (newest.empty())
-    return make_error(errc::not_found, "no stored snapshot to damage yet");
-  auto size = std::filesystem::file_size(newest, ec);
-  if (ec || size == 0)
-    return make_error(errc::io_error, newest.string() + ": " + ec.message());
-  j.record({"damage", newest.filename().string(), to_string(f) + ": flipped a bit at byte " +
-                                                     std::to_string(size / 2),
-            j.elapsed_ms(), 0});
-  return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
-}
-
-// Injects one fault now; the event names it as the plan spells it.
-caf::error inject(job::impl& j, job& owner, const fault& f) {
-  caf::error err;
-  switch (f.kind) {
-    case fault_kind::kill:
-      err = owner.kill(f.target, job::kill_mode::kill);
-      break;
-    case fault_kind::exit:
-      err = owner.kill(f.target, job::kill_mode::exit);
-      break;
-    case fault_kind::raise:
-      err = owner.kill(f.target, job::kill_mode::raise);
-      break;
-    case fault_kind::flip:
-      err = flip_newest_snapshot(j, f);
-      break;
-    case fault_kind::drop:
-    case fault_kind::duplicate:
-    case fault_kind::delay:
-    case fault_kind::reorder:
-      err = j.links->arm(f);
-      break;
-    case fault_kind::enospc:
-    case fault_kind::eio:
-      j.disk->arm(io_fault{f.target == "write" ? io_op::write : io_op::fsync, 1,
-                           f.kind == fault_kind::enospc ? ENOSPC : EIO});
-      break;
-    case fault_kind::tear:
-      j.disk->arm(io_tear{1, 16, true});
-      break;
-  }
-  j.result.fault_plan += (j.result.fault_plan.empty() ? "" : ",") + to_string(f);
-  bool kill = f.kind == fault_kind::kill || f.kind == fault_kind::exit || f.kind == fault_kind::raise;
-  if (!kill)
-    j.record({"fault", f.target, to_string(f) + (err ? ": not injected: " + describe(err) : ""),
-              j.elapsed_ms(), f.at_step});
-  else if (err)
-    j.record({"fault", f.target, "not killed: " + describe(err), j.elapsed_ms(), f.at_step});
-  return err;
-}
-
-// Injects every fault whose step or time has come, in plan order.
-void fire_faults(job::impl& j, job& owner) {
-  auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
-  auto now = static_cast<uint64_t>(j.elapsed_ms());
-  for (size_t i = 0; i < j.plan.size(); ++i) {
-    auto& f = j.plan[i];
-    bool due = (f.when == trigger::step && f.at_step <= slowest) ||
-               (f.when == trigger::time && f.at_step <= now) || j.counted[i];
-    // A second kill of the same actor waits for it to be back: two kills
-    // in a plan are two crashes, not one incarnation killed twice.
-    if (due && !j.fired[i] && !(f.is_kill() && j.not_back.count(f.target))) {
-      j.fired[i] = true;
-      if (!inject(j, owner, f) && f.is_kill())
-        j.not_back.insert(f.target);
-    }
-  }
-}
-
 // Every worker waits at the checkpoint window, and no checkpoint has moved
 // it for checkpoint_timeout: the snapshots of the checkpoint it waits for
 // were lost before the checkpointer saw any of them. That checkpoint is
@@ -463,32 +352,8 @@ void watch_window(job::impl& j) {
   j.release(lost);
 }
 
-// How long until the next timed fault or window check is due (`cap` if none is).
-std::chrono::milliseconds until_next_timed(const job::impl& j, std::chrono::milliseconds cap) {
-  if (j.stalled_since) {
-    auto due = *j.stalled_since + j.cfg.checkpoint_timeout - std::chrono::steady_clock::now();
-    cap = std::min(cap, std::max(std::chrono::milliseconds(0),
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(due) +
-                                   std::chrono::milliseconds(1)));
-  }
-  auto now = j.elapsed_ms();
-  for (size_t i = 0; i < j.plan.size(); ++i)
-    if (j.plan[i].when == trigger::time && !j.fired[i])
-      cap = std::min(cap, std::chrono::milliseconds(
-                            std::max<int64_t>(0, static_cast<int64_t>(j.plan[i].at_step) - now)));
-  return cap;
-}
 
 }  // namespace
-
-caf::error job::inject(const fault& f) {
-  auto& j = *impl_;
-  if (!j.tree)
-    return make_error(errc::shutting_down, "the job is not running");
-  if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers))
-    return err;
-  return keel::inject(j, *this, f);
-}
 
 caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
   auto& j = *impl_;
@@ -591,7 +456,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       },
       [&](fire_atom, uint64_t i) {
         if (i < j.plan.size())
-          j.counted[i] = true;  // fire_faults injects it
+          j.counted[i] = true;  // fire_due_faults injects it
       },
       [&](done_atom, worker_report& r) {
         if (r.epoch != j.epoch)
@@ -616,7 +481,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       caf::after(until_next_timed(
         j, finished ? std::chrono::milliseconds(20)
                     : std::chrono::duration_cast<std::chrono::milliseconds>(left))) >> [] {});
-    fire_faults(j, *this);
+    fire_due_faults(j, *this);
     watch_window(j);
   }
   if (failure)

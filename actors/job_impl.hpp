@@ -98,4 +98,11 @@ struct job::impl {
   int64_t elapsed_ms() const;
 };
 
+// job_faults.cpp: injects one fault now (the event names it as the plan
+// spells it); injects every fault whose trigger has come; how long the wait
+// loop may sleep before the next timed fault or window check (`cap` at most).
+caf::error inject_fault(job::impl& j, job& owner, const fault& f);
+void fire_due_faults(job::impl& j, job& owner);
+std::chrono::milliseconds until_next_timed(const job::impl& j, std::chrono::milliseconds cap);
+
 }  // namespace keel
