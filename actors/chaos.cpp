@@ -33,7 +33,7 @@ caf::expected<job_result> run_one(job_config cfg, std::chrono::milliseconds time
     return j.error();
   std::deque<std::string> last;
   (*j)->on_event([&last](const job_event& e) {
-    if (e.kind == "progress")
+    if (e.kind == event_kind::progress)
       return;
     last.push_back(to_string(e));
     if (last.size() > 12)

@@ -32,10 +32,14 @@ int64_t unix_ms() {
     .count();
 }
 
-void report(checkpointer_actor* self, std::string kind, std::string detail, uint64_t count) {
+void report(checkpointer_actor* self, event_kind kind, std::string detail, uint64_t step,
+            uint64_t checkpoint = 0) {
   auto& st = self->state;
+  auto e = make_job_event(kind, "checkpointer", std::move(detail));
+  e.step = step;
+  e.checkpoint = checkpoint;
   if (st.opt.job)
-    self->send(st.opt.job, make_job_event(std::move(kind), "checkpointer", std::move(detail), count));
+    self->send(st.opt.job, std::move(e));
 }
 
 void write_checkpoint(checkpointer_actor* self, uint64_t id,
@@ -55,18 +59,18 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
   auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
   if (!r) {
     st.store->abandon(id);
-    report(self, "checkpoint_failed",
+    report(self, event_kind::checkpoint_failed,
            "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": " +
              describe(r.error()) + "; checkpoint " + std::to_string(st.last_committed) +
              " stays in force",
-           step);
+           step, id);
     return;
   }
   st.last_committed = id;
   // The note first: whoever sees the event can rely on the job knowing it.
   self->send(st.opt.job, std::move(note));
-  report(self, "checkpoint", "checkpoint " + std::to_string(id) + " committed at step " +
-                               std::to_string(step), step);
+  report(self, event_kind::checkpoint,
+         "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
 }
 
 }  // namespace
@@ -106,18 +110,18 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         }
         st.pending.erase(st.pending.begin(), std::next(it));
         st.last_lost = id;
-        report(self, "checkpoint_failed",
+        report(self, event_kind::checkpoint_failed,
                "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
                  ": lost, only shard(s) " + have + " of " + std::to_string(st.opt.num_shards) +
                  " sent a snapshot within " + std::to_string(st.opt.incomplete_timeout.count()) +
                  " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
-               step);
+               step, id);
       },
       [self](const shard_snapshot_msg& m) {
         auto& st = self->state;
         auto d = decode(m);
         if (!d) {
-          report(self, "checkpoint_failed", "a shard sent an invalid snapshot: " + describe(d.error()), 0);
+          report(self, event_kind::checkpoint_failed, "a shard sent an invalid snapshot: " + describe(d.error()), 0);
           return;
         }
         auto id = d->root().getCheckpoint();

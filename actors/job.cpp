@@ -6,6 +6,7 @@
 // plan (job_faults.cpp), and rolls the tree back to the last valid checkpoint when local
 // recovery is impossible.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "actors/checkpointer.hpp"
@@ -37,15 +38,28 @@ caf::error check(const job_config& c) {
   return {};
 }
 
+event_kind folded(supervision::event_kind k) {
+  switch (k) {
+    case supervision::event_kind::start: return event_kind::start;
+    case supervision::event_kind::down: return event_kind::down;
+    case supervision::event_kind::restart: return event_kind::restart;
+    case supervision::event_kind::escalate: return event_kind::escalate;
+    case supervision::event_kind::shutdown: return event_kind::shutdown;
+  }
+  return event_kind::down;
+}
+
 job_event from_supervision(const supervision::event& e, int64_t at_ms) {
-  job_event j;
-  j.kind = supervision::to_string(e.kind);
-  j.actor = e.child;
+  auto j = make_job_event(folded(e.kind), e.child, supervision::to_string(e));
   j.at_ms = at_ms;
-  j.detail = supervision::to_string(e);
   j.count = e.incarnation;
+  if (e.from_snapshot)
+    j.snapshot = e.snapshot_label;
+  j.failed = e.kind == supervision::event_kind::down && static_cast<bool>(e.reason);
   return j;
 }
+
+
 
 }  // namespace
 
@@ -56,10 +70,11 @@ int64_t job::impl::elapsed_ms() const {
 }
 
 void job::impl::record(job_event e) {
+  e.at_ms = elapsed_ms();
   e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                   started)
               .count();
-  if (e.kind == "restart")
+  if (e.kind == event_kind::restart)
     ++result.restarts[e.actor];
   if (on_event)
     on_event(e);
@@ -129,7 +144,7 @@ caf::expected<job::parameters_now> job::parameters() {
   auto& j = *impl_;
   if (!j.tree)
     return make_error(errc::shutting_down, "the job is not running");
-  auto read = j.read_parameters();
+  auto read = j.read_parameters(false);
   if (!read)
     return read.error();
   return parameters_now{j.result.dense, j.result.sparse};
@@ -223,7 +238,7 @@ namespace {
 
 // Restarts the whole tree from the newest checkpoint that validates.
 caf::error roll_back(job::impl& j, const std::string& why) {
-  j.record({"rollback", "root", why, j.elapsed_ms(), 0});
+  j.record(make_job_event(event_kind::rollback, "root", why));
   ++j.result.rollbacks;
   // The job supervises the tree as root supervises its children: more
   // rollbacks within the period than the intensity allows end the job.
@@ -237,7 +252,7 @@ caf::error roll_back(job::impl& j, const std::string& why) {
                             std::to_string(j.cfg.restart_period.count()) +
                             " ms exceed the restart intensity (" + std::to_string(j.cfg.max_restarts) +
                             "); the last: " + why);
-    j.record({"escalate", "root", describe(err), j.elapsed_ms(), 0});
+    j.record(make_job_event(event_kind::escalate, "root", describe(err)));
     return err;
   }
   if (j.tree) {
@@ -269,22 +284,28 @@ caf::error roll_back(job::impl& j, const std::string& why) {
   auto discarded = (*store)->discard_after(keep);
   if (!discarded)
     return discarded.error();
-  for (auto id : *discarded)
-    j.record({"discarded", "checkpoint:" + std::to_string(id),
-              "newer than the checkpoint rolled back to", j.elapsed_ms(), id});
+  for (auto id : *discarded) {
+    auto e = make_job_event(event_kind::discarded, "checkpoint:" + std::to_string(id),
+                      "newer than the checkpoint rolled back to");
+    e.checkpoint = id;
+    j.record(std::move(e));
+  }
   if (latest) {
     for (auto& d : latest->skipped)
-      j.record({"damaged", d.file, describe(d.reason), j.elapsed_ms(), 0});
+      j.record(make_job_event(event_kind::damaged, d.file, describe(d.reason)));
     for (auto& s : latest->checkpoint.snapshots)
       j.start_from.push_back(s.source());
     j.released_step = j.forwarded_step = latest->checkpoint.manifest.step;
-    j.record({"restored", "root",
-              "rolling back to checkpoint " + std::to_string(latest->checkpoint.manifest.checkpoint) +
-                " at step " + std::to_string(latest->checkpoint.manifest.step),
-              j.elapsed_ms(), latest->checkpoint.manifest.step});
+    auto e = make_job_event(event_kind::restored, "root",
+                      "rolling back to checkpoint " +
+                        std::to_string(latest->checkpoint.manifest.checkpoint) + " at step " +
+                        std::to_string(latest->checkpoint.manifest.step));
+    e.checkpoint = latest->checkpoint.manifest.checkpoint;
+    e.step = latest->checkpoint.manifest.step;
+    j.record(std::move(e));
   } else {
     j.released_step = j.forwarded_step = 0;
-    j.record({"restored", "root", "no valid checkpoint: restarting from step 0", j.elapsed_ms(), 0});
+    j.record(make_job_event(event_kind::restored, "root", "no valid checkpoint: restarting from step 0"));
   }
   ++j.epoch;
   return j.start_tree();
@@ -297,31 +318,36 @@ void report_progress(job::impl& j, uint64_t step) {
   double secs = std::max(static_cast<double>(j.elapsed_ms()) / 1000.0, 1e-3);
   auto spe = std::max<uint64_t>(
     1, steps_per_epoch(j.cfg.training_model->num_train_examples(), j.cfg.workers, j.cfg.batch_size));
+  auto e = make_job_event(event_kind::progress, "job", {});
+  e.step = step;
+  e.loss = j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : NAN;
+  e.samples_per_second = static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs;
   char line[256];
   std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
                 static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
-                static_cast<unsigned long long>(j.cfg.steps),
-                j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : 0.0,
-                static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs,
+                static_cast<unsigned long long>(j.cfg.steps), e.loss, e.samples_per_second,
                 static_cast<unsigned long long>(restarts));
-  std::string text = line;
+  e.detail = line;
   if (j.cfg.progress_accuracy) {
-    // The parameters as they are now, scored on the held-out set.
-    auto read = j.read_parameters();
+    // The parameters the shards hold now (every shard's, read as a
+    // snapshot), scored on the held-out set.
+    auto read = j.read_parameters(false);
     auto scratch = j.cfg.training_model->make_scratch();
     auto q = read ? j.cfg.training_model->evaluate({j.result.dense, j.result.sparse}, *scratch)
                   : caf::expected<evaluation>(read.error());
-    if (q && q->accuracy)
+    if (q && q->accuracy) {
+      e.accuracy = *q->accuracy;
       std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
-    else if (q)
+    } else if (q) {
       std::snprintf(line, sizeof(line), " test log loss %.4f", q->log_loss);
-    else
+    } else {
       std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
-    text += line;
+    }
+    e.detail += line;
   }
   j.loss_sum = 0;
   j.loss_count = 0;
-  j.record({"progress", "job", text, j.elapsed_ms(), step});
+  j.record(std::move(e));
 }
 
 // Every worker waits at the checkpoint window, and no checkpoint has moved
@@ -343,11 +369,13 @@ void watch_window(job::impl& j) {
   if (now - *j.stalled_since < j.cfg.checkpoint_timeout)
     return;
   auto lost = j.released_step + n;
-  j.record({"checkpoint_failed", "checkpointer",
-            "the checkpoint at step " + std::to_string(lost) + " is lost: none of its snapshots reached "
-            "the checkpointer within " + std::to_string(j.cfg.checkpoint_timeout.count()) +
-            " ms while every worker waited for it",
-            j.elapsed_ms(), lost});
+  auto e = make_job_event(event_kind::checkpoint_failed, "checkpointer",
+                    "the checkpoint at step " + std::to_string(lost) +
+                      " is lost: none of its snapshots reached the checkpointer within " +
+                      std::to_string(j.cfg.checkpoint_timeout.count()) +
+                      " ms while every worker waited for it");
+  e.step = lost;
+  j.record(std::move(e));
   j.stalled_since.reset();
   j.release(lost);
 }
@@ -371,7 +399,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       return make_error(errc::shutting_down, "the job was stopped");
     bool finished = j.done.size() == j.cfg.workers;
     if (finished) {
-      auto read = j.read_parameters();
+      auto read = j.read_parameters(true);
       if (!read) {
         failure = read.error();  // a shard's state failed validation
         break;
@@ -389,8 +417,8 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
     self->receive(
       [&](job_event& e) {
         e.at_ms = j.elapsed_ms();  // one clock for the timeline: the job's
-        if (e.kind == "checkpoint_failed")
-          j.release(e.count);  // the previous checkpoint stays in force; go on
+        if (e.kind == event_kind::checkpoint_failed)
+          j.release(e.step);  // the previous checkpoint stays in force; go on
         j.record(std::move(e));
       },
       [&](supervision::event& e) {
@@ -472,7 +500,7 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
         if (!j.tree || dm.source != j.tree->root().address())
           return;
         if (is(dm.reason, errc::escalated)) {
-          j.record({"escalate", "root", describe(dm.reason), j.elapsed_ms(), 0});
+          j.record(make_job_event(event_kind::escalate, "root", describe(dm.reason)));
           failure = dm.reason;
         } else {
           failure = roll_back(j, "the root supervisor went down: " + j.sys->render(dm.reason));

@@ -1,10 +1,14 @@
 #pragma once
 // A job_event is one line of a training job's timeline: a fault injected, an
 // actor down or restarted, a shard restored (with how many pushes were
-// replayed), a rollback, an escalation, a retry, a skipped step. Workers, the
-// checkpointer and the job itself emit them; supervision events are folded in
-// by the job. Plain inspectable values, so the CLI and reports print them.
+// replayed), a rollback, an escalation, a retry, a skipped step, a
+// checkpoint, a progress report. Workers, the checkpointer and the job itself
+// emit them; supervision events are folded in by the job. Each kind carries
+// typed fields that readers (recovery summaries, reports, plots, metrics)
+// use; `detail` is prose for people and is never parsed back. Plain
+// inspectable values, so they cross processes and the CLI prints them.
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -12,37 +16,71 @@
 
 namespace keel {
 
+enum class event_kind : uint8_t {
+  // Folded in from the supervision tree (supervision::event_kind).
+  start,              // a child's first incarnation started
+  down,               // a child stopped on its own (`failed`: with an error)
+  restart,            // a child's new incarnation: `snapshot` names what it restored from
+  escalate,           // a supervisor (or the job, for "root") gave up
+  shutdown,           // a child stopped on purpose
+  // Faults.
+  fault,              // a fault injected: `fault` is its text form, `killed` if it ended an actor
+  damage,             // a stored file damaged on purpose (flip)
+  // Recovery.
+  rollback,           // the tree rolls back to the last valid checkpoint: `detail` says why
+  restored,           // the rolled-back tree starts: `checkpoint`/`step` (0/0: from scratch)
+  replay,             // a worker resent `count` pushes to `peer` (a restarted shard)
+  resume,             // a restarted worker continues at `step`
+  retry,              // a request timed out or failed and is retried
+  skipped_step,       // a worker skipped `step` (its gradient was not finite)
+  // Checkpoints.
+  checkpoint,         // `checkpoint` committed at `step`
+  checkpoint_failed,  // the checkpoint at `step` failed or was lost; the previous stays in force
+  discarded,          // `checkpoint` discarded: newer than the one a rollback restored
+  damaged,            // a stored file failed validation during a rollback
+  // Progress.
+  progress,           // at `step`: mean training `loss`, held-out `accuracy`, `samples_per_second`
+};
+
+// The kind's name as reports and the CLI print it ("checkpoint_failed").
+const char* to_string(event_kind k);
+
 struct job_event {
-  std::string kind;     // fault, down, restart, restored, rollback, escalate, retry, skipped_step, checkpoint
-  std::string actor;    // the stable name concerned, e.g. "shard:1"
-  std::string detail;   // human-readable specifics
-  int64_t at_ms = 0;    // milliseconds since the job started
-  uint64_t count = 0;   // restored: pushes replayed; checkpoint: its step
-  int64_t at_us = 0;    // when the job recorded it, microseconds since the job started
+  event_kind kind = event_kind::progress;
+  std::string actor;            // the stable name concerned, e.g. "shard:1"
+  std::string detail;           // human-readable specifics
+  int64_t at_ms = 0;            // milliseconds since the job started
+  int64_t at_us = 0;            // when the job recorded it, microseconds since the job started
+  uint64_t count = 0;           // replay: pushes resent; restart: the incarnation
+  uint64_t step = 0;            // progress, resume, skipped_step, checkpoint*, restored
+  uint64_t checkpoint = 0;      // checkpoint, discarded, restored
+  std::string peer;             // replay: the shard replayed to
+  std::string snapshot;         // restart: the snapshot label restored from ("" fresh)
+  std::string fault;            // fault: the fault as a plan spells it
+  bool killed = false;          // fault: it ended an actor (kill, exit or raise)
+  bool failed = false;          // down: with an error (not a normal exit)
+  double loss = NAN;            // progress: mean training loss since the last one
+  double accuracy = NAN;        // progress: held-out accuracy (NaN: not scored)
+  double samples_per_second = 0;  // progress
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_event& x) {
-  return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.count,
-           x.at_us);
+  return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.at_us,
+           x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, x.loss,
+           x.accuracy, x.samples_per_second);
 }
 
-// An event as an actor reports it; the job stamps its time on receipt.
-inline job_event make_job_event(std::string kind, std::string actor, std::string detail,
-                                uint64_t count = 0) {
+// An event of `kind` about `actor`; the job stamps its time on receipt.
+inline job_event make_job_event(event_kind kind, std::string actor, std::string detail) {
   job_event e;
-  e.kind = std::move(kind);
+  e.kind = kind;
   e.actor = std::move(actor);
   e.detail = std::move(detail);
-  e.count = count;
   return e;
 }
 
-inline std::string to_string(const job_event& e) {
-  std::string s = std::to_string(e.at_ms) + "ms " + e.kind + " " + e.actor;
-  if (!e.detail.empty())
-    s += ": " + e.detail;
-  return s;
-}
+// "432ms restart shard:0: restart shards/shard:0 #2 from snapshot checkpoint-1"
+std::string to_string(const job_event& e);
 
 }  // namespace keel

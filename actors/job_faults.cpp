@@ -18,6 +18,17 @@ caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::times
   return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
 }
 
+namespace {
+
+job_event kill_event(const std::string& name, const char* kind, std::string detail) {
+  auto e = make_job_event(event_kind::fault, name, std::move(detail));
+  e.fault = std::string(kind) + ":" + name;
+  e.killed = true;
+  return e;
+}
+
+}  // namespace
+
 caf::error job::kill(const std::string& name, kill_mode mode) {
   auto& j = *impl_;
   auto found = j.resolve(name, std::chrono::seconds(5));
@@ -26,15 +37,15 @@ caf::error job::kill(const std::string& name, kill_mode mode) {
   auto target = *found;
   switch (mode) {
     case kill_mode::kill:
-      j.record({"fault", name, "killed (exit_reason::kill)", j.elapsed_ms(), 0});
+      j.record(kill_event(name, "kill", "killed (exit_reason::kill)"));
       caf::anon_send_exit(target, caf::exit_reason::kill);
       break;
     case kill_mode::exit:
-      j.record({"fault", name, "killed (quit with an error)", j.elapsed_ms(), 0});
+      j.record(kill_event(name, "exit", "killed (quit with an error)"));
       (*j.ctl)->send_exit(target, make_error(errc::invalid_argument, "injected crash of " + name));
       break;
     case kill_mode::raise:
-      j.record({"fault", name, "killed (exception thrown in a handler)", j.elapsed_ms(), 0});
+      j.record(kill_event(name, "throw", "killed (exception thrown in a handler)"));
       caf::anon_send(target, crash_atom::value);
       break;
   }
@@ -65,9 +76,10 @@ caf::error flip_newest_snapshot(job::impl& j, const fault& f) {
   auto size = std::filesystem::file_size(newest, ec);
   if (ec || size == 0)
     return make_error(errc::io_error, newest.string() + ": " + ec.message());
-  j.record({"damage", newest.filename().string(), to_string(f) + ": flipped a bit at byte " +
-                                                     std::to_string(size / 2),
-            j.elapsed_ms(), 0});
+  auto e = make_job_event(event_kind::damage, newest.filename().string(),
+                          to_string(f) + ": flipped a bit at byte " + std::to_string(size / 2));
+  e.fault = to_string(f);
+  j.record(std::move(e));
   return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
 }
 
@@ -106,11 +118,14 @@ caf::error inject_fault(job::impl& j, job& owner, const fault& f) {
   }
   j.result.fault_plan += (j.result.fault_plan.empty() ? "" : ",") + to_string(f);
   bool kill = f.kind == fault_kind::kill || f.kind == fault_kind::exit || f.kind == fault_kind::raise;
-  if (!kill)
-    j.record({"fault", f.target, to_string(f) + (err ? ": not injected: " + describe(err) : ""),
-              j.elapsed_ms(), f.at_step});
-  else if (err)
-    j.record({"fault", f.target, "not killed: " + describe(err), j.elapsed_ms(), f.at_step});
+  if (!kill || err) {
+    auto e = make_job_event(event_kind::fault, f.target,
+                            kill ? "not killed: " + describe(err)
+                                 : to_string(f) + (err ? ": not injected: " + describe(err) : ""));
+    e.fault = to_string(f);
+    e.step = f.at_step;
+    j.record(std::move(e));
+  }
   return err;
 }
 

@@ -79,8 +79,11 @@ struct job::impl {
   supervision::supervisor_spec root_spec();
   // job_result.cpp
   // Reads every shard's parameters into `result`: true once every shard
-  // holds every push, false when one lacks some or is restarting.
-  caf::expected<bool> read_parameters();
+  // holds every push, false when one lacks some or is restarting. Mid-run
+  // readers (progress, job::parameters) read every shard whatever it holds;
+  // the end of the run stops at the first incomplete shard and retries.
+  // Reading mid-run fails (errc::not_found) while a shard is restarting.
+  caf::expected<bool> read_parameters(bool stop_at_incomplete);
   // Completes `result` from the parameters read, evaluates, stops the tree.
   caf::expected<job_result> finish();
 

@@ -47,7 +47,7 @@ uint64_t tensor_rows(schema::ShardSnapshot::Reader s, const char* name) {
 
 }  // namespace
 
-caf::expected<bool> job::impl::read_parameters() {
+caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
   auto& self = *ctl;
   auto& layout = cfg.training_model->layout();
   auto dense_size = layout.dense_size();
@@ -59,10 +59,13 @@ caf::expected<bool> job::impl::read_parameters() {
   for (uint32_t i = 0; i < cfg.shards && !failure; ++i) {
     // A shard (or the whole tree) restarting now answers later: the caller
     // reads again after its next messages.
-    auto shard = resolve("shard:" + std::to_string(i), std::chrono::seconds(2));
+    auto name = "shard:" + std::to_string(i);
+    auto shard = resolve(name, std::chrono::seconds(2));
+    if (!shard && !stop_at_incomplete)
+      return make_error(errc::not_found, name + " is restarting; its parameters cannot be read now");
     if (!shard)
       return false;
-    if (!complete)
+    if (!complete && stop_at_incomplete)
       break;
     self->request(*shard, std::chrono::seconds(5), params_atom::value)
       .receive(
@@ -97,10 +100,12 @@ caf::expected<bool> job::impl::read_parameters() {
             complete = complete && a.getSeq() == cfg.steps;
           }
         },
-        [&](caf::error&) {
+        [&](caf::error& err) {
           // The shard died under the request (a kill, a crash): it restarts
           // and the read-out tries again.
           complete = false;
+          if (!stop_at_incomplete)
+            failure = make_error(errc::not_found, name + " did not answer: " + describe(err));
         });
   }
   if (failure)

@@ -22,26 +22,17 @@ bool receives_replays(const recovery& r) {
   return r.kind == "shard" || r.victim == "shards" || r.victim == "root";
 }
 
-// The snapshot a restart's detail names (supervision::to_string: "... from
-// snapshot LABEL (N rejected)"), or "fresh".
-std::string restarted_from(const std::string& detail) {
-  const std::string marker = " from snapshot ";
-  auto at = detail.find(marker);
-  if (at == std::string::npos)
-    return "fresh";
-  auto label = detail.substr(at + marker.size());
-  return label.substr(0, label.find(" ("));
+// What a restart restored from: its snapshot's label, or "fresh".
+std::string restarted_from(const job_event& e) {
+  return e.snapshot.empty() ? "fresh" : e.snapshot;
 }
 
-// The checkpoint a "restored" event of root names ("rolling back to
-// checkpoint 3 at step 40" -> "checkpoint 3 at step 40"), or "fresh".
-std::string rolled_back_to(const std::string& detail) {
-  const std::string prefix = "rolling back to ";
-  if (starts_with(detail, prefix))
-    return detail.substr(prefix.size());
-  if (detail.find("no valid checkpoint") != std::string::npos)
+// The checkpoint a "restored" event of root went back to
+// ("checkpoint 3 at step 40"), or "fresh".
+std::string rolled_back_to(const job_event& e) {
+  if (e.checkpoint == 0)
     return "fresh";
-  return detail;
+  return "checkpoint " + std::to_string(e.checkpoint) + " at step " + std::to_string(e.step);
 }
 
 // Walks the timeline once. `waiting` holds the recoveries whose victim has
@@ -53,15 +44,15 @@ class timeline_reader {
   std::vector<recovery> done() && { return std::move(out_); }
 
   void read(const job_event& e, size_t position) {
-    if (e.kind == "fault" && starts_with(e.detail, "killed"))
-      begin(e.actor, e.detail, e.at_us);
-    else if (e.kind == "rollback" && e.actor == "root" && !waiting_.count("root"))
-      begin("root", e.detail, e.at_us);  // asked for by a worker, not caused by a kill of root
-    else if (e.kind == "restart")
-      come_back(e.actor, e.at_us, restarted_from(e.detail), position);
-    else if (e.kind == "restored" && e.actor == "root")
+    if (e.kind == event_kind::fault && e.killed)
+      begin(e.actor, e.detail, e.at_us, true);
+    else if (e.kind == event_kind::rollback && e.actor == "root" && !waiting_.count("root"))
+      begin("root", e.detail, e.at_us, false);  // asked for by a worker, not caused by a kill of root
+    else if (e.kind == event_kind::restart)
+      come_back(e.actor, e.at_us, restarted_from(e), position);
+    else if (e.kind == event_kind::restored && e.actor == "root")
       roll_back(e, position);
-    else if (e.kind == "replay")
+    else if (e.kind == event_kind::replay)
       count_replay(e);
   }
 
@@ -71,9 +62,10 @@ class timeline_reader {
     size_t position;  // of the event that brought it back
   };
 
-  void begin(const std::string& victim, const std::string& fault, int64_t at_us) {
+  void begin(const std::string& victim, const std::string& fault, int64_t at_us, bool killed) {
     recovery r;
     r.victim = victim;
+    r.killed = killed;
     r.kind = actor_kind(victim);
     r.fault = fault;
     r.fault_at_us = at_us;
@@ -99,7 +91,7 @@ class timeline_reader {
   // A rolled-back tree restarts every actor: whoever was still waiting is
   // back, and replays to the new tree count toward the rollback.
   void roll_back(const job_event& e, size_t position) {
-    auto from = rolled_back_to(e.detail);
+    auto from = rolled_back_to(e);
     std::vector<std::string> victims;
     for (auto& entry : waiting_) victims.push_back(entry.first);
     for (auto& victim : victims) come_back(victim, e.at_us, from, position, true);
@@ -114,10 +106,7 @@ class timeline_reader {
   }
 
   void count_replay(const job_event& e) {
-    auto to = e.detail.rfind(" to ");
-    if (to == std::string::npos)
-      return;
-    auto shard = e.detail.substr(to + 4);
+    const auto& shard = e.peer;
     const back* latest = nullptr;
     for (auto& [victim, b] : serving_)
       if (covers(victim, shard) && (!latest || b.position > latest->position))
@@ -153,7 +142,7 @@ std::vector<recovery> recoveries(const std::vector<job_event>& timeline) {
 }
 
 bool after_kill(const recovery& r) {
-  return starts_with(r.fault, "killed");
+  return r.killed;
 }
 
 std::string to_string(const recovery& r) {

@@ -29,6 +29,8 @@ struct recovery {
   std::string restored_from;
   // It came back through a rollback of the whole tree, not a restart of its own.
   bool rolled_back = false;
+  // It began with a fault that ended the victim (not a rollback a worker asked for).
+  bool killed = false;
   // Pushes the workers resent to the victim (for "shards" and "root": to any
   // shard) after it came back, until it failed again.
   uint64_t replayed = 0;
@@ -40,7 +42,7 @@ struct recovery {
 std::string actor_kind(const std::string& name);
 
 // Every recovery in `timeline`, in the order of their faults. A recovery
-// starts at each kill fault (detail "killed ...") and at each rollback of
+// starts at each fault that killed an actor and at each rollback of
 // "root" that no kill of root preceded. A kill pairs with the victim's next
 // "restart"; a kill of root, or a rollback, with the next "restored" of
 // root, which also brings back every victim still waiting for its restart.

@@ -14,12 +14,15 @@
 
 namespace keel::worker_detail {
 
-void emit(worker_actor* self, std::string kind, std::string detail, uint64_t count) {
+void emit(worker_actor* self, job_event e) {
   auto& st = self->state;
+  e.actor = "worker:" + std::to_string(st.opt.worker);
   if (st.opt.job)
-    self->send(st.opt.job,
-               make_job_event(std::move(kind), "worker:" + std::to_string(st.opt.worker),
-                              std::move(detail), count));
+    self->send(st.opt.job, std::move(e));
+}
+
+void emit(worker_actor* self, event_kind kind, std::string detail) {
+  emit(self, make_job_event(kind, {}, std::move(detail)));
 }
 
 std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt) {
@@ -107,7 +110,7 @@ void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
               if (gen != st.generation || st.now != phase::pulling || st.done[shard])
                 return;
               ++st.report.retries;
-              emit(self, "retry",
+              emit(self, event_kind::retry,
                    "pull from " + st.opt.shard_names[shard] + " at step " +
                        std::to_string(st.step) + ": " + self->system().render(err));
               refresh(self, shard);
@@ -191,8 +194,10 @@ void compute_and_push(worker_actor* self) {
   bool skip = !all_finite(st.grad);
   if (skip) {
     ++st.report.skipped_steps;
-    emit(self, "skipped_step", "gradient of step " + std::to_string(st.step) + " is not finite",
-         st.step);
+    auto e = make_job_event(event_kind::skipped_step, {},
+                            "gradient of step " + std::to_string(st.step) + " is not finite");
+    e.step = st.step;
+    emit(self, std::move(e));
   } else {
     st.report.last_loss = st.grad.loss;
   }
@@ -312,7 +317,7 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
               if (gen != st.generation || st.now != phase::pushing || st.done[shard])
                 return;
               ++st.report.retries;
-              emit(self, "retry",
+              emit(self, event_kind::retry,
                    "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
                        self->system().render(err));
               refresh(self, shard);

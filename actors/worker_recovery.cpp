@@ -12,7 +12,7 @@ void halt_for_rollback(worker_actor* self, const std::string& why) {
   auto& st = self->state;
   st.now = phase::halted;
   ++st.generation;
-  emit(self, "rollback", why);
+  emit(self, event_kind::rollback, why);
   self->send(st.opt.job, rollback_atom::value, st.opt.epoch, st.opt.worker, why);
 }
 
@@ -42,10 +42,12 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
             auto resend = st.log.after(shard, received);
             if (!resend.empty()) {
               st.report.replayed += resend.size();
-              emit(self, "replay",
-                   "resending " + std::to_string(resend.size()) + " pushes to " +
-                       st.opt.shard_names[shard],
-                   resend.size());
+              auto e = make_job_event(event_kind::replay, {},
+                                      "resending " + std::to_string(resend.size()) +
+                                        " pushes to " + st.opt.shard_names[shard]);
+              e.count = resend.size();
+              e.peer = st.opt.shard_names[shard];
+              emit(self, std::move(e));
             }
             for (auto& m : resend) send_push(self, shard, m, 0);
             if (st.now == phase::pulling && !st.done[shard])
@@ -88,8 +90,12 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
                                           std::to_string(ahead) + " that a restored shard needs");
               return;
             }
-            if (st.step > 0)
-              emit(self, "resume", "continuing at step " + std::to_string(st.step), st.step);
+            if (st.step > 0) {
+              auto e = make_job_event(event_kind::resume, {},
+                                      "continuing at step " + std::to_string(st.step));
+              e.step = st.step;
+              emit(self, std::move(e));
+            }
             start_step(self);
           },
           [self, shard, gen, attempt](caf::error& err) {
@@ -97,7 +103,7 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
             if (gen != st.generation || st.now != phase::resuming)
               return;
             ++st.report.retries;
-            emit(self, "retry",
+            emit(self, event_kind::retry,
                  "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
             refresh(self, shard);
             self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,

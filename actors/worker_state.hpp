@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job_event.hpp"
 #include "actors/link_hold.hpp"
 #include "actors/replay_log.hpp"
 #include "actors/worker.hpp"
@@ -49,7 +50,8 @@ struct worker_state {
 using worker_actor = caf::stateful_actor<worker_state>;
 
 // Reports an event to the job.
-void emit(worker_actor* self, std::string kind, std::string detail, uint64_t count = 0);
+void emit(worker_actor* self, job_event e);  // fills in the actor
+void emit(worker_actor* self, event_kind kind, std::string detail);
 // The delay before retry number `attempt` (exponential, capped).
 std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt);
 void fail(worker_actor* self, caf::error err);

@@ -71,9 +71,9 @@ void write_report(std::ostream& out, const job_config& cfg, const std::string& m
   out << "},\n  \"events\": [";
   first = true;
   for (auto& e : r.events) {
-    if (e.kind == "progress")
+    if (e.kind == event_kind::progress)
       continue;
-    out << (first ? "\n" : ",\n") << "    {\"at_ms\": " << e.at_ms << ", \"kind\": " << json_string(e.kind)
+    out << (first ? "\n" : ",\n") << "    {\"at_ms\": " << e.at_ms << ", \"kind\": " << json_string(to_string(e.kind))
         << ", \"actor\": " << json_string(e.actor) << ", \"detail\": " << json_string(e.detail)
         << ", \"count\": " << e.count << "}";
     first = false;
@@ -255,12 +255,13 @@ int train(const args& a) {
   bool verbose = vm.count("verbose") > 0;
   if (!quiet)
     (*j)->on_event([verbose](const job_event& e) {
-      bool routine = e.kind == "start" || e.kind == "retry" || e.kind == "shutdown" ||
-                     e.kind == "checkpoint" || (e.kind == "down" && e.detail.find(": ok") != std::string::npos);
-      if (e.kind == "progress")
+      bool routine = e.kind == event_kind::start || e.kind == event_kind::retry ||
+                     e.kind == event_kind::shutdown || e.kind == event_kind::checkpoint ||
+                     (e.kind == event_kind::down && !e.failed);
+      if (e.kind == event_kind::progress)
         std::cout << "  " << e.detail << std::endl;
       else if (verbose || !routine)
-        std::cout << "  [" << e.at_ms << " ms] " << e.kind << " " << e.actor << ": " << e.detail
+        std::cout << "  [" << e.at_ms << " ms] " << to_string(e.kind) << " " << e.actor << ": " << e.detail
                   << std::endl;
     });
   auto r = (*j)->wait(std::chrono::seconds(timeout_s));

@@ -16,6 +16,10 @@ else
   build_dir="${KEEL_BUILD_DIR:-build}"
   flags=(-DCMAKE_BUILD_TYPE=Release)
 fi
+# ccache, where the machine has it, makes rebuilds of other trees cheap.
+if command -v ccache >/dev/null 2>&1; then
+  flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 # Warnings are errors in CI, so a warning never lands.
 if [ "${CI:-}" = true ]; then
   flags+=(-DKEEL_WERROR=ON)

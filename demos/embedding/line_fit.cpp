@@ -97,7 +97,8 @@ int main() {
     return 1;
   }
   (*job)->on_event([](const keel::job_event& e) {
-    if (e.kind == "fault" || e.kind == "restart" || e.kind == "rollback")
+    if (e.kind == keel::event_kind::fault || e.kind == keel::event_kind::restart ||
+        e.kind == keel::event_kind::rollback)
       std::printf("  %s\n", keel::to_string(e).c_str());
   });
   auto r = (*job)->wait(std::chrono::minutes(2));

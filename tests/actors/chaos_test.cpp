@@ -95,14 +95,15 @@ TEST_CASE("seeded kill storms beyond the restart intensity escalate, naming who 
     auto j = job::start(c);
     REQUIRE(j);
     (*j)->on_event([&](const job_event& e) {
-      if (e.kind == "escalate")
+      if (e.kind == event_kind::escalate)
         escalations.push_back(e);
     });
     auto r = (*j)->wait(std::chrono::minutes(1));
     bool expected = !escalations.empty() && (victim != "shards" || !r);
     if (!expected && r)
       for (auto& e : r->events)
-        if (e.kind != "progress" && e.kind != "checkpoint" && e.kind != "replay")
+        if (e.kind != event_kind::progress && e.kind != event_kind::checkpoint &&
+            e.kind != event_kind::replay)
           MESSAGE(to_string(e));
     REQUIRE(!escalations.empty());
     auto& first_up = escalations.front().detail;

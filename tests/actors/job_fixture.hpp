@@ -106,7 +106,7 @@ inline chaos_options chaos_setup(std::shared_ptr<const model> m, const temp_dir&
   return o;
 }
 
-inline uint64_t count(const job_result& r, const std::string& kind, const std::string& actor = {}) {
+inline uint64_t count(const job_result& r, event_kind kind, const std::string& actor = {}) {
   uint64_t n = 0;
   for (auto& e : r.events)
     if (e.kind == kind && (actor.empty() || e.actor == actor))

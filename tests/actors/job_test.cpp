@@ -26,13 +26,13 @@ TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies 
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_exactly_once(c, *r);
-    CHECK(count(*r, "fault", victim) == 1);
+    CHECK(count(*r, event_kind::fault, victim) == 1);
     // Training cannot finish without the victim's restart, except for the
     // checkpointer, whose restart may still be under way when it ends.
     if (victim == "root")
       CHECK(r->rollbacks == 1);
     else if (victim != "checkpointer")
-      CHECK(count(*r, "restart", victim) == 1);
+      CHECK(count(*r, event_kind::restart, victim) == 1);
   }
 }
 
@@ -84,7 +84,7 @@ TEST_CASE("a shard killed after a checkpoint restarts from it and the workers re
   // Kill as soon as the job has seen a checkpoint commit: the restart must
   // then start from that checkpoint, not from scratch.
   (*j)->on_event([&](const job_event& e) {
-    if (e.kind == "checkpoint" && !killed) {
+    if (e.kind == event_kind::checkpoint && !killed) {
       killed = true;
       auto err = (*j)->kill("shard:1");
       CHECK_MESSAGE(!err, describe(err));
@@ -96,7 +96,7 @@ TEST_CASE("a shard killed after a checkpoint restarts from it and the workers re
   check_exactly_once(c, *r);
   bool restored_from_checkpoint = false;
   for (auto& e : r->events)
-    if (e.kind == "restart" && e.actor == "shard:1" && e.detail.find("checkpoint-") != std::string::npos)
+    if (e.kind == event_kind::restart && e.actor == "shard:1" && e.snapshot.rfind("checkpoint-", 0) == 0)
       restored_from_checkpoint = true;
   if (!restored_from_checkpoint)
     for (auto& e : r->events)

@@ -21,7 +21,7 @@ fault one(const std::string& text) {
   return plan->front();
 }
 
-size_t count_events(const job_result& r, const std::string& kind, const std::string& text = "") {
+size_t count_events(const job_result& r, event_kind kind, const std::string& text = "") {
   return static_cast<size_t>(std::count_if(r.events.begin(), r.events.end(), [&](const job_event& e) {
     return e.kind == kind && e.detail.find(text) != std::string::npos;
   }));
@@ -150,7 +150,7 @@ TEST_CASE("lost snapshots lose their checkpoint, and training goes on without ha
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   CHECK(r->messages_hit[0] == 2);
-  CHECK(count_events(*r, "checkpoint_failed", "lost") >= 1);
+  CHECK(count_events(*r, event_kind::checkpoint_failed, "lost") >= 1);
   CHECK(r->checkpoints >= 1);  // later checkpoints commit again
   check_exactly_once(c, *r);
 
@@ -161,7 +161,7 @@ TEST_CASE("lost snapshots lose their checkpoint, and training goes on without ha
   r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   CHECK(r->messages_hit[0] == 6);
-  CHECK(count_events(*r, "checkpoint_failed", "none of its snapshots") >= 1);
+  CHECK(count_events(*r, event_kind::checkpoint_failed, "none of its snapshots") >= 1);
   check_exactly_once(c, *r);
 }
 
@@ -204,7 +204,7 @@ TEST_CASE("the embedding API injects a fault while the job runs") {
   bool injected = false;
   caf::error refused;
   job.on_event([&](const job_event& e) {
-    if (e.kind == "checkpoint" && !injected) {
+    if (e.kind == event_kind::checkpoint && !injected) {
       injected = true;
       CHECK(!job.inject(one("drop:worker:0@1x3")));
       refused = job.inject(one("kill:worker:7@1"));

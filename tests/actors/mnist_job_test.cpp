@@ -39,3 +39,34 @@ TEST_CASE("MNIST softmax on a 6000-image subset learns through shard, worker and
     CHECK(r->restarts.size() >= 2);
   }
 }
+
+// The progress line scores the parameters every shard holds at that moment:
+// from chance at the start to near the final accuracy at the end. (It once
+// scored a read-out that stopped after the first shard, and printed 0.098
+// all the way through.)
+TEST_CASE("progress events score the held-out set with every shard's parameters, and accuracy rises") {
+  temp_dir dir;
+  auto c = config_for(mnist("mnist-softmax", 6000, 2000), dir, 2 * 93);  // 2 epochs
+  c.optimizer.lr = 0.05f;
+  c.checkpoint_every = 25;
+  c.progress_every = 31;
+  c.progress_accuracy = true;
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  std::vector<double> accuracy;
+  for (auto& e : r->events)
+    if (e.kind == event_kind::progress) {
+      CHECK_MESSAGE(!std::isnan(e.accuracy), e.detail);
+      CHECK(e.loss > 0);
+      CHECK(e.samples_per_second > 0);
+      accuracy.push_back(e.accuracy);
+    }
+  REQUIRE(accuracy.size() >= 5);
+  CHECK(accuracy.front() < accuracy.back());
+  CHECK(accuracy.back() >= 0.8);
+  // The last progress line scores nearly what the final read-out does.
+  CHECK(std::abs(accuracy.back() - *r->quality.accuracy) < 0.05);
+  // Most lines improve on the first: not a flat line at chance.
+  CHECK(std::count_if(accuracy.begin(), accuracy.end(), [&](double a) { return a > 0.5; }) >=
+        static_cast<long>(accuracy.size()) - 1);
+}

@@ -58,7 +58,7 @@ TEST_CASE("a step whose gradient is not finite is skipped and reported, and trai
   c.batch_size = 16;
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  CHECK(count(*r, "skipped_step") == 1);
+  CHECK(count(*r, event_kind::skipped_step) == 1);
   CHECK(r->steps == 20);
   // 20 pushes per shard were acknowledged, but the skipped one carried nothing.
   CHECK(r->pushes_acked == 2 * 20);
