@@ -208,13 +208,6 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   }
   p->committed = std::make_shared<committed_snapshots>(2);
   p->plan = c.faults;
-  for (auto& k : c.kills) {
-    fault f;
-    f.kind = fault_kind::kill;
-    f.target = k.actor;
-    f.at_step = k.at_step;
-    p->plan.push_back(f);
-  }
   if (auto err = check_fault_plan(p->plan, c.shards, c.workers))
     return err;
   p->fired.assign(p->plan.size(), false);

@@ -24,8 +24,7 @@
 
 #include "actors/consistency.hpp"
 #include "actors/job_event.hpp"
-#include "actors/fault_plan.hpp"
-#include "actors/kill_schedule.hpp"
+#include "actors/faults/fault_plan.hpp"
 #include "actors/optimizer.hpp"
 #include "models/model.hpp"
 
@@ -43,8 +42,7 @@ struct job_config {
   std::filesystem::path checkpoint_dir;          // required; created if missing
   uint64_t checkpoint_every = 50;                // BSP steps between checkpoints; 0: none
   size_t keep_checkpoints = 3;
-  std::vector<kill_spec> kills;                  // shorthand for kill faults
-  std::vector<fault> faults;                     // actors/fault_plan.hpp
+  std::vector<fault> faults;                     // actors/faults/fault_plan.hpp (kill_at for kills)
   int max_restarts = 20;                         // per supervisor, within restart_period
   std::chrono::milliseconds restart_period{10000};
   std::chrono::milliseconds request_timeout{2000};
@@ -101,7 +99,8 @@ class job {
   // handlers (shards, workers and the checkpointer only).
   enum class kill_mode { kill, exit, raise };
 
-  // Kills the actor with this name now (see kill_schedule.hpp for names).
+  // Kills the actor with this name now: shard:N, worker:N, checkpointer, or
+  // the supervisors root, shards and workers.
   caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
 
   // Injects one fault now, whatever its trigger says (parse_fault_plan

@@ -1,7 +1,7 @@
 // Fault injection inside the job: kills by name, and the fault plan's
 // triggers (steps, times, message counts) firing into the running tree.
 // Message faults are armed on the job's link_faults, storage faults on its
-// faulty_io; see actors/fault_plan.hpp for the plan and its text form.
+// faulty_io; see actors/faults/fault_plan.hpp for the plan and its text form.
 #include <cerrno>
 #include <filesystem>
 

@@ -14,7 +14,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/job.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 #include "storage/faulty_io.hpp"
 #include "actors/partition.hpp"
 #include "actors/worker.hpp"

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "actors/job_impl.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 #include "storage/snapshot.hpp"
 
 namespace keel {

@@ -11,13 +11,13 @@
 //   auto result = (*j)->wait(std::chrono::minutes(10));
 //
 // See actors/job.hpp for the configuration, events, kills and the result,
-// actors/recovery.hpp for reading the recoveries back from the events,
+// actors/faults/recovery.hpp for reading the recoveries back from the events,
 // and demos/embedding/ for an application that brings its own model. An
 // installed keel is found with find_package(keel) and linked as keel::keel;
 // include this header as <keel/actors/keel.hpp>.
 
 #include "actors/job.hpp"
-#include "actors/recovery.hpp"
+#include "actors/faults/recovery.hpp"
 #include "messages/errors.hpp"
 #include "models/model.hpp"
 #include "models/model_registry.hpp"

@@ -9,7 +9,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
-#include "actors/link_hold.hpp"
+#include "actors/faults/link_hold.hpp"
 #include "actors/shard_snapshot.hpp"
 
 namespace keel {

@@ -13,7 +13,7 @@
 // same step. It starts from `snapshot` when given one (a restart; the caller
 // has validated it), else from `initial_dense`. Pushes, pulls and status
 // requests arriving, and acks, pull replies and snapshots leaving, pass
-// through the job's link faults (actors/link_faults.hpp).
+// through the job's link faults (actors/faults/link_faults.hpp).
 
 #include <cstdint>
 #include <memory>

@@ -7,7 +7,7 @@
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
 #include "actors/job_event.hpp"
-#include "actors/link_hold.hpp"
+#include "actors/faults/link_hold.hpp"
 #include "actors/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"

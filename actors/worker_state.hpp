@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "actors/job_event.hpp"
-#include "actors/link_hold.hpp"
+#include "actors/faults/link_hold.hpp"
 #include "actors/replay_log.hpp"
 #include "actors/worker.hpp"
 #include "messages/decode.hpp"

@@ -44,7 +44,6 @@ void write_report(std::ostream& out, const job_config& cfg, const std::string& m
       << "  \"consistency\": " << json_string(to_string(cfg.rule)) << ",\n"
       << "  \"shards\": " << cfg.shards << ",\n  \"workers\": " << cfg.workers << ",\n"
       << "  \"seed\": " << cfg.seed << ",\n"
-      << "  \"kills\": " << json_string(to_string(cfg.kills)) << ",\n"
       << "  \"fault_plan\": " << json_string(r.fault_plan) << ",\n"
       << "  \"messages_hit\": {\"dropped\": " << r.messages_hit[0]
       << ", \"duplicated\": " << r.messages_hit[1] << ", \"delayed\": " << r.messages_hit[2]
@@ -137,10 +136,10 @@ int train(const args& a) {
     ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "seed of data order and initial values")
     ("checkpoint-dir", po::value(&checkpoint_dir), "where checkpoints go (default: a new temp dir)")
     ("checkpoint-every", po::value(&cfg.checkpoint_every)->default_value(cfg.checkpoint_every), "steps between checkpoints (0: none)")
-    ("kill", po::value(&kills_text), "kill schedule, e.g. shard:0@step=40,worker:1@step=90")
+    ("kill", po::value(&kills_text), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
-                                        "(actors/fault_plan.hpp has the grammar)")
+                                        "(actors/faults/fault_plan.hpp has the grammar)")
     ("random-faults", po::value(&random_seed), "add a random fault plan drawn from this seed")
     ("fault-rate", po::value(&fault_rate)->default_value(fault_rate), "random faults per 100 steps")
     ("fault-mix", po::value(&mix_text)->default_value(mix_text),
@@ -178,17 +177,17 @@ int train(const args& a) {
   if (!opt)
     return fail_usage(opt.error());
   cfg.optimizer.kind = *opt;
-  if (!kills_text.empty()) {
-    auto k = parse_kill_schedule(kills_text);
-    if (!k)
-      return fail_usage(k.error());
-    cfg.kills = *k;
-  }
   if (!faults_text.empty()) {
     auto f = parse_fault_plan(faults_text);
     if (!f)
       return fail_usage(f.error());
     cfg.faults = *f;
+  }
+  if (!kills_text.empty()) {
+    auto k = parse_kill_shorthand(kills_text);
+    if (!k)
+      return fail_usage(k.error());
+    cfg.faults.insert(cfg.faults.end(), k->begin(), k->end());
   }
   model_options mo;
   mo.data_dir = data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir);

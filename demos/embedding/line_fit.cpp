@@ -90,7 +90,7 @@ int main() {
   cfg.checkpoint_every = 20;
   cfg.checkpoint_dir = std::filesystem::temp_directory_path() / "keel-line-fit";
   std::filesystem::remove_all(cfg.checkpoint_dir);
-  cfg.kills = {{"shard:1", 100}, {"worker:0", 100}};
+  cfg.faults = {keel::kill_at("shard:1", 100), keel::kill_at("worker:0", 100)};
   auto job = keel::job::start(cfg);
   if (!job) {
     std::fprintf(stderr, "line_fit: %s\n", keel::describe(job.error()).c_str());

@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/chaos.hpp"
+#include "actors/faults/chaos.hpp"
 #include "actors/keel.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"

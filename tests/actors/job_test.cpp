@@ -22,7 +22,7 @@ TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies 
     CAPTURE(victim);
     temp_dir dir;
     auto c = config_for(probe(), dir, 80);
-    c.kills = {{victim, 25}};
+    c.faults = {kill_at(victim, 25)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_exactly_once(c, *r);
@@ -39,8 +39,9 @@ TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies 
 TEST_CASE("a shard and a worker lost together, and repeated kills, still apply every push once") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 120);
-  c.kills = {{"shard:0", 15}, {"worker:0", 15}, {"shard:1", 40}, {"worker:1", 41}, {"shards", 70},
-             {"checkpointer", 71}, {"workers", 90}};
+  c.faults = {kill_at("shard:0", 15), kill_at("worker:0", 15), kill_at("shard:1", 40),
+              kill_at("worker:1", 41),  kill_at("shards", 70),   kill_at("checkpointer", 71),
+              kill_at("workers", 90)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   check_exactly_once(c, *r);
@@ -58,17 +59,17 @@ TEST_CASE("BSP runs end with the same params_sha256 with and without kills") {
   temp_dir clean_dir;
   auto clean = run(config(clean_dir));
   REQUIRE_MESSAGE(clean, describe(clean.error()));
-  std::vector<std::vector<kill_spec>> schedules = {
-    {{"shard:1", 23}},
-    {{"worker:0", 23}},
-    {{"shard:0", 23}, {"worker:1", 23}},
-    {{"root", 35}},
+  std::vector<std::vector<fault>> schedules = {
+    {kill_at("shard:1", 23)},
+    {kill_at("worker:0", 23)},
+    {kill_at("shard:0", 23), kill_at("worker:1", 23)},
+    {kill_at("root", 35)},
   };
   for (auto& kills : schedules) {
     CAPTURE(to_string(kills));
     temp_dir dir;
     auto c = config(dir);
-    c.kills = kills;
+    c.faults = kills;
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     CHECK(r->params_sha256 == clean->params_sha256);
@@ -110,7 +111,7 @@ TEST_CASE("kills faster than the restart intensity allows make the job fail with
   c.max_restarts = 1;
   c.restart_period = std::chrono::seconds(60);
   for (uint64_t s = 5; s < 60; s += 5)
-    c.kills.push_back({"shard:0", s});
+    c.faults.push_back(kill_at("shard:0", s));
   auto r = run(c);
   REQUIRE(!r);
   CHECK(is(r.error(), errc::escalated));
@@ -124,9 +125,12 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   auto j = job::start(c);
   REQUIRE(!j);
   CHECK(describe(j.error()).find("--workers") != std::string::npos);
-  auto k = parse_kill_schedule("shard:0@step=x");
+  auto k = parse_kill_shorthand("shard:0@step=x");
   REQUIRE(!k);
   CHECK(describe(k.error()).find("'shard:0@step=x'") != std::string::npos);
+  auto ok = parse_kill_shorthand("shard:0@step=40,worker:1@90");
+  REQUIRE(ok);
+  CHECK(to_string(*ok) == "kill:shard:0@40,kill:worker:1@90");
 }
 
 TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none twice") {
@@ -135,7 +139,8 @@ TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none
     temp_dir dir;
     auto c = config_for(probe(), dir, 120);
     c.rule = rule;
-    c.kills = {{"shard:0", 30}, {"worker:1", 60}, {"shard:1", 61}, {"checkpointer", 62}};
+    c.faults = {kill_at("shard:0", 30), kill_at("worker:1", 60), kill_at("shard:1", 61),
+                kill_at("checkpointer", 62)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_exactly_once(c, *r);

@@ -6,7 +6,7 @@
 // probe's exactly-once property and BSP bit-identity survive it.
 #include <algorithm>
 
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 #include "job_fixture.hpp"
 
 using namespace keel;

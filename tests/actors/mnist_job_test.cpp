@@ -29,7 +29,8 @@ TEST_CASE("MNIST softmax on a 6000-image subset learns through shard, worker and
     c.optimizer.lr = 0.05f;
     c.rule.kind = rule;
     c.checkpoint_every = 25;
-    c.kills = {{"shard:0", 60}, {"worker:1", 120}, {"checkpointer", 150}, {"shard:1", 200}};
+    c.faults = {kill_at("shard:0", 60), kill_at("worker:1", 120), kill_at("checkpointer", 150),
+                kill_at("shard:1", 200)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     REQUIRE(r->quality.accuracy);

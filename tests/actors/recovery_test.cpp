@@ -1,10 +1,10 @@
-// Reading recoveries back from a job's timeline (actors/recovery.hpp), on
+// Reading recoveries back from a job's timeline (actors/faults/recovery.hpp), on
 // synthetic timelines shaped like the ones a job records: faults from the
 // job, down/restart from supervision, replay and rollback from workers,
 // rollback/restored from the job.
 #include <doctest/doctest.h>
 
-#include "actors/recovery.hpp"
+#include "actors/faults/recovery.hpp"
 
 using namespace keel;
 

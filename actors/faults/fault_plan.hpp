@@ -30,7 +30,7 @@
 //   tear:write@95              tear the next checkpoint write (it claims success)
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //
-// actors/link_faults.hpp lists the links keel's messages travel.
+// actors/faults/link_faults.hpp lists the links keel's messages travel.
 
 #include <cstdint>
 #include <string>
@@ -69,6 +69,15 @@ struct fault {
 };
 
 caf::expected<std::vector<fault>> parse_fault_plan(const std::string& text);
+
+// A kill of `actor` (an actor or supervisor name) once every worker has
+// completed `step` steps: the fault `kill:ACTOR@STEP`.
+fault kill_at(std::string actor, uint64_t step);
+
+// The CLI's --kill shorthand, "shard:0@step=40,worker:1@90": each item is a
+// kill fault (`@step=N` and `@N` both mean at step N). The error names the
+// bad item.
+caf::expected<std::vector<fault>> parse_kill_shorthand(const std::string& text);
 std::string to_string(const fault& f);
 std::string to_string(const std::vector<fault>& plan);
 
@@ -87,7 +96,7 @@ struct fault_mix {
 };
 
 // Checks a message fault's target ("A>B", "A", with "*" for either end)
-// against the links of actors/link_faults.hpp; the error names the target.
+// against the links of actors/faults/link_faults.hpp; the error names the target.
 caf::error check_link_target(const std::string& target);
 
 // Checks that every target of `plan` exists in a job of `shards` shards and

@@ -1,4 +1,4 @@
-#include "actors/recovery.hpp"
+#include "actors/faults/recovery.hpp"
 
 #include <cstdio>
 #include <map>

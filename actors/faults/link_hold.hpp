@@ -1,5 +1,5 @@
 #pragma once
-// held_deliveries carries out a link fault's decision (actors/link_faults.hpp)
+// held_deliveries carries out a link fault's decision (actors/faults/link_faults.hpp)
 // inside the actor that sends or receives the message:
 //   deliver    run the delivery now
 //   drop       never run it (a request then times out at its sender)
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "actors/atoms.hpp"
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 
 namespace keel {
 

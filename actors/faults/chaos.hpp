@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/fault_plan.hpp"
+#include "actors/faults/fault_plan.hpp"
 #include "actors/job.hpp"
-#include "actors/recovery.hpp"  // actor_kind
+#include "actors/faults/recovery.hpp"  // actor_kind
 
 namespace keel {
 

@@ -1,8 +1,8 @@
-#include "actors/link_faults.hpp"
+#include "actors/faults/link_faults.hpp"
 
 #include <vector>
 
-#include "actors/link_hold.hpp"
+#include "actors/faults/link_hold.hpp"
 
 #include "messages/errors.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/fault_plan.hpp"
+#include "actors/faults/fault_plan.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -401,6 +401,43 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
     return a.when != b.when ? a.when < b.when : a.at_step < b.at_step;
   });
   return plan;
+}
+
+fault kill_at(std::string actor, uint64_t step) {
+  fault f;
+  f.kind = fault_kind::kill;
+  f.target = std::move(actor);
+  f.when = trigger::step;
+  f.at_step = step;
+  return f;
+}
+
+caf::expected<std::vector<fault>> parse_kill_shorthand(const std::string& text) {
+  std::vector<fault> out;
+  size_t pos = 0;
+  while (!text.empty()) {
+    auto comma = text.find(',', pos);
+    auto item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    auto at = item.find('@');
+    auto bad = [&](const std::string& why) {
+      return make_error(errc::invalid_argument, "--kill item '" + item + "': " + why +
+                                                  " (expected NAME@step=N or NAME@N, e.g. shard:0@40)");
+    };
+    if (at == std::string::npos || at == 0)
+      return bad("missing NAME@");
+    auto num = item.substr(at + 1);
+    if (num.rfind("step=", 0) == 0)
+      num = num.substr(5);
+    char* end = nullptr;
+    auto step = std::strtoull(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || num[0] == '-')
+      return bad("step '" + num + "' is not a non-negative integer");
+    out.push_back(kill_at(item.substr(0, at), step));
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace keel

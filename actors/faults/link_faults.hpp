@@ -12,7 +12,7 @@
 // ("shard:1": both directions), or uses "*" for either end ("*>worker:0").
 // It drops, duplicates, delays or reorders the next N messages on matching
 // links. The actors consult this object where they send and receive those
-// messages (actors/link_hold.hpp applies the decision), so a dropped request
+// messages (actors/faults/link_hold.hpp applies the decision), so a dropped request
 // is noticed by its sender only through its timeout, as on a real network.
 // Thread-safe: actors on any scheduler thread share one instance with the
 // job's thread; with nothing armed or watched, a message costs two atomic
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/fault_plan.hpp"
+#include "actors/faults/fault_plan.hpp"
 
 namespace keel {
 

@@ -1,4 +1,4 @@
-#include "actors/chaos.hpp"
+#include "actors/faults/chaos.hpp"
 
 #include <deque>
 #include <filesystem>
