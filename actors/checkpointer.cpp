@@ -1,5 +1,6 @@
 #include "actors/checkpointer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -20,8 +21,12 @@ struct checkpointer_state {
   std::unique_ptr<snapshot_store> store;
   uint64_t last_committed = 0;
   uint64_t last_lost = 0;  // the newest checkpoint given up as incomplete
+  struct arrived {
+    shard_snapshot_msg msg;
+    uint64_t step = 0;
+  };
   // checkpoint id -> (shard -> snapshot)
-  std::map<uint64_t, std::map<uint32_t, shard_snapshot_msg>> pending;
+  std::map<uint64_t, std::map<uint32_t, arrived>> pending;
 };
 
 using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
@@ -43,17 +48,16 @@ void report(checkpointer_actor* self, event_kind kind, std::string detail, uint6
 }
 
 void write_checkpoint(checkpointer_actor* self, uint64_t id,
-                      std::map<uint32_t, shard_snapshot_msg> shards) {
+                      std::map<uint32_t, checkpointer_state::arrived> shards) {
   auto& st = self->state;
   std::vector<shard_snapshot_msg> snaps;
   uint64_t step = 0;
   checkpoint_committed note;
   note.checkpoint = id;
-  for (auto& [shard, m] : shards) {
-    if (auto d = decode(m))
-      step = d->root().getStep();
-    note.snapshots.push_back(m.frame());
-    snaps.push_back(std::move(m));
+  for (auto& [shard, a] : shards) {
+    step = std::max(step, a.step);
+    note.shards.push_back({shard, a.step, a.msg.frame()});
+    snaps.push_back(std::move(a.msg));
   }
   note.step = step;
   auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
@@ -103,9 +107,8 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
           return;  // written, or superseded by a newer one
         uint64_t step = 0;
         std::string have;
-        for (auto& [shard, m] : it->second) {
-          if (auto d = decode(m))
-            step = d->root().getStep();
+        for (auto& [shard, a] : it->second) {
+          step = std::max(step, a.step);
           have += (have.empty() ? "" : ", ") + std::to_string(shard);
         }
         st.pending.erase(st.pending.begin(), std::next(it));
@@ -130,7 +133,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         if (!st.pending.count(id))
           self->delayed_send(self, st.opt.incomplete_timeout, expire_atom::value, id);
         auto& slot = st.pending[id];
-        slot.insert_or_assign(d->root().getShard(), m);
+        slot.insert_or_assign(d->root().getShard(), checkpointer_state::arrived{m, d->root().getStep()});
         if (slot.size() < st.opt.num_shards)
           return;
         auto shards = std::move(slot);

@@ -1,8 +1,10 @@
 #pragma once
 // The checkpointer actor collects the shards' snapshots of each checkpoint
-// (shards send them at the same BSP step, see parameter_shard.hpp), writes
-// them through storage's snapshot_store once all shards' are in, and commits
-// the checkpoint's manifest. It runs detached, on a thread of its own, so
+// (shards send them straight to it at the same BSP step, see
+// parameter_shard.hpp), writes them through storage's snapshot_store once all
+// shards' are in, and commits the checkpoint's manifest. Each snapshot is
+// decoded (validated) once, when it arrives; what the commit needs of it
+// (shard, step) travels beside the frame from then on. It runs detached, on a thread of its own, so
 // its blocking, fsync'ing writes never stall the actors that train. After a
 // commit it tells `job` (checkpoint_committed), which hands the snapshots to
 // the shard supervisor and lets workers truncate their replay logs. A failed
@@ -22,6 +24,7 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/checkpoint_coordinator.hpp"
 #include "messages/frame.hpp"
 #include "storage/file_io.hpp"
 
@@ -41,8 +44,8 @@ struct checkpointer_options {
 // Sent to `job` after each durable commit.
 struct checkpoint_committed {
   uint64_t checkpoint = 0;
-  uint64_t step = 0;
-  std::vector<frame_ptr> snapshots;  // by shard
+  uint64_t step = 0;                    // the newest shard step in it
+  std::vector<committed_shard> shards;  // by shard index
 };
 
 caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts);

@@ -1,6 +1,9 @@
 #pragma once
-// The inside of keel::job, shared by job.cpp (the controller's loop),
-// job_tree.cpp (the supervision tree it runs) and job_result.cpp (the final
+// The inside of keel::job: the controller's state and the parts it owns
+// (checkpoint_coordinator, rollback_policy, fault_driver, each with its own
+// header contract). Shared by job.cpp (the wait loop), job_tree.cpp (the
+// supervision tree), job_recovery.cpp (rollback, resume), job_faults.cpp
+// (the fault driver's hooks) and job_result.cpp (progress and the final
 // read-out). Not part of the public API.
 
 #include <deque>
@@ -13,10 +16,12 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/checkpointer.hpp"
+#include "actors/checkpoint_coordinator.hpp"
+#include "actors/faults/fault_driver.hpp"
 #include "actors/job.hpp"
-#include "actors/faults/link_faults.hpp"
-#include "storage/faulty_io.hpp"
 #include "actors/partition.hpp"
+#include "actors/rollback_policy.hpp"
 #include "actors/worker.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/events.hpp"
@@ -25,22 +30,7 @@
 namespace keel {
 
 
-// The snapshots of the last committed checkpoints, newest first, shared
-// with the shard specs' snapshot source (read on supervisor threads).
-class committed_snapshots {
- public:
-  explicit committed_snapshots(size_t keep) : keep_(keep) {}
-  void add(uint64_t checkpoint, std::vector<frame_ptr> by_shard);
-  std::vector<supervision::snapshot> for_shard(uint32_t shard) const;
-  void clear();
-
- private:
-  mutable std::mutex mtx_;
-  size_t keep_;
-  std::deque<std::pair<uint64_t, std::vector<frame_ptr>>> newest_first_;
-};
-
-struct job::impl {
+struct job::impl final : fault_hooks {
   job_config cfg;
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -48,30 +38,26 @@ struct job::impl {
   std::optional<supervision::tree> tree;
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
-  std::shared_ptr<committed_snapshots> committed;
   std::vector<frame_ptr> start_from;  // a rollback's checkpoint, by shard (empty: fresh)
+  uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint32_t epoch = 0;
   std::map<std::string, caf::actor> handles;  // directory name -> current handle
   std::set<uint32_t> done;
   std::vector<uint64_t> worker_step;
   std::map<uint32_t, worker_report> reports;  // the last report of each worker
-  std::vector<fault> plan;      // kills and faults, in the order given
-  std::vector<bool> fired;      // by plan index
-  std::vector<bool> counted;    // by plan index: its message count was reached
-  std::set<std::string> not_back;  // actors a kill fault killed, not yet restarted
-  std::shared_ptr<link_faults> links;
-  std::shared_ptr<faulty_io> disk;
-  std::deque<std::chrono::steady_clock::time_point> rollback_times;  // within restart_period
-  // Since when every worker has waited at the checkpoint window.
-  std::optional<std::chrono::steady_clock::time_point> stalled_since;
+  std::optional<checkpoint_coordinator> checkpoints;
+  std::optional<rollback_policy> rollbacks;
+  std::optional<fault_driver> faults;
   uint64_t last_progress = 0;
-  uint64_t released_step = 0;   // the newest checkpoint step committed, failed or lost
-  uint64_t forwarded_step = 0;  // the newest snapshot step sent to the checkpointer
   double loss_sum = 0;
   uint64_t loss_count = 0;
   std::function<void(const job_event&)> on_event;
   job_result result;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  // fault_hooks (job_faults.cpp)
+  caf::error end_actor(const std::string& name, fault_kind how) override;
+  void record(job_event e) override;
 
   std::string progress_text() const;
   // job_tree.cpp
@@ -86,10 +72,24 @@ struct job::impl {
   caf::expected<bool> read_parameters(bool stop_at_incomplete);
   // Completes `result` from the parameters read, evaluates, stops the tree.
   caf::expected<job_result> finish();
+  // A progress event at `step`, scoring the parameters the shards hold now.
+  void report_progress(uint64_t step);
+  // job_recovery.cpp
+  // Rolls the whole tree back to the newest valid checkpoint, if the
+  // rollback policy admits it; else the escalation.
+  caf::error roll_back(const std::string& why);
+  // Reads the newest valid checkpoint in the directory (recording what it
+  // skipped as damaged) and makes it the state the next tree starts from.
+  // Returns its step (0: none, start from scratch); sets restored_checkpoint.
+  caf::expected<uint64_t> load_newest_checkpoint();
 
-  void record(job_event e);
-  // Widens the workers' window to `step` + 2 checkpoint intervals.
-  void release(uint64_t step);
+  // job.cpp: the wait loop's parts.
+  void on_committed(const checkpoint_committed& c);
+  void on_directory(const supervision::directory_update& u);
+  void watch_window();
+  std::chrono::milliseconds until_next(std::chrono::milliseconds cap) const;
+  // Tells every worker the coordinator's window.
+  void widen_window();
   void send_window(const caf::actor& worker);
   // The current handle of `name` in the running tree, waiting (bounded)
   // while it restarts.
@@ -100,12 +100,5 @@ struct job::impl {
   void stop_tree_and_drain();
   int64_t elapsed_ms() const;
 };
-
-// job_faults.cpp: injects one fault now (the event names it as the plan
-// spells it); injects every fault whose trigger has come; how long the wait
-// loop may sleep before the next timed fault or window check (`cap` at most).
-caf::error inject_fault(job::impl& j, job& owner, const fault& f);
-void fire_due_faults(job::impl& j, job& owner);
-std::chrono::milliseconds until_next_timed(const job::impl& j, std::chrono::milliseconds cap);
 
 }  // namespace keel

@@ -3,6 +3,7 @@
 // them, evaluate the model and stop the tree.
 #include <openssl/evp.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "actors/job_impl.hpp"
@@ -121,7 +122,8 @@ caf::expected<job_result> job::impl::finish() {
     result.steps = std::min(result.steps, r.steps);
   }
   result.params_sha256 = params_sha256(result.dense, result.sparse);
-  result.messages_hit = links->hits();
+  result.messages_hit = faults->links()->hits();
+  result.fault_plan = faults->injected();
   auto scratch = cfg.training_model->make_scratch();
   auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
   if (!q)
@@ -132,6 +134,48 @@ caf::expected<job_result> job::impl::finish() {
     static_cast<double>(result.steps * cfg.workers * cfg.batch_size) / std::max(result.seconds, 1e-9);
   stop_tree_and_drain();
   return result;
+}
+
+// A progress line: the mean training loss since the last one, samples/s,
+// restarts, and (when asked) the held-out score of the parameters now.
+void job::impl::report_progress(uint64_t step) {
+  auto& j = *this;
+  uint64_t restarts = 0;
+  for (auto& [name, n] : j.result.restarts)
+    restarts += n;
+  double secs = std::max(static_cast<double>(j.elapsed_ms()) / 1000.0, 1e-3);
+  auto spe = std::max<uint64_t>(
+    1, steps_per_epoch(j.cfg.training_model->num_train_examples(), j.cfg.workers, j.cfg.batch_size));
+  auto e = make_job_event(event_kind::progress, "job", {});
+  e.step = step;
+  e.loss = j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : NAN;
+  e.samples_per_second = static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs;
+  char line[256];
+  std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
+                static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
+                static_cast<unsigned long long>(j.cfg.steps), e.loss, e.samples_per_second,
+                static_cast<unsigned long long>(restarts));
+  e.detail = line;
+  if (j.cfg.progress_accuracy) {
+    // The parameters the shards hold now (every shard's, read as a
+    // snapshot), scored on the held-out set.
+    auto read = j.read_parameters(false);
+    auto scratch = j.cfg.training_model->make_scratch();
+    auto q = read ? j.cfg.training_model->evaluate({j.result.dense, j.result.sparse}, *scratch)
+                  : caf::expected<evaluation>(read.error());
+    if (q && q->accuracy) {
+      e.accuracy = *q->accuracy;
+      std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
+    } else if (q) {
+      std::snprintf(line, sizeof(line), " test log loss %.4f", q->log_loss);
+    } else {
+      std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
+    }
+    e.detail += line;
+  }
+  j.loss_sum = 0;
+  j.loss_count = 0;
+  j.record(std::move(e));
 }
 
 }  // namespace keel

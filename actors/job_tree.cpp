@@ -19,30 +19,10 @@
 #include "actors/job_impl.hpp"
 #include "actors/parameter_shard.hpp"
 #include "actors/shard_snapshot.hpp"
+#include "storage/faulty_io.hpp"
 #include "storage/snapshot.hpp"
 
 namespace keel {
-
-void committed_snapshots::add(uint64_t checkpoint, std::vector<frame_ptr> by_shard) {
-  std::lock_guard<std::mutex> guard(mtx_);
-  newest_first_.emplace_front(checkpoint, std::move(by_shard));
-  while (newest_first_.size() > keep_)
-    newest_first_.pop_back();
-}
-
-std::vector<supervision::snapshot> committed_snapshots::for_shard(uint32_t shard) const {
-  std::lock_guard<std::mutex> guard(mtx_);
-  std::vector<supervision::snapshot> out;
-  for (auto& [id, frames] : newest_first_)
-    if (shard < frames.size())
-      out.push_back(supervision::snapshot::of<frame>("checkpoint-" + std::to_string(id), frames[shard]));
-  return out;
-}
-
-void committed_snapshots::clear() {
-  std::lock_guard<std::mutex> guard(mtx_);
-  newest_first_.clear();
-}
 
 namespace {
 
@@ -69,11 +49,10 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   auto model = j.cfg.training_model;
   auto seed = j.cfg.seed;
   auto every = j.cfg.checkpoint_every;
-  auto sink = caf::actor_cast<caf::actor>(*j.ctl);
   frame_ptr initial = i < j.start_from.size() ? j.start_from[i] : nullptr;
-  auto committed = j.committed;
+  auto committed = j.checkpoints->snapshots();
   auto validate = shard_validator(cfg);
-  auto faults = j.links;
+  auto faults = j.faults->links();
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     shard_options o;
     o.config = cfg;
@@ -90,7 +69,7 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
       model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
     }
     o.snapshot_every_steps = every;
-    o.sink = sink;
+    o.directory = ctx.directory;
     o.faults = faults;
     return spawn_parameter_shard(sys, std::move(o));
   };
@@ -119,7 +98,7 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   o.epoch = j.epoch;
   o.rule = j.cfg.rule.kind;
   o.windowed = j.cfg.checkpoint_every > 0;
-  o.faults = j.links;
+  o.faults = j.faults->links();
   c.start = [o](caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     return spawn_worker(sys, o);
@@ -153,7 +132,7 @@ supervision::supervisor_spec job::impl::root_spec() {
   co.keep_last = cfg.keep_checkpoints;
   co.num_shards = cfg.shards;
   co.job = caf::actor_cast<caf::actor>(*ctl);
-  co.io = disk;
+  co.io = faults->disk();
   co.incomplete_timeout = cfg.checkpoint_timeout;
   ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
     return spawn_checkpointer(sys, co);

@@ -11,6 +11,8 @@
 #include "actors/crash.hpp"
 #include "actors/faults/link_hold.hpp"
 #include "actors/shard_snapshot.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/protocol.hpp"
 
 namespace keel {
 
@@ -28,7 +30,8 @@ struct shard_state {
   std::deque<pending_pull> pulls;  // waiting for the consistency rule
   uint64_t snapshot_every = 0;
   uint64_t last_snapshot_id = 0;  // the restored or last sent checkpoint id
-  caf::actor sink;
+  caf::actor checkpointer;        // its current incarnation (invalid while none is up)
+  std::optional<shard_snapshot_msg> newest;  // the last periodic snapshot taken
   std::string name;  // "shard:N", this shard's end of its links
   std::shared_ptr<link_faults> faults;
   held_deliveries held;
@@ -113,9 +116,19 @@ void serve_pulls(shard_actor* self) {
 // Sends a snapshot whenever the progress clock enters a new multiple of
 // snapshot_every. Under BSP that is exactly the step boundary, so every
 // shard of a checkpoint holds the same step.
+// Sends the newest snapshot to the checkpointer through this shard's link to it.
+void send_snapshot(shard_actor* self) {
+  auto& st = self->state;
+  if (!st.checkpointer || !st.newest)
+    return;
+  st.held.apply(self, decide(self, st.name, "checkpointer", msg_kind::snapshot),
+                st.name + ">checkpointer",
+                [self, to = st.checkpointer, m = *st.newest] { self->send(to, m); });
+}
+
 void maybe_snapshot(shard_actor* self) {
   auto& st = self->state;
-  if (st.snapshot_every == 0 || !st.sink)
+  if (st.snapshot_every == 0)
     return;
   auto id = st.core.progress_clock() / st.snapshot_every;
   if (id <= st.last_snapshot_id)
@@ -124,9 +137,24 @@ void maybe_snapshot(shard_actor* self) {
   auto snap = snapshot_of(st.core, id, now_unix_ms());
   if (!snap)
     return;
-  st.held.apply(self, decide(self, st.name, "checkpointer", msg_kind::snapshot),
-                st.name + ">checkpointer",
-                [self, sink = st.sink, m = std::move(*snap)] { self->send(sink, m); });
+  st.newest = std::move(*snap);
+  send_snapshot(self);
+}
+
+// The checkpointer's name changed hands: a new incarnation gets the newest
+// snapshot again (its predecessor may have died before writing it).
+void on_checkpointer(shard_actor* self, const supervision::directory_update& u) {
+  auto& st = self->state;
+  if (u.name != "checkpointer")
+    return;
+  if (u.state != supervision::name_state::up) {
+    st.checkpointer = caf::actor{};
+    return;
+  }
+  if (st.checkpointer == u.handle)
+    return;
+  st.checkpointer = u.handle;
+  send_snapshot(self);
 }
 
 push_ack_msg apply_push(shard_actor* self, decoded<schema::Push> push) {
@@ -251,6 +279,7 @@ caf::behavior shard_behavior(shard_actor* self) {
     [self](params_atom) -> caf::result<shard_snapshot_msg> {
       return snapshot_of(self->state.core, 0, now_unix_ms());
     },
+    [self](const supervision::directory_update& u) { on_checkpointer(self, u); },
   };
 }
 
@@ -275,9 +304,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     core.emplace(opts.config, std::move(opts.initial_dense));
   }
   auto every = opts.snapshot_every_steps;
-  auto sink = opts.sink;
+  auto directory = opts.directory;
   auto faults = opts.faults;
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, sink,
+  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory,
                     faults](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->set_exception_handler(exception_as_error);
@@ -285,7 +314,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     // A restored shard has its checkpoint already; do not send it again.
     if (every > 0)
       self->state.last_snapshot_id = self->state.core.progress_clock() / every;
-    self->state.sink = sink;
+    if (every > 0 && directory)
+      self->send(directory, supervision::watch_atom::value, std::string("checkpointer"));
     self->state.name = "shard:" + std::to_string(self->state.core.config().shard);
     self->state.faults = faults;
     return shard_behavior(self);

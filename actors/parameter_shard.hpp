@@ -9,8 +9,11 @@
 //   (status_atom, worker)     -> (received seq, applied seq, bsp clock)
 //   (params_atom)             -> shard_snapshot_msg (the final read-out)
 // Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
-// at that step boundary, to `sink`, so every shard of a checkpoint holds the
-// same step. It starts from `snapshot` when given one (a restart; the caller
+// at that step boundary, straight to the checkpointer, so every shard of a
+// checkpoint holds the same step. It finds the checkpointer by watching its
+// name in `directory`; it keeps its newest snapshot and sends it again to a
+// new checkpointer incarnation (the old one may have died holding it), and
+// holds it while no checkpointer is up. It starts from `snapshot` when given one (a restart; the caller
 // has validated it), else from `initial_dense`. Pushes, pulls and status
 // requests arriving, and acks, pull replies and snapshots leaving, pass
 // through the job's link faults (actors/faults/link_faults.hpp).
@@ -34,7 +37,7 @@ struct shard_options {
   std::vector<float> initial_dense;  // cfg.dense.size() values, used without a snapshot
   frame_ptr snapshot;                // restart from this snapshot when set
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
-  caf::actor sink;                   // receives periodic snapshots (may be invalid)
+  caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
 };
 

@@ -49,6 +49,22 @@ caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p
 }
 
 caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& dir,
+                                                  const shard_snapshot_msg& snapshot,
+                                                  const std::string& tmp_tag,
+                                                  const snapshot_namer& name_of) {
+  auto d = decode(snapshot, snapshot_limits());
+  if (!d)
+    return in_context(d.error(), "refusing to write a snapshot: ");
+  auto name = name_of(d->root());
+  if (!name)
+    return std::move(name.error());
+  auto summary = write_sealed(io, dir, *name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
+  if (!summary)
+    return std::move(summary.error());
+  return manifest_entry{d->root().getShard(), *name, summary->file_bytes, summary->payload_crc32c};
+}
+
+caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& dir,
                                                   const std::string& name,
                                                   const shard_snapshot_msg& snapshot,
                                                   const std::string& tmp_tag) {

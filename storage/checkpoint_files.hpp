@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,16 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesy
                                                   const std::string& name,
                                                   const shard_snapshot_msg& snapshot,
                                                   const std::string& tmp_tag);
+
+// The same, decoding (validating) the snapshot once: `name_of` sees the
+// decoded snapshot and returns its file name, or an error that refuses it
+// (nothing is written then).
+using snapshot_namer =
+  std::function<caf::expected<std::string>(schema::ShardSnapshot::Reader)>;
+caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesystem::path& dir,
+                                                  const shard_snapshot_msg& snapshot,
+                                                  const std::string& tmp_tag,
+                                                  const snapshot_namer& name_of);
 
 // Reads the snapshot that manifest `m` (stored as `manifest_file` in `dir`)
 // names in `entry`, validates it with `mode`, and checks it is the very file

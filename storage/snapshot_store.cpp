@@ -125,21 +125,34 @@ caf::error snapshot_store::recover() {
 }
 
 caf::expected<manifest_entry> snapshot_store::write_snapshot(const shard_snapshot_msg& snapshot) {
-  auto d = decode(snapshot);
-  if (!d)
-    return in_context(d.error(), "write_snapshot: ");
-  auto checkpoint = d->root().getCheckpoint();
-  auto shard = d->root().getShard();
-  {
-    std::lock_guard<std::mutex> guard(commit_mtx_);
-    if (checkpoint == 0 || checkpoint <= newest_committed_)
-      return make_error(errc::invalid_argument,
-                        "write_snapshot: checkpoint " + std::to_string(checkpoint) +
-                          " is not newer than the newest committed one (" +
-                          std::to_string(newest_committed_) + "); ids start at 1 and grow");
-  }
-  return write_snapshot_file(*opts_.io, dir_, snapshot_name(checkpoint, shard), snapshot,
-                             next_tmp_tag());
+  return write_snapshot_of(snapshot, 0);
+}
+
+// One decode per snapshot: the checks and the name come from the decoded
+// snapshot that write_snapshot_file validates before it writes.
+caf::expected<manifest_entry> snapshot_store::write_snapshot_of(const shard_snapshot_msg& snapshot,
+                                                                uint64_t expected_checkpoint) {
+  auto named = write_snapshot_file(
+    *opts_.io, dir_, snapshot, next_tmp_tag(),
+    [&](schema::ShardSnapshot::Reader s) -> caf::expected<std::string> {
+      auto checkpoint = s.getCheckpoint();
+      if (expected_checkpoint != 0 && checkpoint != expected_checkpoint)
+        return make_error(errc::invalid_argument,
+                          "write_checkpoint " + std::to_string(expected_checkpoint) +
+                            ": a snapshot belongs to checkpoint " + std::to_string(checkpoint));
+      std::lock_guard<std::mutex> guard(commit_mtx_);
+      if (checkpoint == 0 || checkpoint <= newest_committed_)
+        return make_error(errc::invalid_argument,
+                          "write_snapshot: checkpoint " + std::to_string(checkpoint) +
+                            " is not newer than the newest committed one (" +
+                            std::to_string(newest_committed_) + "); ids start at 1 and grow");
+      return snapshot_name(checkpoint, s.getShard());
+    });
+  if (!named && is(named.error(), errc::invalid_argument))
+    return named;
+  if (!named)
+    return in_context(named.error(), "write_snapshot: ");
+  return named;
 }
 
 caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
@@ -204,13 +217,7 @@ caf::expected<commit_result> snapshot_store::write_checkpoint(
   const std::vector<shard_snapshot_msg>& snapshots) {
   checkpoint_manifest m{checkpoint, step, created_unix_ms, {}};
   for (auto& s : snapshots) {
-    auto d = decode(s);
-    if (d && d->root().getCheckpoint() != checkpoint)
-      return make_error(errc::invalid_argument,
-                        "write_checkpoint " + std::to_string(checkpoint) +
-                          ": a snapshot belongs to checkpoint " +
-                          std::to_string(d->root().getCheckpoint()));
-    auto entry = write_snapshot(s);
+    auto entry = write_snapshot_of(s, checkpoint);
     if (!entry) {
       abandon(checkpoint);
       return in_context(entry.error(),

@@ -117,6 +117,8 @@ class snapshot_store {
   snapshot_store& operator=(const snapshot_store&) = delete;
 
  private:
+  caf::expected<manifest_entry> write_snapshot_of(const shard_snapshot_msg& snapshot,
+                                                  uint64_t expected_checkpoint);
   snapshot_store(std::filesystem::path dir, store_options opts);
   caf::error recover();
   caf::expected<std::vector<uint64_t>> committed_locked() const;

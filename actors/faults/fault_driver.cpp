@@ -1,0 +1,139 @@
+#include "actors/faults/fault_driver.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "actors/faults/link_faults.hpp"
+#include "messages/errors.hpp"
+#include "storage/faulty_io.hpp"
+#include "storage/file_damage.hpp"
+
+namespace keel {
+
+namespace {
+
+const char* how_text(fault_kind how) {
+  switch (how) {
+    case fault_kind::exit: return "killed (quit with an error)";
+    case fault_kind::raise: return "killed (exception thrown in a handler)";
+    default: return "killed (exit_reason::kill)";
+  }
+}
+
+}  // namespace
+
+fault_driver::fault_driver(std::vector<fault> plan, std::filesystem::path checkpoint_dir,
+                           fault_hooks& hooks, std::function<void(size_t)> on_count)
+    : plan_(std::move(plan)),
+      dir_(std::move(checkpoint_dir)),
+      hooks_(hooks),
+      links_(std::make_shared<link_faults>()),
+      disk_(faulty_io::wrap()),
+      fired_(plan_.size(), false),
+      counted_(plan_.size(), false) {
+  for (size_t i = 0; i < plan_.size(); ++i)
+    if (plan_[i].when == trigger::messages)
+      links_->at_count(plan_[i].of, plan_[i].at_step, [on_count, i] { on_count(i); });
+}
+
+caf::error fault_driver::end_actor(const std::string& name, fault_kind how) {
+  auto e = make_job_event(event_kind::fault, name, how_text(how));
+  fault f;
+  f.kind = how;
+  f.target = name;
+  e.fault = to_string(f);
+  e.fault = e.fault.substr(0, e.fault.rfind('@'));  // the kill itself has no trigger
+  e.killed = true;
+  if (auto err = hooks_.end_actor(name, how))
+    return err;
+  hooks_.record(std::move(e));
+  return {};
+}
+
+// Flips one bit in the middle of the newest snapshot file on disk: a later
+// restore from disk must notice and fall back to the checkpoint before.
+caf::error fault_driver::flip_newest_snapshot(const fault& f) {
+  std::filesystem::path newest;
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator(dir_, ec))
+    if (entry.path().extension() == ".snap" && entry.path().filename() > newest.filename())
+      newest = entry.path();
+  if (newest.empty())
+    return make_error(errc::not_found, "no stored snapshot to damage yet");
+  auto size = std::filesystem::file_size(newest, ec);
+  if (ec || size == 0)
+    return make_error(errc::io_error, newest.string() + ": " + ec.message());
+  auto e = make_job_event(event_kind::damage, newest.filename().string(),
+                          to_string(f) + ": flipped a bit at byte " + std::to_string(size / 2));
+  e.fault = to_string(f);
+  hooks_.record(std::move(e));
+  return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
+}
+
+caf::error fault_driver::inject(const fault& f) {
+  caf::error err;
+  switch (f.kind) {
+    case fault_kind::kill:
+    case fault_kind::exit:
+    case fault_kind::raise:
+      err = end_actor(f.target, f.kind);
+      break;
+    case fault_kind::flip:
+      err = flip_newest_snapshot(f);
+      break;
+    case fault_kind::drop:
+    case fault_kind::duplicate:
+    case fault_kind::delay:
+    case fault_kind::reorder:
+      err = links_->arm(f);
+      break;
+    case fault_kind::enospc:
+    case fault_kind::eio:
+      disk_->arm(io_fault{f.target == "write" ? io_op::write : io_op::fsync, 1,
+                          f.kind == fault_kind::enospc ? ENOSPC : EIO});
+      break;
+    case fault_kind::tear:
+      disk_->arm(io_tear{1, 16, true});
+      break;
+  }
+  injected_ += (injected_.empty() ? "" : ",") + to_string(f);
+  if (!f.is_kill() || err) {
+    auto e = make_job_event(event_kind::fault, f.target,
+                            f.is_kill() ? "not killed: " + describe(err)
+                                        : to_string(f) + (err ? ": not injected: " + describe(err) : ""));
+    e.fault = to_string(f);
+    e.step = f.at_step;
+    hooks_.record(std::move(e));
+  }
+  return err;
+}
+
+void fault_driver::count_reached(size_t i) {
+  if (i < counted_.size())
+    counted_[i] = true;
+}
+
+void fault_driver::fire_due(uint64_t slowest_step, int64_t now_ms) {
+  auto now = static_cast<uint64_t>(std::max<int64_t>(now_ms, 0));
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    auto& f = plan_[i];
+    bool due = (f.when == trigger::step && f.at_step <= slowest_step) ||
+               (f.when == trigger::time && f.at_step <= now) || counted_[i];
+    if (due && !fired_[i] && !(f.is_kill() && not_back_.count(f.target))) {
+      fired_[i] = true;
+      if (!inject(f) && f.is_kill())
+        not_back_.insert(f.target);
+    }
+  }
+}
+
+std::chrono::milliseconds fault_driver::until_next(std::chrono::milliseconds cap,
+                                                   int64_t now_ms) const {
+  for (size_t i = 0; i < plan_.size(); ++i)
+    if (plan_[i].when == trigger::time && !fired_[i])
+      cap = std::min(cap, std::chrono::milliseconds(
+                            std::max<int64_t>(0, static_cast<int64_t>(plan_[i].at_step) - now_ms)));
+  return cap;
+}
+
+}  // namespace keel

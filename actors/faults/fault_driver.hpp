@@ -1,0 +1,93 @@
+#pragma once
+// The fault driver injects a fault plan (fault_plan.hpp) into a running
+// job. It owns the plan's state (which faults fired, which message counts
+// were reached, which killed actors are not back yet) and the two injection
+// points the actors consult: the link faults every shard and worker applies
+// to its messages, and the faulty_io the checkpointer writes through. What
+// it cannot do itself (end an actor, add a line to the timeline) it asks of
+// the runtime through fault_hooks, so the same driver serves a job in one
+// process and a cluster across several. Every fault it injects is recorded
+// as an event named as the plan spells it; a fault that cannot be injected
+// (its target is down) is recorded with the reason and does not stop the
+// run. Owned by the job's controller thread; the message-count callbacks
+// arrive on actor threads and only call `on_count`, which must be
+// thread-safe (the job's sends a message to its own actor).
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "actors/faults/fault_plan.hpp"
+#include "actors/job_event.hpp"
+
+namespace keel {
+
+class faulty_io;
+class link_faults;
+
+// What the driver needs from the runtime it injects into.
+class fault_hooks {
+ public:
+  virtual ~fault_hooks() = default;
+  // Ends the actor named `name`: fault_kind::kill (CAF's kill), exit (a quit
+  // with an error) or raise (an exception thrown in one of its handlers).
+  // Fails, naming it, when the actor cannot be found.
+  virtual caf::error end_actor(const std::string& name, fault_kind how) = 0;
+  // Adds an event to the timeline (the runtime stamps its time).
+  virtual void record(job_event e) = 0;
+};
+
+class fault_driver {
+ public:
+  // `plan` must have passed check_fault_plan. `on_count(i)` is called (on an
+  // actor thread) when the message count that triggers plan[i] is reached;
+  // the runtime then calls count_reached(i) on its own thread.
+  fault_driver(std::vector<fault> plan, std::filesystem::path checkpoint_dir, fault_hooks& hooks,
+               std::function<void(size_t)> on_count);
+
+  const std::shared_ptr<link_faults>& links() const { return links_; }
+  const std::shared_ptr<faulty_io>& disk() const { return disk_; }
+
+  // Injects `f` now, whatever its trigger says; the error says why it could not.
+  caf::error inject(const fault& f);
+
+  // Ends an actor now and records it as a fault (job::kill).
+  caf::error end_actor(const std::string& name, fault_kind how);
+
+  void count_reached(size_t i);
+  // Injects every fault whose step, time or count has come, in plan order.
+  // A second kill of an actor waits until it is back (two kills are two
+  // crashes, not one incarnation killed twice).
+  void fire_due(uint64_t slowest_step, int64_t now_ms);
+  // `name` has (re)started: a pending kill of it may fire.
+  void back(const std::string& name) { not_back_.erase(name); }
+  // The whole tree restarted.
+  void all_back() { not_back_.clear(); }
+  // How long until the next timed fault is due (`cap` if none is sooner).
+  std::chrono::milliseconds until_next(std::chrono::milliseconds cap, int64_t now_ms) const;
+
+  // The faults injected so far, as parse_fault_plan reads them.
+  const std::string& injected() const { return injected_; }
+
+ private:
+  caf::error flip_newest_snapshot(const fault& f);
+
+  std::vector<fault> plan_;
+  std::filesystem::path dir_;
+  fault_hooks& hooks_;
+  std::shared_ptr<link_faults> links_;
+  std::shared_ptr<faulty_io> disk_;
+  std::vector<bool> fired_;
+  std::vector<bool> counted_;
+  std::set<std::string> not_back_;  // actors a kill fault ended, not yet restarted
+  std::string injected_;
+};
+
+}  // namespace keel

@@ -1,0 +1,169 @@
+// The job controller's parts, each a plain value tested without a job: the
+// checkpoint coordinator's window and lost checkpoints, the rollback policy's
+// intensity, and the fault driver behind its hooks.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "actors/checkpoint_coordinator.hpp"
+#include "actors/faults/fault_driver.hpp"
+#include "actors/faults/link_faults.hpp"
+#include "actors/rollback_policy.hpp"
+#include "messages/errors.hpp"
+#include "messages/protocol.hpp"
+
+using namespace keel;
+using namespace std::chrono_literals;
+
+namespace {
+
+using tp = std::chrono::steady_clock::time_point;
+
+committed_shard part(uint32_t shard, uint64_t step) {
+  auto m = build<schema::SnapshotRequest>(8, [&](schema::SnapshotRequest::Builder b) {
+    b.setCheckpoint(step);
+  });
+  return {shard, step, m.frame()};
+}
+
+// Hooks that remember what the driver asked for.
+struct recording_hooks : fault_hooks {
+  std::vector<std::pair<std::string, fault_kind>> ended;
+  std::vector<job_event> events;
+  std::set<std::string> missing;  // actors end_actor cannot find
+  caf::error end_actor(const std::string& name, fault_kind how) override {
+    if (missing.count(name))
+      return make_error(errc::not_found, "'" + name + "' is not up");
+    ended.emplace_back(name, how);
+    return {};
+  }
+  void record(job_event e) override { events.push_back(std::move(e)); }
+};
+
+std::vector<fault> plan(const std::string& text) {
+  auto p = parse_fault_plan(text);
+  REQUIRE_MESSAGE(p, describe(p.error()));
+  return *p;
+}
+
+}  // namespace
+
+TEST_CASE("the checkpoint window runs two intervals past the newest checkpoint released") {
+  checkpoint_coordinator c(10, 5000ms);
+  CHECK(c.windowed());
+  CHECK(c.window() == 20);
+  CHECK(c.committed(1, 10, {part(0, 10), part(1, 10)}));
+  CHECK(c.window() == 30);
+  CHECK_FALSE(c.committed(1, 10, {part(0, 10), part(1, 10)}));  // no move: not newer
+  CHECK(c.given_up(20));
+  CHECK(c.window() == 40);
+  CHECK_FALSE(c.given_up(15));
+  checkpoint_coordinator none(0, 5000ms);
+  CHECK_FALSE(none.windowed());
+}
+
+TEST_CASE("a committed checkpoint's snapshots are what a shard restarts from, newest first") {
+  checkpoint_coordinator c(10, 5000ms);
+  c.committed(1, 10, {part(0, 10), part(1, 10)});
+  c.committed(2, 20, {part(0, 20), part(1, 19)});
+  c.committed(3, 30, {part(1, 30), part(0, 30)});  // any order
+  auto s = c.snapshots()->for_shard(1);
+  REQUIRE(s.size() == 2);  // the last two are kept
+  CHECK(s[0].label == "checkpoint-3");
+  CHECK(s[1].label == "checkpoint-2");
+  c.rolled_back(10);
+  CHECK(c.snapshots()->for_shard(0).empty());
+  CHECK(c.window() == 30);
+}
+
+TEST_CASE("a checkpoint every worker waited for past the timeout counts as lost, once") {
+  checkpoint_coordinator c(10, 100ms);
+  tp t0{};
+  CHECK_FALSE(c.watch(19, t0));  // inside the window: nobody waits
+  CHECK_FALSE(c.next_deadline());
+  CHECK_FALSE(c.watch(20, t0));  // the slowest worker reached the window
+  REQUIRE(c.next_deadline());
+  CHECK(*c.next_deadline() == t0 + 100ms);
+  CHECK_FALSE(c.watch(20, t0 + 99ms));
+  auto lost = c.watch(20, t0 + 100ms);
+  REQUIRE(lost);
+  CHECK(*lost == 10);
+  CHECK(c.given_up(*lost));
+  CHECK(c.window() == 30);
+  CHECK_FALSE(c.watch(20, t0 + 200ms));  // the workers may go on
+  // A commit while they wait resets the clock.
+  CHECK_FALSE(c.watch(30, t0 + 300ms));
+  c.committed(2, 20, {part(0, 20)});
+  CHECK_FALSE(c.next_deadline());
+}
+
+TEST_CASE("rollbacks beyond the restart intensity within the period escalate, naming root") {
+  rollback_policy p(2, 1000ms);
+  tp t0{};
+  CHECK_FALSE(p.admit(t0, "a"));
+  CHECK_FALSE(p.admit(t0 + 10ms, "b"));
+  auto err = p.admit(t0 + 20ms, "shard:0 restored behind the logs");
+  REQUIRE(err);
+  CHECK(is(err, errc::escalated));
+  auto text = describe(err);
+  CHECK(text.find("root: 3 rollbacks within 1000 ms") != std::string::npos);
+  CHECK(text.find("shard:0 restored behind the logs") != std::string::npos);
+  // OTP's boundary: a rollback exactly one period ago is outside the window.
+  rollback_policy q(1, 1000ms);
+  CHECK_FALSE(q.admit(t0, "a"));
+  CHECK_FALSE(q.admit(t0 + 1000ms, "b"));
+  CHECK(q.admit(t0 + 1500ms, "c"));
+}
+
+TEST_CASE("the fault driver fires step, time and count triggers in plan order through its hooks") {
+  recording_hooks hooks;
+  std::vector<size_t> counted;
+  fault_driver d(plan("kill:shard:0@10,exit:worker:1@250ms,throw:checkpointer@push=3,"
+                      "drop:worker:0>shard:1@12x2"),
+                 std::filesystem::temp_directory_path(), hooks,
+                 [&](size_t i) { counted.push_back(i); });
+  d.fire_due(9, 100);
+  CHECK(hooks.ended.empty());
+  d.fire_due(10, 100);
+  REQUIRE(hooks.ended.size() == 1);
+  CHECK(hooks.ended[0] == std::make_pair(std::string("shard:0"), fault_kind::kill));
+  CHECK(d.until_next(1000ms, 100) == 150ms);
+  d.fire_due(12, 260);
+  REQUIRE(hooks.ended.size() == 2);
+  CHECK(hooks.ended[1].second == fault_kind::exit);
+  // The third push crossing any link reaches the count.
+  for (int i = 0; i < 3; ++i)
+    d.links()->on_message("worker:1", "shard:0", msg_kind::push);
+  REQUIRE(counted == std::vector<size_t>{2});
+  d.count_reached(2);
+  d.fire_due(12, 270);
+  REQUIRE(hooks.ended.size() == 3);
+  CHECK(hooks.ended[2] == std::make_pair(std::string("checkpointer"), fault_kind::raise));
+  // The fault events name what was injected; kills say they killed.
+  size_t killed = 0;
+  for (auto& e : hooks.events)
+    killed += e.kind == event_kind::fault && e.killed;
+  CHECK(killed == 3);
+  // Due together at step 12 and 260 ms, exit and drop fire in plan order.
+  CHECK(d.injected() == "kill:shard:0@10,exit:worker:1@250ms,drop:worker:0>shard:1@12x2,"
+                        "throw:checkpointer@push=3");
+}
+
+TEST_CASE("a second kill of one actor waits until it is back; a kill that finds nobody is recorded") {
+  recording_hooks hooks;
+  fault_driver d(plan("kill:shard:0@5,kill:shard:0@6,kill:worker:9@6"),
+                 std::filesystem::temp_directory_path(), hooks, [](size_t) {});
+  hooks.missing.insert("worker:9");
+  d.fire_due(6, 0);
+  CHECK(hooks.ended.size() == 1);  // shard:0 once; it is not back yet
+  d.back("shard:0");
+  d.fire_due(6, 0);
+  CHECK(hooks.ended.size() == 2);
+  bool refused = false;
+  for (auto& e : hooks.events)
+    refused = refused || (e.actor == "worker:9" && !e.killed &&
+                          e.detail.find("not killed") != std::string::npos);
+  CHECK(refused);
+}
