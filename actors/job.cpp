@@ -167,7 +167,8 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
     return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoint_dir.string() + ": " +
                                         ec.message());
   // A rollback reads the newest valid checkpoint in the directory: one of
-  // an earlier run would put that run's state into this one.
+  // an earlier run would put that run's state into this one, unless this
+  // run is that run, resumed.
   {
     auto store = snapshot_store::open(cfg.checkpoint_dir, {cfg.keep_checkpoints});
     if (!store)
@@ -175,12 +176,16 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
     auto ids = (*store)->committed();
     if (!ids)
       return ids.error();
-    if (!ids->empty())
+    if (!ids->empty() && !cfg.resume)
       return make_error(errc::invalid_argument,
                         "checkpoint directory " + cfg.checkpoint_dir.string() + " holds checkpoints " +
                           std::to_string(ids->front()) + ".." + std::to_string(ids->back()) +
-                          " of an earlier run; keel does not resume a run from them: give an "
-                          "empty directory, or remove them");
+                          " of an earlier run: resume that run (keel train --resume DIR, "
+                          "job_config::resume), or give an empty directory");
+    if (ids->empty() && cfg.resume)
+      return make_error(errc::not_found, "nothing to resume: checkpoint directory " +
+                                           cfg.checkpoint_dir.string() +
+                                           " holds no committed checkpoint");
   }
   auto p = std::make_unique<impl>();
   p->cfg = std::move(cfg);
@@ -212,6 +217,9 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
                     [ctl = caf::actor_cast<caf::actor>(*p->ctl)](size_t i) {
                       caf::anon_send(ctl, fire_atom::value, static_cast<uint64_t>(i));
                     });
+  if (c.resume)
+    if (auto err = p->resume_from_newest_checkpoint())
+      return err;
   if (auto err = p->start_tree())
     return err;
   return std::unique_ptr<job>(new job(std::move(p)));

@@ -40,6 +40,12 @@ struct job_config {
   uint64_t steps = 100;                          // global steps each worker runs
   uint64_t seed = 1;
   std::filesystem::path checkpoint_dir;          // required; created if missing
+  // Continue the run whose checkpoints are in checkpoint_dir (its process
+  // died) from the newest valid one, instead of starting afresh. The rest of
+  // the configuration must be that run's: a BSP run then ends bit-identical
+  // to one never interrupted. Without it, a directory holding checkpoints is
+  // refused.
+  bool resume = false;
   uint64_t checkpoint_every = 50;                // BSP steps between checkpoints; 0: none
   size_t keep_checkpoints = 3;
   std::vector<fault> faults;                     // actors/faults/fault_plan.hpp (kill_at for kills)

@@ -40,6 +40,7 @@ struct job::impl final : fault_hooks {
   std::vector<shard_config> shard_cfgs;
   std::vector<frame_ptr> start_from;  // a rollback's checkpoint, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
+  uint64_t resumed_step = 0;          // job_config::resume: the step the run resumed at
   uint32_t epoch = 0;
   std::map<std::string, caf::actor> handles;  // directory name -> current handle
   std::set<uint32_t> done;
@@ -82,6 +83,10 @@ struct job::impl final : fault_hooks {
   // skipped as damaged) and makes it the state the next tree starts from.
   // Returns its step (0: none, start from scratch); sets restored_checkpoint.
   caf::expected<uint64_t> load_newest_checkpoint();
+  // job_config::resume: the run starts from the newest valid checkpoint,
+  // which must fit this job (shards, shapes); faults planned for the steps
+  // before it are not injected again.
+  caf::error resume_from_newest_checkpoint();
 
   // job.cpp: the wait loop's parts.
   void on_committed(const checkpoint_committed& c);

@@ -2,6 +2,7 @@
 // recovery is impossible, and the same read of the checkpoint directory for
 // a run that resumes after its process died.
 #include "actors/job_impl.hpp"
+#include "actors/shard_snapshot.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
@@ -33,6 +34,42 @@ caf::expected<uint64_t> job::impl::load_newest_checkpoint() {
   auto& m = latest->checkpoint.manifest;
   restored_checkpoint = m.checkpoint;
   return m.step;
+}
+
+caf::error job::impl::resume_from_newest_checkpoint() {
+  auto step = load_newest_checkpoint();
+  if (!step)
+    return step.error();
+  if (restored_checkpoint == 0)
+    return make_error(errc::damaged_snapshot,
+                      "nothing to resume: no checkpoint in " + cfg.checkpoint_dir.string() +
+                        " validates (see keel inspect --verify)");
+  auto where = "checkpoint " + std::to_string(restored_checkpoint) + " in " +
+               cfg.checkpoint_dir.string();
+  if (start_from.size() != cfg.shards)
+    return make_error(errc::invalid_argument,
+                      "cannot resume from " + where + ": it holds " +
+                        std::to_string(start_from.size()) + " shard snapshots and this job has " +
+                        std::to_string(cfg.shards) + " shards");
+  for (uint32_t i = 0; i < cfg.shards; ++i) {
+    auto d = decode<schema::ShardSnapshot>(start_from[i]);
+    auto restored = d ? restore_shard(shard_cfgs[i], d->root())
+                      : caf::expected<shard_core>(d.error());
+    if (!restored)
+      return make_error(errc::invalid_argument, "cannot resume from " + where + ": shard " +
+                                                  std::to_string(i) + ": " +
+                                                  describe(restored.error()));
+  }
+  checkpoints->start_at(*step);
+  faults->skip_through(*step);
+  resumed_step = *step;
+  auto e = make_job_event(event_kind::restored, "root",
+                          "resuming from checkpoint " + std::to_string(restored_checkpoint) +
+                            " at step " + std::to_string(*step));
+  e.checkpoint = restored_checkpoint;
+  e.step = *step;
+  record(std::move(e));
+  return {};
 }
 
 // Restarts the whole tree from the newest checkpoint that validates.

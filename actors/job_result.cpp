@@ -131,7 +131,8 @@ caf::expected<job_result> job::impl::finish() {
   result.quality = *q;
   result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
   result.samples_per_second =
-    static_cast<double>(result.steps * cfg.workers * cfg.batch_size) / std::max(result.seconds, 1e-9);
+    static_cast<double>((result.steps - std::min(result.steps, resumed_step)) * cfg.workers *
+                        cfg.batch_size) / std::max(result.seconds, 1e-9);
   stop_tree_and_drain();
   return result;
 }
@@ -149,7 +150,9 @@ void job::impl::report_progress(uint64_t step) {
   auto e = make_job_event(event_kind::progress, "job", {});
   e.step = step;
   e.loss = j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : NAN;
-  e.samples_per_second = static_cast<double>(step * j.cfg.workers * j.cfg.batch_size) / secs;
+  // Steps this process ran: a resumed run's clock starts at its checkpoint.
+  auto ran = step - std::min(step, j.resumed_step);
+  e.samples_per_second = static_cast<double>(ran * j.cfg.workers * j.cfg.batch_size) / secs;
   char line[256];
   std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
                 static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),

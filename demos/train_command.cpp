@@ -12,6 +12,7 @@
 
 #include "actors/keel.hpp"
 #include "commands.hpp"
+#include "train_args.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"
 
@@ -110,7 +111,24 @@ float default_lr(const std::string& model) {
 
 }  // namespace
 
-int train(const args& a) {
+int train(const args& given) {
+  // --resume DIR: the run's recorded flags, with those given now replacing them.
+  args a = given;
+  std::string resume_dir;
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (given[i] == "--resume" && i + 1 < given.size())
+      resume_dir = given[i + 1];
+    else if (given[i].rfind("--resume=", 0) == 0)
+      resume_dir = given[i].substr(9);
+  }
+  if (!resume_dir.empty()) {
+    auto recorded = load_train_args(resume_dir);
+    if (!recorded) {
+      std::cerr << "keel train: " << describe(recorded.error()) << "\n";
+      return 1;
+    }
+    a = merge_train_args(*recorded, given);
+  }
   std::string model_name = "mnist-mlp", consistency_text = "bsp", optimizer_name = "sgd";
   std::string kills_text, faults_text, report_path, checkpoint_dir, data_dir;
   std::string mix_text = "all";
@@ -135,6 +153,8 @@ int train(const args& a) {
     ("steps", po::value(&steps), "global steps per worker (overrides --epochs)")
     ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "seed of data order and initial values")
     ("checkpoint-dir", po::value(&checkpoint_dir), "where checkpoints go (default: a new temp dir)")
+    ("resume", po::value(&resume_dir), "continue the run whose checkpoints are in this directory "
+                                       "(its process died), with the flags it was started with")
     ("checkpoint-every", po::value(&cfg.checkpoint_every)->default_value(cfg.checkpoint_every), "steps between checkpoints (0: none)")
     ("kill", po::value(&kills_text), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
@@ -224,6 +244,15 @@ int train(const args& a) {
                 << std::endl;
     cfg.faults.insert(cfg.faults.end(), plan.begin(), plan.end());
   }
+  if (!resume_dir.empty()) {
+    if (vm.count("checkpoint-dir") && checkpoint_dir != resume_dir) {
+      std::cerr << "keel train: --resume " << resume_dir << " and --checkpoint-dir " << checkpoint_dir
+                << " name different directories\n";
+      return 2;
+    }
+    checkpoint_dir = resume_dir;
+    cfg.resume = true;
+  }
   if (checkpoint_dir.empty()) {
     char tmpl[] = "/tmp/keel-train-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
@@ -251,6 +280,9 @@ int train(const args& a) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";
     return 1;
   }
+  if (!cfg.resume)
+    if (auto err = save_train_args(checkpoint_dir, a))
+      std::cerr << "keel train: warning: " << describe(err) << " (--resume will need the flags again)\n";
   bool verbose = vm.count("verbose") > 0;
   if (!quiet)
     (*j)->on_event([verbose](const job_event& e) {

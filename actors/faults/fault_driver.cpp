@@ -108,6 +108,12 @@ caf::error fault_driver::inject(const fault& f) {
   return err;
 }
 
+void fault_driver::skip_through(uint64_t step) {
+  for (size_t i = 0; i < plan_.size(); ++i)
+    if (plan_[i].when == trigger::step && plan_[i].at_step <= step)
+      fired_[i] = true;
+}
+
 void fault_driver::count_reached(size_t i) {
   if (i < counted_.size())
     counted_[i] = true;

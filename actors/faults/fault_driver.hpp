@@ -68,6 +68,9 @@ class fault_driver {
   void fire_due(uint64_t slowest_step, int64_t now_ms);
   // `name` has (re)started: a pending kill of it may fire.
   void back(const std::string& name) { not_back_.erase(name); }
+  // A resumed run starts after `step`: faults triggered at steps up to it
+  // belonged to the run before and are not injected.
+  void skip_through(uint64_t step);
   // The whole tree restarted.
   void all_back() { not_back_.clear(); }
   // How long until the next timed fault is due (`cap` if none is sooner).
