@@ -118,6 +118,7 @@ class job {
   job(const job&) = delete;
   job& operator=(const job&) = delete;
 
+  // Opaque: defined in actors/job_impl.hpp, which is not installed.
   struct impl;
 
  private:

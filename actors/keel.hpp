@@ -14,7 +14,11 @@
 // actors/faults/recovery.hpp for reading the recoveries back from the events,
 // and demos/embedding/ for an application that brings its own model. An
 // installed keel is found with find_package(keel) and linked as keel::keel;
-// include this header as <keel/actors/keel.hpp>.
+// include this header as <keel/keel.hpp>. Only this header and the ones it
+// includes are installed: they are keel's public API, and no implementation
+// type appears in them. Every call reports failure as a value
+// (caf::error / caf::expected<T>, messages/errors.hpp lists the codes) whose
+// text names what was wrong; none throws.
 
 #include "actors/job.hpp"
 #include "actors/faults/recovery.hpp"

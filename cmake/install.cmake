@@ -20,13 +20,21 @@ add_library(keel::keel ALIAS keel_all)
 install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel)
-foreach(layer messages storage supervision models actors)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/${layer}
-    FILES_MATCHING PATTERN "*.hpp" PATTERN "*.capnp")
+# Only the public API is installed: <keel/keel.hpp> and the headers it
+# includes, none of which names an implementation type (actors, capnp
+# schemas, storage, supervision stay inside the libraries).
+# tests/embedding_check.sh builds an application against exactly these.
+set(KEEL_PUBLIC_HEADERS
+  actors/job.hpp actors/job_event.hpp actors/consistency.hpp actors/optimizer.hpp
+  actors/faults/fault_plan.hpp actors/faults/recovery.hpp
+  messages/errors.hpp
+  models/model.hpp models/model_configs.hpp models/model_registry.hpp
+  models/parameter_layout.hpp models/span.hpp models/batch_schedule.hpp)
+foreach(header ${KEEL_PUBLIC_HEADERS})
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/${dir})
 endforeach()
-install(DIRECTORY ${KEEL_GEN_DIR}/messages/
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/messages FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_SOURCE_DIR}/actors/keel.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel)
 install(EXPORT keel-targets NAMESPACE keel:: DESTINATION ${KEEL_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/keel-config.cmake.in

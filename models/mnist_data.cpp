@@ -1,4 +1,5 @@
 #include "models/mnist_data.hpp"
+#include "models/model_registry.hpp"
 
 #include <cstdlib>
 #include <fstream>

@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "models/model_configs.hpp"
+
 namespace keel {
 
 // Which data set a directory holds: the handwritten digits or Fashion-MNIST.
@@ -62,10 +64,7 @@ class mnist_dataset {
   };
 
   // How much of each split to load (0 = all): tests use small prefixes.
-  struct limits {
-    uint64_t train = 0;
-    uint64_t test = 0;
-  };
+  using limits = example_limits;
 
   // Loads the four IDX files in `dir`, which must be 28x28 images with labels
   // 0..9 and as many labels as images. Errors name the offending file.
@@ -88,10 +87,5 @@ class mnist_dataset {
   split train_;
   split test_;
 };
-
-// The cache folder scripts/fetch-mnist.sh uses: $KEEL_DATA_DIR if set, else
-// $HOME/.cache/keel (else ./.cache/keel). It reads the environment, so only
-// programs (the CLI, tests) call it and pass the result down in model_options.
-std::filesystem::path default_data_dir();
 
 }  // namespace keel

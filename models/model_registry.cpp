@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "models/mnist_mlp.hpp"
 #include "models/mnist_softmax.hpp"
+#include "models/probe_model.hpp"
 #include "models/sparse_lr.hpp"
 
 namespace keel {

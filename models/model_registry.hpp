@@ -19,10 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "models/mnist_data.hpp"
 #include "models/model.hpp"
-#include "models/probe_model.hpp"
-#include "models/sparse_rows.hpp"
+#include "models/model_configs.hpp"
 
 namespace keel {
 
@@ -31,10 +29,15 @@ struct model_options {
   // fashion-mnist/); programs usually pass default_data_dir(). MNIST models only.
   std::filesystem::path data_dir;
   // Load only a prefix of each MNIST split (0 = all): small runs and tests.
-  mnist_dataset::limits mnist_limits;
+  example_limits mnist_limits;
   sparse_lr_config sparse_lr;
   probe_config probe;
 };
+
+// The cache folder scripts/fetch-mnist.sh uses: $KEEL_DATA_DIR if set, else
+// $HOME/.cache/keel (else ./.cache/keel). It reads the environment, so only
+// programs (the CLI, tests) call it and pass the result down in model_options.
+std::filesystem::path default_data_dir();
 
 // The names make_model accepts, in a fixed order.
 std::vector<std::string> model_names();

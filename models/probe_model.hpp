@@ -16,15 +16,10 @@
 #include <memory>
 
 #include "models/model.hpp"
+#include "models/model_configs.hpp"
 
 namespace keel {
 
-struct probe_config {
-  uint64_t dense_keys = 1000;  // "probe.dense" [dense_keys]
-  uint64_t sparse_keys = 8;    // "probe.sparse": a few sparse keys, all in every batch
-  uint64_t examples = 1024;    // training examples (they carry no data)
-  float lr = 1.0f;             // the SGD learning rate the shards apply
-};
 
 class probe_model final : public model {
  public:

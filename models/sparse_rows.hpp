@@ -32,21 +32,10 @@
 #include <vector>
 
 #include "models/keyed_permutation.hpp"
+#include "models/model_configs.hpp"
 
 namespace keel {
 
-struct sparse_lr_config {
-  uint64_t seed = 1;                  // data seed: w*, every row and the key scatter
-  uint64_t keys = uint64_t{1} << 20;  // size of the sparse key space
-  uint64_t train_rows = 500'000;      // rows [0, train_rows) train
-  uint64_t test_rows = 20'000;        // rows [train_rows, train_rows + test_rows) test
-  uint32_t min_features = 20;         // active features a row, drawn uniformly
-  uint32_t max_features = 200;        //   from [min_features, max_features] (<= 1024)
-  double zipf_exponent = 1.0;         // s, in [0.5, 1.5]
-  double weight_scale = 0.8;          // w* = weight_scale * z / sqrt(1 + rank / half_rank)
-  double weight_half_rank = 100;      // rank where a key's weight scale has fallen by sqrt(2)
-  double true_bias = -0.5;            // b*
-};
 
 // Checks a config: 4 * max_features <= keys <= 2^26, 1 <= min_features <=
 // max_features <= 1024, positive row counts, zipf_exponent in [0.5, 1.5],

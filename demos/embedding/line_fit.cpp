@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <keel/actors/keel.hpp>
+#include <keel/keel.hpp>
 
 namespace {
 

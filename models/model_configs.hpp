@@ -1,0 +1,40 @@
+#pragma once
+// The settings of keel's own models, as plain values: what make_model
+// (model_registry.hpp) reads from model_options. Part of the public API;
+// no implementation types.
+
+#include <cstdint>
+
+namespace keel {
+
+// Load only a prefix of each split of a dataset (0 = all): small runs and tests.
+struct example_limits {
+  uint64_t train = 0;
+  uint64_t test = 0;
+};
+
+// The synthetic sparse logistic regression (models/sparse_lr.hpp): rows are
+// a function of (seed, row), so every worker computes its own data.
+struct sparse_lr_config {
+  uint64_t seed = 1;                  // data seed: w*, every row and the key scatter
+  uint64_t keys = uint64_t{1} << 20;  // size of the sparse key space
+  uint64_t train_rows = 500'000;      // rows [0, train_rows) train
+  uint64_t test_rows = 20'000;        // rows [train_rows, train_rows + test_rows) test
+  uint32_t min_features = 20;         // active features a row, drawn uniformly
+  uint32_t max_features = 200;        //   from [min_features, max_features] (<= 1024)
+  double zipf_exponent = 1.0;         // s, in [0.5, 1.5]
+  double weight_scale = 0.8;          // w* = weight_scale * z / sqrt(1 + rank / half_rank)
+  double weight_half_rank = 100;      // rank where a key's weight scale has fallen by sqrt(2)
+  double true_bias = -0.5;            // b*
+};
+
+// The probe (models/probe_model.hpp): every push adds exactly 1.0 to every
+// parameter, so the final parameters count the pushes applied.
+struct probe_config {
+  uint64_t dense_keys = 1000;  // "probe.dense" [dense_keys]
+  uint64_t sparse_keys = 8;    // "probe.sparse": a few sparse keys, all in every batch
+  uint64_t examples = 1024;    // training examples (they carry no data)
+  float lr = 1.0f;             // the SGD learning rate the shards apply
+};
+
+}  // namespace keel
