@@ -22,6 +22,12 @@ const char* how_text(fault_kind how) {
 
 }  // namespace
 
+caf::error fault_hooks::node_fault(uint32_t node, fault_kind, std::chrono::milliseconds) {
+  return make_error(errc::invalid_argument, "node:" + std::to_string(node) +
+                                              ": this job runs in one process, with no node "
+                                              "processes to fault");
+}
+
 fault_driver::fault_driver(std::vector<fault> plan, std::filesystem::path checkpoint_dir,
                            fault_hooks& hooks, std::function<void(size_t)> on_count)
     : plan_(std::move(plan)),
@@ -94,6 +100,12 @@ caf::error fault_driver::inject(const fault& f) {
       break;
     case fault_kind::tear:
       disk_->arm(io_tear{1, 16, true});
+      break;
+    case fault_kind::kill9:
+    case fault_kind::stop:
+    case fault_kind::cut:
+      err = hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
+                              std::chrono::milliseconds(f.delay_ms));
       break;
   }
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);

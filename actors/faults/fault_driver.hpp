@@ -42,6 +42,10 @@ class fault_hooks {
   virtual caf::error end_actor(const std::string& name, fault_kind how) = 0;
   // Adds an event to the timeline (the runtime stamps its time).
   virtual void record(job_event e) = 0;
+  // Ends or stops node `node`'s process: kill9 (SIGKILL), stop (SIGSTOP),
+  // cut (SIGSTOP, then SIGCONT after `away`). Only a runtime that owns node
+  // processes can; the default refuses.
+  virtual caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away);
 };
 
 class fault_driver {

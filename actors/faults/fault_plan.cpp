@@ -23,6 +23,9 @@ const char* kind_name(fault_kind k) {
     case fault_kind::enospc: return "enospc";
     case fault_kind::eio: return "eio";
     case fault_kind::tear: return "tear";
+    case fault_kind::kill9: return "kill9";
+    case fault_kind::stop: return "stop";
+    case fault_kind::cut: return "cut";
   }
   return "?";
 }
@@ -30,7 +33,8 @@ const char* kind_name(fault_kind k) {
 constexpr fault_kind all_kinds[] = {fault_kind::kill,   fault_kind::exit,      fault_kind::raise,
                                     fault_kind::drop,   fault_kind::duplicate, fault_kind::delay,
                                     fault_kind::reorder, fault_kind::enospc,   fault_kind::eio,
-                                    fault_kind::tear,   fault_kind::flip};
+                                    fault_kind::tear,   fault_kind::flip,      fault_kind::kill9,
+                                    fault_kind::stop,   fault_kind::cut};
 
 constexpr msg_kind all_msg_kinds[] = {msg_kind::push,  msg_kind::pull,     msg_kind::status,
                                       msg_kind::ack,   msg_kind::reply,    msg_kind::snapshot,
@@ -58,7 +62,8 @@ bool split_indexed(const std::string& name, std::string& prefix, uint64_t& index
   if (colon == std::string::npos)
     return false;
   prefix = name.substr(0, colon);
-  return (prefix == "worker" || prefix == "shard") && parse_number(name.substr(colon + 1), index);
+  return (prefix == "worker" || prefix == "shard" || prefix == "node") &&
+         parse_number(name.substr(colon + 1), index);
 }
 
 // The role of a link end: "worker", "shard", "checkpointer", "directory",
@@ -68,7 +73,7 @@ std::string link_role(const std::string& end) {
   uint64_t index = 0;
   if (end == "*" || end == "checkpointer" || end == "directory")
     return end;
-  return split_indexed(end, prefix, index) ? prefix : "";
+  return split_indexed(end, prefix, index) && prefix != "node" ? prefix : "";
 }
 
 bool link_exists(const std::string& from, const std::string& to) {
@@ -131,7 +136,8 @@ caf::expected<fault> parse_one(const std::string& item) {
     return bad("missing KIND:TARGET@WHEN");
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
-               "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip)");
+               "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip, "
+               "kill9, stop, cut)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -168,10 +174,16 @@ caf::expected<fault> parse_one(const std::string& item) {
     return bad("a bit flip targets 'snapshot'");
   if (f.kind == fault_kind::raise && (f.target == "shards" || f.target == "workers" || f.target == "root"))
     return bad("supervisors do not run user code to throw from: use kill or exit");
-  if (f.kind == fault_kind::delay && f.delay_ms == 0)
-    return bad("a delay needs +MSms");
-  if (f.kind != fault_kind::delay && f.delay_ms != 0)
-    return bad("only a delay takes +MSms");
+  std::string prefix;
+  uint64_t index = 0;
+  bool node = split_indexed(f.target, prefix, index) && prefix == "node";
+  if (f.is_node_fault() != node)
+    return bad(node ? "a node takes kill9, stop or cut" : "kill9, stop and cut target node:N");
+  if ((f.kind == fault_kind::delay || f.kind == fault_kind::cut) && f.delay_ms == 0)
+    return bad(f.kind == fault_kind::cut ? "a cut needs +MSms (how long the node is away)"
+                                         : "a delay needs +MSms");
+  if (f.kind != fault_kind::delay && f.kind != fault_kind::cut && f.delay_ms != 0)
+    return bad("only a delay or a cut takes +MSms");
   if (!f.is_message_fault() && f.count != 1)
     return bad("only message faults take xCOUNT");
   return f;
@@ -236,13 +248,18 @@ caf::error check_link_target(const std::string& target) {
   return {};
 }
 
-caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers) {
+caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers,
+                            uint32_t nodes) {
   auto check_name = [&](const fault& f, const std::string& name) -> caf::error {
     std::string prefix;
     uint64_t index = 0;
     if (!split_indexed(name, prefix, index))
       return {};
-    auto have = prefix == "worker" ? workers : shards;
+    auto have = prefix == "worker" ? workers : prefix == "node" ? nodes : shards;
+    if (prefix == "node" && nodes == 0)
+      return make_error(errc::invalid_argument,
+                        "fault '" + to_string(f) + "': the job has no nodes: it runs in one "
+                        "process (node faults need a cluster: keel cluster)");
     if (index >= have)
       return make_error(errc::invalid_argument,
                         "fault '" + to_string(f) + "': the job has no " + name + " (" +

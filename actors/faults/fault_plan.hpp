@@ -29,6 +29,11 @@
 //   eio:fsync@90               fail the next fsync (EIO)
 //   tear:write@95              tear the next checkpoint write (it claims success)
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
+//   kill9:node:1@40            kill node 1's whole process with SIGKILL
+//                              (a cluster run: keel cluster, job_config::cluster)
+//   stop:node:1@40             stop it with SIGSTOP (a hung node) for good
+//   cut:node:1@40+3000ms       stop it for 3000 ms, then SIGCONT: a partition
+//                              that heals after the cluster replaced the node
 //
 // actors/faults/link_faults.hpp lists the links keel's messages travel.
 
@@ -40,7 +45,10 @@
 
 namespace keel {
 
-enum class fault_kind { kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip };
+enum class fault_kind {
+  kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
+  kill9, stop, cut  // node faults
+};
 
 // The kinds of message that cross a job's links.
 enum class msg_kind : uint8_t { push, pull, status, ack, reply, snapshot, update };
@@ -65,6 +73,9 @@ struct fault {
   }
   bool is_kill() const {
     return kind == fault_kind::kill || kind == fault_kind::exit || kind == fault_kind::raise;
+  }
+  bool is_node_fault() const {
+    return kind == fault_kind::kill9 || kind == fault_kind::stop || kind == fault_kind::cut;
   }
 };
 
@@ -99,9 +110,11 @@ struct fault_mix {
 // against the links of actors/faults/link_faults.hpp; the error names the target.
 caf::error check_link_target(const std::string& target);
 
-// Checks that every target of `plan` exists in a job of `shards` shards and
-// `workers` workers; the error names the fault.
-caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers);
+// Checks that every target of `plan` exists in a job of `shards` shards,
+// `workers` workers and `nodes` node processes (0: the job runs in one
+// process); the error names the fault.
+caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers,
+                            uint32_t nodes = 0);
 
 // Sets which families a random plan draws from: a comma-separated subset of
 // kills, supervisors, messages, storage, timed (or "all"); the error names an

@@ -167,3 +167,30 @@ TEST_CASE("a second kill of one actor waits until it is back; a kill that finds 
                           e.detail.find("not killed") != std::string::npos);
   CHECK(refused);
 }
+
+TEST_CASE("node faults: kill9, stop and cut target node:N, and a job in one process refuses them") {
+  auto p = plan("kill9:node:1@40,stop:node:0@2000ms,cut:node:2@push=50+1500ms");
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].kind == fault_kind::kill9);
+  CHECK(p[0].is_node_fault());
+  CHECK(p[2].delay_ms == 1500);
+  CHECK(to_string(p) == "kill9:node:1@40,stop:node:0@2000ms,cut:node:2@push=50+1500ms");
+  CHECK(!check_fault_plan(p, 2, 2, 3));
+  auto no_nodes = check_fault_plan(p, 2, 2, 0);
+  REQUIRE(no_nodes);
+  CHECK(describe(no_nodes).find("runs in one process") != std::string::npos);
+  auto too_few = check_fault_plan(p, 2, 2, 2);
+  REQUIRE(too_few);
+  CHECK(describe(too_few).find("no node:2") != std::string::npos);
+  for (auto bad : {"kill9:shard:0@4", "kill:node:1@4", "cut:node:1@4", "stop:node:1@4+10ms",
+                   "drop:node:1>shard:0@4"}) {
+    CAPTURE(bad);
+    CHECK(!parse_fault_plan(bad));
+  }
+  // A job in one process has no node to fault: the hook refuses by default.
+  recording_hooks hooks;
+  fault_driver d(p, std::filesystem::temp_directory_path(), hooks, [](size_t) {});
+  auto err = d.inject(p[0]);
+  REQUIRE(err);
+  CHECK(describe(err).find("one process") != std::string::npos);
+}
