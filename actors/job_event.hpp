@@ -42,6 +42,9 @@ enum class event_kind : uint8_t {
   damaged,            // a stored file failed validation during a rollback
   // Progress.
   progress,           // at `step`: mean training `loss`, held-out `accuracy`, `samples_per_second`
+  // Nodes (a cluster run).
+  node_down,          // node `actor` ("node:1") lost: `peer` lists the children it ran
+  node_up,            // node `actor` joined or came back
 };
 
 // The kind's name as reports and the CLI print it ("checkpoint_failed").
