@@ -1,8 +1,6 @@
 #include "actors/worker.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
@@ -34,232 +32,104 @@ void fail(worker_actor* self, caf::error err) {
   self->quit(std::move(err));
 }
 
-// Builds the step's batch and asks every shard for what it needs.
+// Starts the step in progress if the core lets it: builds its batch and asks
+// every shard for what it needs.
 void start_step(worker_actor* self) {
   auto& st = self->state;
-  if (st.step >= st.opt.total_steps) {
-    st.now = phase::finished;
-    st.report.steps = st.step;
-    st.report.pushes_acked = 0;
-    for (auto a : st.max_acked) st.report.pushes_acked += a;
-    st.report.epoch = st.opt.epoch;
-    self->send(st.opt.job, done_atom::value, st.report);
-    // Stay up with the log: a shard that restarts before the job has read
-    // the final parameters still needs this worker's replay.
-    return;
+  switch (st.core.next_step()) {
+    case worker_core::step_start::finished:
+      // Stay up with the log: a shard that restarts before the job has read
+      // the final parameters still needs this worker's replay.
+      self->send(st.opt.job, done_atom::value, st.core.report());
+      return;
+    case worker_core::step_start::waiting:
+      return;  // until the job widens the window
+    case worker_core::step_start::pull:
+      break;
   }
-  if (st.opt.windowed && st.step >= st.window) {
-    st.now = phase::waiting;  // until the job widens the window
-    return;
-  }
-  auto es = split_global_step(st.step, st.steps_per_epoch);
+  auto es = st.core.position();
   batch_position at{st.opt.seed,   es.epoch,           es.step,
                     st.opt.worker, st.opt.num_workers, st.opt.batch_size};
   if (auto err = st.opt.training_model->batch_indices(at, st.batch))
     return fail(self, err);
   if (auto err = st.opt.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
     return fail(self, err);
-  auto dense_size = st.opt.training_model->layout().dense_size();
-  st.sparse_values.resize(st.model_keys.size());
-  for (auto& k : st.shard_keys) k.clear();
-  for (auto k : st.model_keys)
-    st.shard_keys[shard_of(st.opt.parts, dense_size + k)].push_back(dense_size + k);
-  st.now = phase::pulling;
-  ++st.generation;
-  std::fill(st.done.begin(), st.done.end(), false);
-  st.pending = st.shards.size();
+  st.core.begin_pull(st.model_keys);
   for (uint32_t i = 0; i < st.shards.size(); ++i) send_pull(self, i, 0);
 }
 
-pull_request_msg make_pull(const worker_state& st, uint32_t shard) {
-  auto& keys = st.shard_keys[shard];
-  auto range = st.opt.parts[shard].dense;
-  return build<schema::PullRequest>(64 + keys.size(), [&](schema::PullRequest::Builder b) {
-    b.setWorker(st.opt.worker);
-    b.setShard(shard);
-    b.setClock(st.step);
-    if (range.size() > 0) {
-      auto d = b.initDense(1);
-      d[0].setBegin(range.begin);
-      d[0].setEnd(range.end);
-    }
-    auto k = b.initSparseKeys(keys.size());
-    for (unsigned i = 0; i < keys.size(); ++i) k.set(i, keys[i]);
-  });
-}
-
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
-void compute_and_push(worker_actor* self);
 
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
-  auto gen = st.generation;
-  self->request(st.shards[shard], st.opt.request_timeout, make_pull(st, shard))
-        .then(
-            [self, shard, gen](const pull_reply_msg& m) {
-              auto& st = self->state;
-              if (gen != st.generation || st.now != phase::pulling || st.done[shard])
-                return;
-              auto r = decode(m);
-              if (!r)
-                return fail(self, r.error());
-              on_pulled(self, shard, r->root());
-            },
-            [self, shard, gen, attempt](caf::error& err) {
-              auto& st = self->state;
-              if (gen != st.generation || st.now != phase::pulling || st.done[shard])
-                return;
-              ++st.report.retries;
-              emit(self, event_kind::retry,
-                   "pull from " + st.opt.shard_names[shard] + " at step " +
-                       std::to_string(st.step) + ": " + self->system().render(err));
-              refresh(self, shard);
-              self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                                 attempt + 1, false);
-            });
+  auto gen = st.core.generation();
+  self->request(st.shards[shard], st.opt.request_timeout, st.core.pull_request(shard))
+      .then(
+          [self, shard, gen](const pull_reply_msg& m) {
+            if (!self->state.core.pull_open(gen, shard))
+              return;
+            auto r = decode(m);
+            if (!r)
+              return fail(self, r.error());
+            on_pulled(self, shard, r->root());
+          },
+          [self, shard, gen, attempt](caf::error& err) {
+            auto& st = self->state;
+            if (!st.core.pull_open(gen, shard))
+              return;
+            st.core.count_retry();
+            emit(self, event_kind::retry,
+                 "pull from " + st.opt.shard_names[shard] + " at step " +
+                     std::to_string(st.core.step()) + ": " + self->system().render(err));
+            refresh(self, shard);
+            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                               attempt + 1, false);
+          });
+}
+
+// Every shard has answered: compute the gradient and push each shard its part.
+void compute_and_push(worker_actor* self) {
+  auto& st = self->state;
+  if (auto err = st.opt.training_model->gradient(st.batch, st.core.parameters(), *st.scratch,
+                                                 st.grad))
+    return fail(self, err);
+  auto round = st.core.begin_push(st.grad);
+  if (round.skipped) {
+    auto step = st.core.step();
+    auto e = make_job_event(event_kind::skipped_step, {},
+                            "gradient of step " + std::to_string(step) + " is not finite");
+    e.step = step;
+    emit(self, std::move(e));
+  }
+  for (uint32_t i = 0; i < round.pushes.size(); ++i) send_push(self, i, round.pushes[i], 0);
 }
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) {
-  auto& st = self->state;
-  auto range = st.opt.parts[shard].dense;
-  for (auto d : r.getDense()) {
-    auto v = d.getValues();
-    if (d.getBegin() < range.begin || d.getEnd() > range.end)
-      return fail(self,
-                  make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) +
-                                                      " holds keys outside its range"));
-    std::memcpy(st.dense.data() + d.getBegin(), v.begin(), v.size());
-  }
-  // Sparse values land in model-key order: shards own ascending key slices.
-  auto keys = st.shard_keys[shard];
-  auto vals = r.getSparse().getValues();
-  if (vals.size() != keys.size())
-    return fail(self, make_error(errc::invalid_field,
-                                 "pull reply from shard " + std::to_string(shard) + " has " +
-                                     std::to_string(vals.size()) + " sparse values for " +
-                                     std::to_string(keys.size()) + " keys"));
-  size_t offset = 0;
-  for (uint32_t i = 0; i < shard; ++i) offset += st.shard_keys[i].size();
-  for (unsigned i = 0; i < vals.size(); ++i) st.sparse_values[offset + i] = vals[i];
-  st.done[shard] = true;
-  if (--st.pending == 0)
+  auto all = self->state.core.pulled(shard, r);
+  if (!all)
+    return fail(self, all.error());
+  if (*all)
     compute_and_push(self);
 }
 
-bool all_finite(const gradient_buffer& g) {
-  for (auto v : g.dense)
-    if (!std::isfinite(v))
-      return false;
-  for (auto v : g.sparse_values)
-    if (!std::isfinite(v))
-      return false;
-  return true;
-}
-
-push_msg make_push(const worker_state& st, uint32_t shard, bool empty) {
-  auto range = st.opt.parts[shard].dense;
-  auto& keys = st.shard_keys[shard];
-  size_t offset = 0;
-  for (uint32_t i = 0; i < shard; ++i) offset += st.shard_keys[i].size();
-  return build<schema::Push>(64 + range.size() / 2 + keys.size() * 2, [&](schema::Push::Builder b) {
-    b.setWorker(st.opt.worker);
-    b.setSeq(st.step + 1);
-    b.setStep(st.step);
-    b.setShard(shard);
-    if (empty)
-      return;
-    if (range.size() > 0) {
-      auto d = b.initDense(1)[0];
-      d.setBegin(range.begin);
-      d.setEnd(range.end);
-      std::memcpy(d.initValues(range.size() * 4).begin(), st.grad.dense.data() + range.begin,
-                  range.size() * 4);
-    }
-    auto s = b.initSparse();
-    auto k = s.initKeys(keys.size());
-    auto v = s.initValues(keys.size());
-    for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
-      v.set(i, st.grad.sparse_values[offset + i]);
-    }
-  });
-}
-
-void compute_and_push(worker_actor* self) {
+// The step is complete: tell the job, go on.
+void step_done(worker_actor* self) {
   auto& st = self->state;
-  parameter_view view{st.dense, st.model_keys,
-                      span<const float>(st.sparse_values.data(), st.model_keys.size())};
-  if (auto err = st.opt.training_model->gradient(st.batch, view, *st.scratch, st.grad))
-    return fail(self, err);
-  bool skip = !all_finite(st.grad);
-  if (skip) {
-    ++st.report.skipped_steps;
-    auto e = make_job_event(event_kind::skipped_step, {},
-                            "gradient of step " + std::to_string(st.step) + " is not finite");
-    e.step = st.step;
-    emit(self, std::move(e));
-  } else {
-    st.report.last_loss = st.grad.loss;
-  }
-  st.now = phase::pushing;
-  ++st.generation;
-  std::fill(st.done.begin(), st.done.end(), false);
-  st.pending = st.shards.size();
-  for (uint32_t i = 0; i < st.shards.size(); ++i) {
-    auto m = make_push(st, i, skip);
-    st.log.append(i, st.step + 1, m);
-    send_push(self, i, m, 0);
-  }
+  self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.core.step(),
+             st.core.report().last_loss);
+  start_step(self);
 }
-
-void step_pushed(worker_actor* self, uint32_t shard);
 
 void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
   auto& st = self->state;
-  switch (a.getStatus()) {
-    case Status::APPLIED:
-    case Status::ACCEPTED:
-    case Status::DUPLICATE:
-      st.max_acked[shard] = std::max(st.max_acked[shard], a.getSeq());
-      break;
-    case Status::OUT_OF_ORDER: {
-      auto expected = a.getExpectedSeq();
-      auto first = st.log.first_seq(shard);
-      uint64_t last_sent = st.step + (st.now == phase::pushing ? 1 : 0);
-      if (expected > last_sent)
-        return;  // the shard is only waiting for what this worker sends next
-      if (first == 0 || expected < first) {
-        halt_for_rollback(self, st.opt.shard_names[shard] + " needs push " +
-                                    std::to_string(expected) + " of worker " +
-                                    std::to_string(st.opt.worker) +
-                                    ", which its log no longer holds");
-        return;
-      }
-      for (auto& m : st.log.after(shard, expected - 1)) send_push(self, shard, m, 0);
-      return;
-    }
-    case Status::REJECTED:
-      return fail(self, make_error(errc::invalid_field,
-                                   st.opt.shard_names[shard] + " rejected push " +
-                                       std::to_string(a.getSeq()) + ": " + a.getReason().cStr()));
-  }
-  if (a.getSeq() == st.step + 1)
-    step_pushed(self, shard);
-}
-
-// The current step's push to `shard` is known applied: acknowledged, or
-// covered by a committed checkpoint (its ack may have been lost).
-void step_pushed(worker_actor* self, uint32_t shard) {
-  auto& st = self->state;
-  if (st.now != phase::pushing || st.done[shard])
-    return;
-  st.done[shard] = true;
-  if (--st.pending == 0) {
-    ++st.step;
-    self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.step,
-               st.report.last_loss);
-    start_step(self);
-  }
+  auto out = st.core.acked(shard, a);
+  if (!out)
+    return fail(self, out.error());
+  if (!out->rollback.empty())
+    return ask_for_rollback(self, out->rollback);
+  for (auto& m : out->resend) send_push(self, shard, m, 0);
+  if (out->step_complete)
+    step_done(self);
 }
 
 // A shard's directory entry, from a watch or a lookup.
@@ -273,16 +143,16 @@ void on_update(worker_actor* self, const supervision::directory_update& u) {
   // so a new handle, not a higher number, marks a new incarnation.
   if (u.handle == st.shards[shard])
     return;
-  bool first = st.incarnation[shard] == 0;
   st.shards[shard] = u.handle;
-  st.incarnation[shard] = std::max<uint64_t>(u.incarnation, 1);
-  if (st.now == phase::resolving) {
-    if (std::all_of(st.incarnation.begin(), st.incarnation.end(), [](uint64_t i) { return i > 0; }))
-      resume(self);
-  } else if (st.now == phase::resuming && !first && !st.done[shard]) {
-    ask_status(self, shard, 0);
-  } else if (st.now != phase::resolving && st.now != phase::halted) {
-    replay_to(self, shard, 0);
+  switch (st.core.shard_up(shard, u.incarnation)) {
+    case worker_core::shard_action::resume:
+      return resume(self);
+    case worker_core::shard_action::ask_status:
+      return ask_status(self, shard, 0);
+    case worker_core::shard_action::replay:
+      return replay_to(self, shard, 0);
+    case worker_core::shard_action::none:
+      return;
   }
 }
 
@@ -299,31 +169,30 @@ void refresh(worker_actor* self, uint32_t shard) {
 
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
   auto& st = self->state;
-  auto gen = st.generation;
+  auto gen = st.core.generation();
   self->request(st.shards[shard], st.opt.request_timeout, m)
-        .then(
-            [self, shard](const push_ack_msg& ack) {
-              auto& st = self->state;
-              if (st.now == phase::halted)
-                return;
-              auto a = decode(ack);
-              if (!a)
-                return fail(self, a.error());
-              on_ack(self, shard, a->root());
-            },
-            [self, shard, gen, attempt](caf::error& err) {
-              auto& st = self->state;
-              auto seq = st.step + 1;
-              if (gen != st.generation || st.now != phase::pushing || st.done[shard])
-                return;
-              ++st.report.retries;
-              emit(self, event_kind::retry,
-                   "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
-                       self->system().render(err));
-              refresh(self, shard);
-              self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                                 attempt + 1, true);
-            });
+      .then(
+          [self, shard](const push_ack_msg& ack) {
+            if (self->state.core.phase() == worker_phase::halted)
+              return;
+            auto a = decode(ack);
+            if (!a)
+              return fail(self, a.error());
+            on_ack(self, shard, a->root());
+          },
+          [self, shard, gen, attempt](caf::error& err) {
+            auto& st = self->state;
+            auto seq = st.core.step() + 1;
+            if (!st.core.push_open(gen, shard))
+              return;
+            st.core.count_retry();
+            emit(self, event_kind::retry,
+                 "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
+                     self->system().render(err));
+            refresh(self, shard);
+            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                               attempt + 1, true);
+          });
 }
 
 }  // namespace keel::worker_detail
@@ -338,15 +207,18 @@ caf::behavior running(worker_actor* self) {
   return {
       [](crash_atom) { throw std::runtime_error("injected exception"); },
       [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
-        auto& st = self->state;
-        if (gen != st.generation || st.done[shard])
-          return;
-        if (!push && st.now == phase::pulling)
-          send_pull(self, shard, attempt);
-        else if (!push && st.now == phase::resuming)
-          ask_status(self, shard, attempt);
-        else if (push && st.now == phase::pushing)
-          for (auto& m : st.log.after(shard, st.step)) send_push(self, shard, m, attempt);
+        auto& core = self->state.core;
+        switch (core.retry(gen, shard, push)) {
+          case worker_core::retry_action::pull:
+            return send_pull(self, shard, attempt);
+          case worker_core::retry_action::status:
+            return ask_status(self, shard, attempt);
+          case worker_core::retry_action::push:
+            for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
+            return;
+          case worker_core::retry_action::none:
+            return;
+        }
       },
       [self](const supervision::directory_update& u) {
         // Updates cross the directory's link to this worker.
@@ -365,36 +237,26 @@ caf::behavior running(worker_actor* self) {
       // A second copy of an answer (a duplicating link): acks are idempotent;
       // a pull reply counts only while that pull is still open.
       [self](const push_ack_msg& m) {
-        auto& st = self->state;
         auto a = decode(m);
-        if (!a || st.now == phase::halted || a->root().getShard() >= st.shards.size())
+        if (!a || self->state.core.phase() == worker_phase::halted)
           return;
-        on_ack(self, a->root().getShard(), a->root());
+        on_ack(self, a->root().getShard(), a->root());  // the core checks the shard
       },
       [self](const pull_reply_msg& m) {
-        auto& st = self->state;
         auto r = decode(m);
-        if (!r || st.now != phase::pulling)
+        if (!r)
           return;
         auto shard = r->root().getShard();
-        if (shard < st.shards.size() && !st.done[shard] && r->root().getClock() == st.step)
+        if (self->state.core.accepts_pull_reply(shard, r->root().getClock()))
           on_pulled(self, shard, r->root());
       },
       [self](truncate_atom, uint32_t shard, uint64_t covered) {
-        auto& st = self->state;
-        st.log.truncate(shard, covered);
-        // A checkpoint holding this step's push means the shard applied it,
-        // even if its ack never arrived; the log no longer holds it to resend.
-        if (shard < st.shards.size() && st.now == phase::pushing && covered >= st.step + 1) {
-          st.max_acked[shard] = std::max(st.max_acked[shard], st.step + 1);
-          step_pushed(self, shard);
-        }
+        if (self->state.core.checkpoint_committed(shard, covered))
+          step_done(self);
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) {
-        auto& st = self->state;
-        st.window = std::max(st.window, limit);
-        if (st.now == phase::waiting && st.step < st.window)
+        if (self->state.core.widen_window(limit))
           start_step(self);
       },
   };
@@ -419,18 +281,19 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options op
   return sys.spawn([opts = std::move(opts), spe](worker_actor* self) -> caf::behavior {
     auto& st = self->state;
     st.opt = opts;
-    st.steps_per_epoch = spe;
-    auto n = static_cast<uint32_t>(opts.parts.size());
+    worker_core_config cfg;
+    cfg.worker = opts.worker;
+    cfg.epoch = opts.epoch;
+    cfg.parts = opts.parts;
+    cfg.shard_names = opts.shard_names;
+    cfg.dense_size = opts.training_model->layout().dense_size();
+    cfg.total_steps = opts.total_steps;
+    cfg.steps_per_epoch = spe;
+    cfg.rule = opts.rule;
+    cfg.windowed = opts.windowed;
+    st.core = worker_core(std::move(cfg));
     st.scratch = opts.training_model->make_scratch();
-    st.log = replay_log(n);
-    st.shards.resize(n);
-    st.incarnation.assign(n, 0);
-    st.shard_keys.resize(n);
-    st.done.assign(n, false);
-    st.max_acked.assign(n, 0);
-    st.resume_from.assign(n, 0);
-    st.dense.assign(opts.training_model->layout().dense_size(), 0.0f);
-    st.report.worker = opts.worker;
+    st.shards.resize(opts.parts.size());
     self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.

@@ -12,7 +12,8 @@
 // shards what they have of it and resumes at the first step one lacks. When
 // a shard needs a push the log no longer holds, the worker asks the job for a
 // rollback. It reports events and its end to `job`, and (when windowed)
-// starts a step only inside the window the job grants.
+// starts a step only inside the window the job grants. The decisions live
+// in worker_core (actors/worker_core.hpp); the actor performs them.
 
 #include <chrono>
 #include <cstdint>
@@ -25,8 +26,8 @@
 #include <caf/fwd.hpp>
 
 #include "actors/consistency.hpp"
-#include "actors/job_event.hpp"
 #include "actors/partition.hpp"
+#include "actors/worker_report.hpp"
 #include "models/model.hpp"
 
 namespace keel {
@@ -55,25 +56,6 @@ struct worker_options {
   bool windowed = false;
   std::shared_ptr<link_faults> faults;   // message faults to inject (may be null)
 };
-
-// What a worker tells the job when it has finished its last step.
-struct worker_report {
-  uint32_t worker = 0;
-  uint32_t epoch = 0;
-  uint64_t steps = 0;          // global steps completed
-  uint64_t pushes_acked = 0;   // pushes acknowledged (each (shard, seq) once)
-  uint64_t retries = 0;
-  uint64_t skipped_steps = 0;
-  uint64_t replayed = 0;       // pushes resent to restarted shards
-  double last_loss = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
-  double_bits last_loss{x.last_loss};
-  return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
-           x.retries, x.skipped_steps, x.replayed, last_loss);
-}
 
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);
 

@@ -11,39 +11,20 @@
 
 #include "actors/job_event.hpp"
 #include "actors/faults/link_hold.hpp"
-#include "actors/replay_log.hpp"
 #include "actors/worker.hpp"
+#include "actors/worker_core.hpp"
 #include "messages/decode.hpp"
 #include "supervision/directory.hpp"
 
 namespace keel::worker_detail {
 
-using Status = schema::PushAck::Status;
-
-enum class phase { resolving, resuming, waiting, pulling, pushing, finished, halted };
-
 struct worker_state {
   worker_options opt;
+  worker_core core;  // the decisions; the actor performs them
   std::unique_ptr<model_scratch> scratch;
-  replay_log log{0};
-  std::vector<caf::actor> shards;
-  std::vector<uint64_t> incarnation;
-  phase now = phase::resolving;
-  uint64_t step = 0;        // the global step in progress
-  uint64_t window = 0;      // when windowed: steps below this may start
-  uint64_t generation = 0;  // bumps whenever in-flight requests become stale
-  uint64_t steps_per_epoch = 0;
-  // The step's working set, reused from step to step.
-  std::vector<uint64_t> batch, model_keys;
-  std::vector<std::vector<uint64_t>> shard_keys;  // global sparse keys per shard
-  std::vector<bool> done;  // per shard: pulled (pulling) or acknowledged (pushing)
-  size_t pending = 0;
-  std::vector<float> dense;
-  std::vector<float> sparse_values;
+  std::vector<caf::actor> shards;  // the current incarnation of each shard
+  std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
   gradient_buffer grad;
-  std::vector<uint64_t> max_acked;  // per shard
-  std::vector<uint64_t> resume_from;
-  worker_report report;
   held_deliveries held;  // directory updates a link fault holds back
 };
 
@@ -64,7 +45,7 @@ void on_update(worker_actor* self, const supervision::directory_update& u);
 void refresh(worker_actor* self, uint32_t shard);
 
 // worker_recovery.cpp
-void halt_for_rollback(worker_actor* self, const std::string& why);
+void ask_for_rollback(worker_actor* self, const std::string& why);  // the core has halted
 void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt);
 void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt);
 void resume(worker_actor* self);
