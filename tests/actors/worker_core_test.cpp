@@ -434,9 +434,11 @@ TEST_CASE("an out-of-order ack resends the logged pushes from the seq the shard 
   CHECK(c.phase() == phase::pushing);
 }
 
-TEST_CASE("an out-of-order ack waiting for a push not yet sent asks for nothing") {
+TEST_CASE("an out-of-order ack waiting for a push not yet sent asks for nothing, even from an empty log") {
   auto c = started();
   run_step(c);  // pulling step 1: seq 1 is the last sent
+  c.checkpoint_committed(0, 1);
+  REQUIRE(c.log().first_seq(0) == 0);
   auto out = c.acked(0, ack(0, 1, Status::OUT_OF_ORDER, 2).root());
   REQUIRE(out);
   CHECK(out->resend.empty());
