@@ -68,10 +68,9 @@ worker_core::replay_plan worker_core::replay(uint32_t shard, uint64_t received) 
   uint64_t last_sent = step_ + (phase_ == worker_phase::pushing ? 1 : 0);
   auto first = log_.first_seq(shard);
   if (received < last_sent && (first == 0 || received + 1 < first)) {
-    plan.rollback = halt_because(cfg_.shard_names[shard] + " restored to seq " +
-                                 std::to_string(received) + " of worker " +
-                                 std::to_string(cfg_.worker) + ", whose log starts at " +
-                                 std::to_string(first));
+    plan.rollback = halt_because(
+        cfg_.shard_names[shard] + " restored to seq " + std::to_string(received) + " of worker " +
+        std::to_string(cfg_.worker) + ", whose log starts at " + std::to_string(first));
     return plan;
   }
   plan.resend = log_.after(shard, received);
@@ -163,8 +162,7 @@ bool worker_core::pull_open(uint64_t gen, uint32_t shard) const {
 }
 
 bool worker_core::accepts_pull_reply(uint32_t shard, uint64_t clock) const {
-  return phase_ == worker_phase::pulling && shard < num_shards() && !done_[shard] &&
-         clock == step_;
+  return phase_ == worker_phase::pulling && shard < num_shards() && !done_[shard] && clock == step_;
 }
 
 size_t worker_core::sparse_offset(uint32_t shard) const {
@@ -188,8 +186,8 @@ caf::expected<bool> worker_core::pulled(uint32_t shard, schema::PullReply::Reade
   if (vals.size() != keys.size())
     return make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) +
                                                " has " + std::to_string(vals.size()) +
-                                               " sparse values for " +
-                                               std::to_string(keys.size()) + " keys");
+                                               " sparse values for " + std::to_string(keys.size()) +
+                                               " keys");
   auto offset = sparse_offset(shard);
   for (unsigned i = 0; i < vals.size(); ++i) sparse_values_[offset + i] = vals[i];
   done_[shard] = 1;
@@ -284,10 +282,9 @@ caf::expected<worker_core::ack_outcome> worker_core::acked(uint32_t shard,
       if (expected > last_sent)
         return out;  // the shard is only waiting for what this worker sends next
       if (first == 0 || expected < first) {
-        out.rollback = halt_because(cfg_.shard_names[shard] + " needs push " +
-                                    std::to_string(expected) + " of worker " +
-                                    std::to_string(cfg_.worker) +
-                                    ", which its log no longer holds");
+        out.rollback = halt_because(
+            cfg_.shard_names[shard] + " needs push " + std::to_string(expected) + " of worker " +
+            std::to_string(cfg_.worker) + ", which its log no longer holds");
         return out;
       }
       out.resend = log_.after(shard, expected - 1);

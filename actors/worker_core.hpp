@@ -12,12 +12,11 @@
 // Generations: every phase change that makes in-flight requests stale bumps
 // the generation; a reply or retry carrying an older one is ignored.
 
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <caf/error.hpp>
-#include <caf/expected.hpp>
 
 #include "actors/consistency.hpp"
 #include "actors/partition.hpp"
@@ -48,7 +47,7 @@ struct worker_core_config {
   uint64_t total_steps = 0;              // global steps to run
   uint64_t steps_per_epoch = 1;
   consistency_kind rule = consistency_kind::bsp;
-  bool windowed = false;                 // a step starts only below the job's window
+  bool windowed = false;  // a step starts only below the job's window
 };
 
 class worker_core {
@@ -184,13 +183,13 @@ class worker_core {
   uint64_t step_ = 0;
   uint64_t window_ = 0;
   uint64_t generation_ = 0;
-  std::vector<uint64_t> incarnation_;  // per shard; 0 until the directory names it
-  std::vector<char> done_;             // per shard, in the current phase
-  size_t pending_ = 0;                 // shards not yet done
-  std::vector<uint64_t> model_keys_;   // the step's sparse keys (model key space)
+  std::vector<uint64_t> incarnation_;              // per shard; 0 until the directory names it
+  std::vector<char> done_;                         // per shard, in the current phase
+  size_t pending_ = 0;                             // shards not yet done
+  std::vector<uint64_t> model_keys_;               // the step's sparse keys (model key space)
   std::vector<std::vector<uint64_t>> shard_keys_;  // global sparse keys, per shard
-  std::vector<float> dense_;           // pulled dense parameters (all dense keys)
-  std::vector<float> sparse_values_;   // pulled sparse values, aligned with model_keys_
+  std::vector<float> dense_;                       // pulled dense parameters (all dense keys)
+  std::vector<float> sparse_values_;               // pulled sparse values, aligned with model_keys_
   replay_log log_{0};
   std::vector<uint64_t> max_acked_;    // per shard
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume

@@ -3,9 +3,8 @@
 // counters over this incarnation. A plain value, registered as a CAF message
 // type (keel.worker_report); last_loss crosses processes as its bit pattern.
 
-#include <cstdint>
-
 #include <caf/meta/type_name.hpp>
+#include <cstdint>
 
 #include "actors/job_event.hpp"  // double_bits
 
@@ -14,11 +13,11 @@ namespace keel {
 struct worker_report {
   uint32_t worker = 0;
   uint32_t epoch = 0;
-  uint64_t steps = 0;          // global steps completed
-  uint64_t pushes_acked = 0;   // pushes acknowledged (each (shard, seq) once)
+  uint64_t steps = 0;         // global steps completed
+  uint64_t pushes_acked = 0;  // pushes acknowledged (each (shard, seq) once)
   uint64_t retries = 0;
   uint64_t skipped_steps = 0;
-  uint64_t replayed = 0;       // pushes resent to restarted shards
+  uint64_t replayed = 0;  // pushes resent to restarted shards
   double last_loss = 0;
 };
 

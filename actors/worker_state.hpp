@@ -22,7 +22,7 @@ struct worker_state {
   worker_options opt;
   worker_core core;  // the decisions; the actor performs them
   std::unique_ptr<model_scratch> scratch;
-  std::vector<caf::actor> shards;  // the current incarnation of each shard
+  std::vector<caf::actor> shards;           // the current incarnation of each shard
   std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
   gradient_buffer grad;
   held_deliveries held;  // directory updates a link fault holds back

@@ -1,6 +1,8 @@
 // worker_core without an actor: two shards, four dense keys and eight
 // sparse keys (shard 0 owns dense [0,2) and sparse keys 0..3, shard 1 dense
 // [2,4) and sparse keys 4..7), worker 7 in epoch 3.
+#include "actors/worker_core.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/worker_core.hpp"
 #include "messages/decode.hpp"
 
 using namespace keel;
@@ -181,8 +182,7 @@ TEST_CASE("under BSP a restarted worker whose shards are ahead asks for a rollba
   worker_core c(config(consistency_kind::bsp));
   CHECK(resume_with(c, {5, 3}) == worker_core::resume_outcome::rollback);
   CHECK(c.phase() == phase::halted);
-  CHECK(c.rollback_reason() ==
-        "restarted worker 7 lost pushes 4..5 that a restored shard needs");
+  CHECK(c.rollback_reason() == "restarted worker 7 lost pushes 4..5 that a restored shard needs");
 }
 
 TEST_CASE("under BSP a restarted worker whose shards agree resumes without a rollback") {
@@ -193,7 +193,8 @@ TEST_CASE("under BSP a restarted worker whose shards agree resumes without a rol
   CHECK(c.position().step == 0);
 }
 
-TEST_CASE("a status reply from a stale generation or a shard that already answered changes nothing") {
+TEST_CASE(
+    "a status reply from a stale generation or a shard that already answered changes nothing") {
   worker_core c(config());
   for (uint32_t i = 0; i < 2; ++i) c.shard_up(i, 1);
   auto gen = c.generation();
@@ -297,12 +298,15 @@ TEST_CASE("a duplicated pull reply counts only while its pull is open") {
   CHECK(c.pull_open(gen, 1));
 }
 
-TEST_CASE("a pull reply with keys outside its shard or too few sparse values is refused, naming the shard") {
+TEST_CASE(
+    "a pull reply with keys outside its shard or too few sparse values is refused, naming the "
+    "shard") {
   auto c = started();
   auto wrong_shard = c.pulled(1, reply(c, 0).root());  // shard 0's dense range
   REQUIRE(!wrong_shard);
-  CHECK(describe(wrong_shard.error()).find("pull reply from shard 1 holds keys outside its range") !=
-        std::string::npos);
+  CHECK(
+      describe(wrong_shard.error()).find("pull reply from shard 1 holds keys outside its range") !=
+      std::string::npos);
   c.begin_pull({1, 3, 6});  // shard 0 now owes two sparse values
   auto stale = reply(c, 1);
   c.begin_pull({1, 6, 7});  // shard 1 now owes two, the reply holds one
@@ -434,7 +438,9 @@ TEST_CASE("an out-of-order ack resends the logged pushes from the seq the shard 
   CHECK(c.phase() == phase::pushing);
 }
 
-TEST_CASE("an out-of-order ack waiting for a push not yet sent asks for nothing, even from an empty log") {
+TEST_CASE(
+    "an out-of-order ack waiting for a push not yet sent asks for nothing, even from an empty "
+    "log") {
   auto c = started();
   run_step(c);  // pulling step 1: seq 1 is the last sent
   c.checkpoint_committed(0, 1);
@@ -517,7 +523,8 @@ TEST_CASE("a shard restored behind the log's first seq needs a rollback") {
   CHECK(c.shard_up(1, 2) == worker_core::shard_action::none);  // halted: nothing more
 }
 
-TEST_CASE("a shard restored with everything this worker sent needs nothing, even with an empty log") {
+TEST_CASE(
+    "a shard restored with everything this worker sent needs nothing, even with an empty log") {
   auto c = started();
   for (int i = 0; i < 2; ++i) run_step(c);
   c.checkpoint_committed(0, 2);
@@ -569,7 +576,8 @@ TEST_CASE("a halted worker ignores acks and its in-flight requests") {
   CHECK(c.max_acked(0) == 0);
 }
 
-TEST_CASE("after the last step the report counts the steps and each shard's acknowledged pushes once") {
+TEST_CASE(
+    "after the last step the report counts the steps and each shard's acknowledged pushes once") {
   auto cfg = config();
   cfg.total_steps = 3;
   auto c = started(cfg);
