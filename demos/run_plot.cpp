@@ -48,10 +48,17 @@ std::string num(double v) {
   return buf;
 }
 
-// A tick label without trailing zeros: "0.2", "1500", "2.5".
+// A tick label without trailing zeros, large ones short: "0.2", "1500",
+// "-400k", "2.5M".
 std::string tick_text(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", std::abs(v) < 1e-12 ? 0.0 : v);
+  double a = std::abs(v);
+  if (a >= 1e7)
+    std::snprintf(buf, sizeof(buf), "%.6gM", v / 1e6);
+  else if (a >= 1e4)
+    std::snprintf(buf, sizeof(buf), "%.6gk", v / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.6g", a < 1e-12 ? 0.0 : v);
   return buf;
 }
 
@@ -69,16 +76,17 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-// Ticks at 1, 2 or 5 times a power of ten, about `target` of them over [0, hi].
-std::vector<double> nice_ticks(double hi, int target) {
-  if (!(hi > 0))
-    return {0};
-  double raw = hi / target;
+// Ticks at multiples of 1, 2 or 5 times a power of ten, about `target` of
+// them, from at or below `lo` to at or above `hi`.
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!(hi > lo))
+    return {lo};
+  double raw = (hi - lo) / target;
   double mag = std::pow(10, std::floor(std::log10(raw)));
   double step = mag * (raw / mag < 1.5 ? 1 : raw / mag < 3.5 ? 2 : raw / mag < 7.5 ? 5 : 10);
-  std::vector<double> out;
-  for (double v = 0; v <= hi + step * 1e-9; v += step)
-    out.push_back(v);
+  std::vector<double> out{std::floor(lo / step + 1e-9) * step};
+  while (out.back() < hi - step * 1e-9)  // the last tick is at or above hi
+    out.push_back(out.back() + step);
   return out;
 }
 
@@ -156,6 +164,7 @@ struct plot {
   box loss_panel, accuracy_panel;
   linear x;
   label_lanes_t lanes;
+  std::vector<std::pair<box, std::string>> notes;  // drawn last, over the markers
 
   plot(const run_report& report, plot_size s) : r(report), size(s), domain(report) {
     double left = 72, right = 28, top = 96 + label_lanes * label_lane_px, gap = 18;
@@ -183,7 +192,11 @@ void draw_title(plot& p) {
   title << "keel train: " << r.model << " \u00b7 " << r.consistency << " \u00b7 " << r.shards
         << (r.shards == 1 ? " shard" : " shards") << " \u00b7 " << r.workers
         << (r.workers == 1 ? " worker" : " workers");
-  sub << r.steps << " steps in " << tick_text(std::round(r.seconds * 10) / 10) << " s";
+  sub << r.steps << " steps in ";
+  if (r.seconds < 1)
+    sub << std::llround(r.seconds * 1000) << " ms";
+  else
+    sub << tick_text(std::round(r.seconds * 10) / 10) << " s";
   if (r.test_accuracy)
     sub << " \u00b7 test accuracy " << tick_text(std::round(*r.test_accuracy * 1000) / 1000);
   size_t faults = std::count_if(r.events.begin(), r.events.end(),
@@ -239,7 +252,9 @@ void draw_panel(plot& p, const box& b, const linear& y, const std::vector<double
         << "\" y2=\"" << num(py) << "\" stroke=\"#e6e6e6\"/>\n";
     text(out, b.x - 7, py + 4, tick_text(v), "text-anchor=\"end\"");
   }
-  for (double v : nice_ticks(p.domain.end(), 10)) {
+  for (double v : nice_ticks(0, p.domain.end(), 10)) {
+    if (v > p.domain.end() * (1 + 1e-9))
+      break;  // the x axis ends with the run, not at a round number
     double px = p.x(v);
     vline(out, px, b.bottom(), b.bottom() + 4, "stroke=\"#999\"");
     if (x_labels)
@@ -273,22 +288,33 @@ void draw_series(plot& p, const linear& y, const char* name, const char* colour,
         << "<g class=\"points " << name << "\">\n" << dots.str() << "</g>\n";
 }
 
+// A note in the middle of a panel, over a white backing so that markers
+// do not strike it through.
 void draw_note(plot& p, const box& b, const std::string& note) {
-  text(p.svg, b.x + b.w / 2, b.y + b.h / 2, note,
-       "text-anchor=\"middle\" font-size=\"12\" fill=\"#777\" font-style=\"italic\"");
+  double w = static_cast<double>(note.size()) * char_px * 1.05 + 16, cx = b.x + b.w / 2;
+  double cy = b.y + b.h / 2;
+  p.svg << "<g class=\"note\">\n<rect x=\"" << num(cx - w / 2) << "\" y=\"" << num(cy - 14)
+        << "\" width=\"" << num(w) << "\" height=\"22\" fill=\"white\" fill-opacity=\"0.9\"/>\n";
+  text(p.svg, cx, cy + 2, note, "text-anchor=\"middle\" font-size=\"12\" fill=\"#666\" font-style=\"italic\"");
+  p.svg << "</g>\n";
 }
 
+// Training loss over a range that includes 0 (the probe's "loss" is
+// negative: it is the sum of its parameters, not a loss to minimise).
 void draw_loss(plot& p) {
-  double top = 0;
+  double lo = 0, hi = 0;
   for (auto& pt : p.r.progress)
-    if (std::isfinite(pt.loss))
-      top = std::max(top, pt.loss);
-  auto ticks = nice_ticks(top > 0 ? top : 1, 4);
-  linear y{0, ticks.back(), p.loss_panel.bottom(), p.loss_panel.y};
+    if (std::isfinite(pt.loss)) {
+      lo = std::min(lo, pt.loss);
+      hi = std::max(hi, pt.loss);
+    }
+  auto ticks = nice_ticks(lo, hi > lo ? hi : lo + 1, 4);
+  linear y{ticks.front(), ticks.back(), p.loss_panel.bottom(), p.loss_panel.y};
   draw_panel(p, p.loss_panel, y, ticks, "training loss", false);
   if (p.r.progress.empty())
-    draw_note(p, p.loss_panel,
-              "no progress points in this report (keel train --quiet records none): markers over time");
+    p.notes.emplace_back(p.loss_panel,
+                         "no progress points in this report (keel train --quiet records none): "
+                         "markers are placed by time");
   else
     draw_series(p, y, "loss", loss_colour,
                 [](const progress_point& pt) { return std::optional<double>(pt.loss); });
@@ -300,7 +326,7 @@ void draw_accuracy(plot& p) {
   bool scored = std::any_of(p.r.progress.begin(), p.r.progress.end(),
                             [](const progress_point& pt) { return pt.accuracy.has_value(); });
   if (!p.r.progress.empty() && !scored)
-    draw_note(p, p.accuracy_panel, "held-out accuracy was not scored in this run");
+    p.notes.emplace_back(p.accuracy_panel, "held-out accuracy was not scored in this run");
   draw_series(p, y, "accuracy", accuracy_colour,
               [](const progress_point& pt) { return pt.accuracy; });
 }
@@ -383,6 +409,8 @@ std::string render_svg(const run_report& r, const plot_size& size) {
   draw_loss(p);
   draw_accuracy(p);
   draw_markers(p);
+  for (auto& [b, note] : p.notes)
+    draw_note(p, b, note);
   p.svg << "</svg>\n";
   return p.svg.str();
 }
