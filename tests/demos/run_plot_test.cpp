@@ -42,7 +42,7 @@ TEST_CASE("the plot of an MNIST run through kills marks every fault, restart, ch
   c.checkpoint_every = 25;
   c.progress_every = 18;
   c.progress_accuracy = true;
-  c.kills = {{"shard:0", 40}, {"worker:1", 90}, {"shard:1", 140}};
+  c.faults = {kill_at("shard:0", 40), kill_at("worker:1", 90), kill_at("shard:1", 140)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   auto report = make_report(c, "mnist-softmax", *r);
@@ -109,7 +109,7 @@ TEST_CASE("markers sit at the step their time interpolates to in the progress se
 TEST_CASE("a report without progress points still plots its markers over time, with a note") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 40);
-  c.kills = {{"shard:0", 20}};
+  c.faults = {kill_at("shard:0", 20)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   auto report = make_report(c, "probe", *r);
