@@ -362,8 +362,11 @@ std::string fault_label(const job_event& e) {
 
 void draw_marker(plot& p, const job_event& e, const char* kind, const char* colour, const char* dash,
                  const std::string& label) {
-  // A checkpoint knows its step; other events only their time.
-  bool at_step = e.kind == event_kind::checkpoint && p.domain.by_step();
+  // A checkpoint and a fault triggered at a step know their step (progress
+  // points are stamped when the job records them, after scoring, so times
+  // map to steps only roughly); other events have only their time.
+  bool knows_step = e.kind == event_kind::checkpoint || (e.kind == event_kind::fault && e.step > 0);
+  bool at_step = knows_step && p.domain.by_step();
   double x = p.x(at_step ? static_cast<double>(e.step) : p.domain.at_ms(static_cast<double>(e.at_ms)));
   int lane = label.empty() ? -1 : p.lanes.place(x, label.size());
   double label_y = p.loss_panel.y - 6 - lane * label_lane_px;

@@ -3,7 +3,8 @@
 // and held-out accuracy over steps in two stacked panels that share the step
 // axis, with the run's faults, restarts, rollbacks and checkpoints as
 // vertical markers at their steps and each recovery (fault -> serving again)
-// shaded. Events carry times, not steps: a time is mapped to a step by
+// shaded. A checkpoint, and a fault triggered at a step, sit at their own
+// step; other events carry only times: a time is mapped to a step by
 // interpolating the progress series' (at_ms, step) points (the run's start
 // and end included), clamped to the run. A report without progress points
 // still plots, with the markers over time and a note saying so.
