@@ -61,7 +61,7 @@ inline std::vector<std::pair<double, double>> polyline_points(const pt::ptree& d
 inline double marker_x(const pt::ptree& marker) {
   auto line = marker.get_child_optional("line");
   REQUIRE(line.has_value());
-  return line->get<double>("<xmlattr>.x1");
+  return std::stod(line->get<std::string>("<xmlattr>.x1"));  // get<double> trips -Wmaybe-uninitialized
 }
 
 }  // namespace keel::test
