@@ -133,7 +133,7 @@ TEST_CASE("keel --help and every command's --help exit 0 and list every flag wit
   const std::pair<std::string, std::vector<std::string>> commands[] = {
     {"train",
      {"--help", "--model", "--shards", "--workers", "--consistency", "--optimizer", "--lr", "--batch",
-      "--epochs", "--steps", "--seed", "--checkpoint-dir", "--checkpoint-every", "--kill", "--faults",
+      "--epochs", "--steps", "--seed", "--checkpoint-dir", "--resume", "--checkpoint-every", "--kill", "--faults",
       "--random-faults", "--fault-rate", "--fault-mix", "--request-timeout", "--report", "--plot",
       "--data-dir", "--train-limit", "--test-limit", "--timeout", "--quiet", "--verbose"}},
     {"chaos",
