@@ -8,13 +8,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include <boost/program_options.hpp>
-
 #include "actors/faults/chaos.hpp"
 #include "actors/keel.hpp"
+#include "cli_flags.hpp"
 #include "commands.hpp"
-
-namespace po = boost::program_options;
 
 namespace keel::cli {
 
@@ -34,48 +31,42 @@ int chaos(const args& a) {
   uint32_t faults = 4;
   std::string model_name = "probe", consistency_text = "bsp", data_dir, mix_text = "all";
   chaos_options opts;
-  po::options_description desc("keel chaos: seeded random faults against short runs, invariants checked");
-  desc.add_options()("help", "show this help")
-    ("seeds", po::value(&seeds)->default_value(seeds), "how many seeds to run")
-    ("first-seed", po::value(&first)->default_value(first), "the first seed")
-    ("model", po::value(&model_name)->default_value(model_name), "probe | sparse-lr | mnist-softmax | mnist-mlp")
-    ("consistency", po::value(&consistency_text)->default_value(consistency_text), "bsp | ssp:S | asp")
-    ("steps", po::value(&steps)->default_value(steps), "steps per run")
-    ("faults", po::value(&faults)->default_value(faults), "faults per run")
-    ("mix", po::value(&mix_text)->default_value(mix_text),
+  command_flags flags{"chaos", po::options_description(), {}, {}};
+  flags.visible.add_options()("help", "show this help")
+    ("seeds", number_flag<uint64_t>(&seeds, "N", 1, 1000000), "how many seeds to run")
+    ("first-seed", number_flag(&first, "S"), "the first seed")
+    ("model", text_flag(&model_name, "NAME"), "probe | sparse-lr | mnist-softmax | mnist-mlp")
+    ("consistency", text_flag(&consistency_text, "RULE"), "bsp | ssp:S | asp")
+    ("steps", number_flag<uint64_t>(&steps, "N", 20, 1000000), "steps per run")
+    ("faults", number_flag<uint32_t>(&faults, "N", 0, 10000), "faults per run")
+    ("mix", text_flag(&mix_text, "FAMILIES"),
      "fault families: kills,supervisors,messages,storage,timed or all")
-    ("data-dir", po::value(&data_dir), "dataset cache for MNIST models");
+    ("data-dir", text_flag(&data_dir, "DIR", false),
+     "dataset cache for MNIST models (default: ~/.cache/keel)");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "keel chaos: " << e.what() << "\n\n" << desc;
-    return 2;
-  }
+  if (auto status = parse_flags(flags, a, vm))
+    return *status;
   if (vm.count("help")) {
-    std::cout << desc;
+    print_help(std::cout, "keel chaos [FLAGS]",
+               "Runs seeded random fault plans against short runs and checks keel's invariants\n"
+               "on each. Exit status: 0 all held, 1 an invariant broke, 2 bad usage.",
+               flags.visible);
     return 0;
   }
   auto rule = parse_consistency(consistency_text);
-  if (!rule) {
-    std::cerr << "keel chaos: " << describe(rule.error()) << "\n";
-    return 2;
-  }
-  if (auto err = parse_fault_families(mix_text, opts.mix)) {
-    std::cerr << "keel chaos: " << describe(err) << "\n";
-    return 2;
-  }
-  if (seeds == 0 || steps < 20) {
-    std::cerr << "keel chaos: --seeds must be positive and --steps at least 20\n";
-    return 2;
-  }
+  if (!rule)
+    return usage_error("chaos", "--consistency", error_text(rule.error()));
+  if (auto err = parse_fault_families(mix_text, opts.mix))
+    return usage_error("chaos", "--mix", error_text(err));
   model_options mo;
   mo.data_dir = data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir);
   mo.sparse_lr.train_rows = 20000;  // short runs: a smaller synthetic data set
   mo.sparse_lr.test_rows = 2000;
   auto model = make_model(model_name, mo);
   if (!model) {
+    auto known = model_names();
+    if (std::find(known.begin(), known.end(), model_name) == known.end())
+      return usage_error("chaos", "--model", error_text(model.error()));
     std::cerr << "keel chaos: " << describe(model.error()) << "\n";
     return 1;
   }

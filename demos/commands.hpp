@@ -2,7 +2,8 @@
 // The subcommands of the `keel` command-line program. Each takes the
 // arguments after its name and returns the process exit status: 0 on
 // success, 1 when the work itself failed (damage found, training failed),
-// 2 for bad usage (an unknown flag, a missing argument).
+// 2 for bad usage (an unknown flag, a missing or bad value), which each
+// reports in one line on stderr (demos/cli_flags.hpp).
 
 #include <string>
 #include <vector>
@@ -14,5 +15,6 @@ using args = std::vector<std::string>;
 int inspect(const args& a);  // demos/inspect_command.cpp
 int train(const args& a);    // demos/train_command.cpp
 int chaos(const args& a);    // demos/chaos_command.cpp
+int plot(const args& a);     // demos/plot_command.cpp
 
 }  // namespace keel::cli

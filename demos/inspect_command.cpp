@@ -8,16 +8,13 @@
 #include <iostream>
 #include <sstream>
 
-#include <boost/program_options.hpp>
-
+#include "cli_flags.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "storage/snapshot.hpp"
 #include "storage/store_inspection.hpp"
 
 namespace keel::cli {
-
-namespace po = boost::program_options;
 
 namespace {
 
@@ -69,40 +66,28 @@ void print_checkpoint(std::ostream& out, const checkpoint_summary& c) {
     out << "  DAMAGED " << d.file << ": " << describe(d.reason) << "\n";
 }
 
-int usage_error(const std::string& what, const po::options_description& opts) {
-  std::cerr << "keel inspect: " << what << "\n\nusage: keel inspect DIR [--verify]\n" << opts;
-  return 2;
-}
-
 }  // namespace
 
 int inspect(const args& a) {
-  po::options_description opts("options");
-  opts.add_options()("help,h", "describe this command")(
+  std::string dir_text;
+  command_flags flags{"inspect", po::options_description(), po::options_description(), {}};
+  flags.visible.add_options()("help,h", "describe this command")(
     "verify", "check every CRC32C (every byte of every file), not only headers and schemas");
-  po::options_description hidden;
-  hidden.add_options()("dir", po::value<std::string>(), "the snapshot store's directory");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("dir", 1);
+  flags.hidden.add_options()("dir", text_flag(&dir_text, "DIR", false), "the snapshot store's directory");
+  flags.positional.add("dir", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return usage_error(e.what(), opts);
-  }
+  if (auto status = parse_flags(flags, a, vm))
+    return *status;
   if (vm.count("help") != 0) {
-    std::cout << "usage: keel inspect DIR [--verify]\n\nLists the checkpoints in DIR with step, "
-                 "shards, tensors, shapes, sizes and validity.\nExit status: 0 all valid, 1 "
-                 "something is damaged, 2 bad usage.\n\n"
-              << opts;
+    print_help(std::cout, "keel inspect DIR [--verify]",
+               "Lists the checkpoints in DIR with step, shards, tensors, shapes, sizes and validity.\n"
+               "Exit status: 0 all valid, 1 something is damaged, 2 bad usage.",
+               flags.visible);
     return 0;
   }
-  if (vm.count("dir") == 0)
-    return usage_error("missing DIR", opts);
-  std::filesystem::path dir = vm["dir"].as<std::string>();
+  if (dir_text.empty())
+    return usage_error("inspect", "", "missing DIR");
+  std::filesystem::path dir = dir_text;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     std::cerr << "keel inspect: " << dir.string()

@@ -1,100 +1,24 @@
 // `keel train`: runs a training job of keel's parameter server in this
 // process and prints its progress and result. With no arguments: MNIST MLP,
 // 2 shards, 2 workers, BSP, checkpoints in a fresh temporary directory.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
-#include <fstream>
 #include <iostream>
-#include <sstream>
-
-#include <boost/program_options.hpp>
 
 #include "actors/keel.hpp"
+#include "cli_flags.hpp"
 #include "commands.hpp"
 #include "train_args.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"
-
-namespace po = boost::program_options;
+#include "run_plot.hpp"
+#include "run_report.hpp"
 
 namespace keel::cli {
 
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-void write_report(std::ostream& out, const job_config& cfg, const std::string& model_name,
-                  const job_result& r) {
-  out << "{\n  \"model\": " << json_string(model_name) << ",\n"
-      << "  \"consistency\": " << json_string(to_string(cfg.rule)) << ",\n"
-      << "  \"shards\": " << cfg.shards << ",\n  \"workers\": " << cfg.workers << ",\n"
-      << "  \"seed\": " << cfg.seed << ",\n"
-      << "  \"fault_plan\": " << json_string(r.fault_plan) << ",\n"
-      << "  \"messages_hit\": {\"dropped\": " << r.messages_hit[0]
-      << ", \"duplicated\": " << r.messages_hit[1] << ", \"delayed\": " << r.messages_hit[2]
-      << ", \"reordered\": " << r.messages_hit[3] << "},\n"
-      << "  \"test_accuracy\": ";
-  if (r.quality.accuracy)
-    out << *r.quality.accuracy;
-  else
-    out << "null";
-  out << ",\n  \"test_log_loss\": " << r.quality.log_loss << ",\n"
-      << "  \"steps\": " << r.steps << ",\n"
-      << "  \"pushes_acked\": " << r.pushes_acked << ",\n"
-      << "  \"pushes_applied\": " << r.pushes_applied << ",\n"
-      << "  \"rollbacks\": " << r.rollbacks << ",\n"
-      << "  \"checkpoints\": " << r.checkpoints << ",\n"
-      << "  \"seconds\": " << r.seconds << ",\n"
-      << "  \"samples_per_second\": " << r.samples_per_second << ",\n"
-      << "  \"params_sha256\": " << json_string(r.params_sha256) << ",\n  \"restarts\": {";
-  bool first = true;
-  for (auto& [name, n] : r.restarts) {
-    out << (first ? "" : ", ") << json_string(name) << ": " << n;
-    first = false;
-  }
-  out << "},\n  \"events\": [";
-  first = true;
-  for (auto& e : r.events) {
-    if (e.kind == event_kind::progress)
-      continue;
-    out << (first ? "\n" : ",\n") << "    {\"at_ms\": " << e.at_ms << ", \"kind\": " << json_string(to_string(e.kind))
-        << ", \"actor\": " << json_string(e.actor) << ", \"detail\": " << json_string(e.detail)
-        << ", \"count\": " << e.count << "}";
-    first = false;
-  }
-  out << "\n  ],\n  \"recoveries\": [";
-  first = true;
-  for (auto& rec : recoveries(r.events)) {
-    out << (first ? "\n" : ",\n") << "    {\"victim\": " << json_string(rec.victim)
-        << ", \"kind\": " << json_string(rec.kind) << ", \"fault\": " << json_string(rec.fault)
-        << ", \"fault_at_us\": " << rec.fault_at_us << ", \"served_after_us\": ";
-    if (rec.served_after_us)
-      out << *rec.served_after_us;
-    else
-      out << "null";
-    out << ", \"restored_from\": " << json_string(rec.restored_from)
-        << ", \"rolled_back\": " << (rec.rolled_back ? "true" : "false")
-        << ", \"replayed\": " << rec.replayed << "}";
-    first = false;
-  }
-  out << "\n  ]\n}\n";
-}
 
 // Learning rates that train each of keel's models well with plain SGD at
 // batch 32 per worker. Shards sum the workers' gradients (each push counts
@@ -139,74 +63,74 @@ int train(const args& given) {
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.request_timeout.count());
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
-  po::options_description opts(
-    "keel train: train a model on keel's parameter server in this process");
-  opts.add_options()("help", "show this help")
-    ("model", po::value(&model_name)->default_value(model_name), "mnist-mlp | mnist-softmax | sparse-lr | probe")
-    ("shards", po::value(&cfg.shards)->default_value(cfg.shards), "parameter shards")
-    ("workers", po::value(&cfg.workers)->default_value(cfg.workers), "workers")
-    ("consistency", po::value(&consistency_text)->default_value(consistency_text), "bsp | ssp:S | asp")
-    ("optimizer", po::value(&optimizer_name)->default_value(optimizer_name), "sgd | momentum | adagrad | adam")
-    ("lr", po::value(&lr), "learning rate (default: the model's own)")
-    ("batch", po::value(&cfg.batch_size)->default_value(cfg.batch_size), "examples per worker step")
-    ("epochs", po::value(&epochs)->default_value(epochs), "passes over the training set")
-    ("steps", po::value(&steps), "global steps per worker (overrides --epochs)")
-    ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "seed of data order and initial values")
-    ("checkpoint-dir", po::value(&checkpoint_dir), "where checkpoints go (default: a new temp dir)")
-    ("resume", po::value(&resume_dir), "continue the run whose checkpoints are in this directory "
+  std::string plot_path;
+  command_flags flags{"train", po::options_description(), {}, {}};
+  flags.visible.add_options()("help", "show this help")
+    ("model", text_flag(&model_name, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe")
+    ("shards", number_flag<uint32_t>(&cfg.shards, "N", 1, 1024), "parameter shards")
+    ("workers", number_flag<uint32_t>(&cfg.workers, "N", 1, 1024), "workers")
+    ("consistency", text_flag(&consistency_text, "RULE"), "bsp | ssp:S | asp")
+    ("optimizer", text_flag(&optimizer_name, "NAME"), "sgd | momentum | adagrad | adam")
+    ("lr", number_flag<float>(&lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
+    ("batch", number_flag<uint32_t>(&cfg.batch_size, "N", 1, 1 << 20), "examples per worker step")
+    ("epochs", number_flag<uint64_t>(&epochs, "N", 1, 1000000), "passes over the training set")
+    ("steps", number_flag<uint64_t>(&steps, "N", 1, uint64_t{1} << 40, false),
+     "global steps per worker (default: --epochs worth)")
+    ("seed", number_flag(&cfg.seed, "N"), "seed of data order and initial values")
+    ("checkpoint-dir", text_flag(&checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir)")
+    ("resume", text_flag(&resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", po::value(&cfg.checkpoint_every)->default_value(cfg.checkpoint_every), "steps between checkpoints (0: none)")
-    ("kill", po::value(&kills_text), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
-    ("faults", po::value(&faults_text), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
+    ("checkpoint-every", number_flag(&cfg.checkpoint_every, "N"), "steps between checkpoints (0: none)")
+    ("kill", text_flag(&kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
+    ("faults", text_flag(&faults_text, "PLAN", false), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
                                         "(actors/faults/fault_plan.hpp has the grammar)")
-    ("random-faults", po::value(&random_seed), "add a random fault plan drawn from this seed")
-    ("fault-rate", po::value(&fault_rate)->default_value(fault_rate), "random faults per 100 steps")
-    ("fault-mix", po::value(&mix_text)->default_value(mix_text),
+    ("random-faults", number_flag(&random_seed, "SEED", uint64_t{0}, UINT64_MAX, false),
+     "add a random fault plan drawn from this seed")
+    ("fault-rate", number_flag(&fault_rate, "R", 0.01, 100.0), "random faults per 100 steps")
+    ("fault-mix", text_flag(&mix_text, "FAMILIES"),
      "random fault families: kills,supervisors,messages,storage,timed or all")
-    ("request-timeout", po::value(&request_timeout_ms)->default_value(request_timeout_ms),
+    ("request-timeout", number_flag<uint64_t>(&request_timeout_ms, "MS", 1, 3600000),
      "milliseconds before a worker retries a pull or push")
-    ("report", po::value(&report_path), "write a JSON report here")
-    ("data-dir", po::value(&data_dir), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")
-    ("train-limit", po::value(&train_limit)->default_value(0), "use only this many training examples (0: all)")
-    ("test-limit", po::value(&test_limit)->default_value(0), "evaluate on only this many test examples (0: all)")
-    ("timeout", po::value(&timeout_s)->default_value(timeout_s), "give up after this many seconds")
+    ("report", text_flag(&report_path, "FILE", false), "write a JSON report here (keel plot draws it)")
+    ("plot", text_flag(&plot_path, "FILE", false), "draw the run as SVG here (what keel plot draws)")
+    ("data-dir", text_flag(&data_dir, "DIR", false), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")
+    ("train-limit", number_flag(&train_limit, "N"), "use only this many training examples (0: all)")
+    ("test-limit", number_flag(&test_limit, "N"), "evaluate on only this many test examples (0: all)")
+    ("timeout", number_flag<uint64_t>(&timeout_s, "SECONDS", 1, 1000000000), "give up after this many seconds")
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "keel train: " << e.what() << "\n\n" << opts;
-    return 2;
-  }
+  if (auto status = parse_flags(flags, a, vm))
+    return *status;
   if (vm.count("help")) {
-    std::cout << opts;
+    print_help(std::cout, "keel train [FLAGS]",
+               "Trains a model on keel's parameter server in this process. Exit status: 0 trained,\n"
+               "1 the training failed, 2 bad usage.",
+               flags.visible);
     return 0;
   }
-  auto fail_usage = [&](const caf::error& e) {
-    std::cerr << "keel train: " << describe(e) << "\n";
-    return 2;
+  auto fail_usage = [&](const char* flag, const caf::error& e) {
+    return usage_error("train", flag, error_text(e));
   };
   auto rule = parse_consistency(consistency_text);
   if (!rule)
-    return fail_usage(rule.error());
+    return fail_usage("--consistency", rule.error());
   cfg.rule = *rule;
   auto opt = parse_optimizer(optimizer_name);
   if (!opt)
-    return fail_usage(opt.error());
+    return fail_usage("--optimizer", opt.error());
   cfg.optimizer.kind = *opt;
   if (!faults_text.empty()) {
     auto f = parse_fault_plan(faults_text);
     if (!f)
-      return fail_usage(f.error());
+      return fail_usage("--faults", f.error());
     cfg.faults = *f;
   }
   if (!kills_text.empty()) {
     auto k = parse_kill_shorthand(kills_text);
     if (!k)
-      return fail_usage(k.error());
+      return fail_usage("--kill", k.error());
     cfg.faults.insert(cfg.faults.end(), k->begin(), k->end());
   }
   model_options mo;
@@ -215,6 +139,9 @@ int train(const args& given) {
   mo.mnist_limits.test = test_limit;
   auto model = make_model(model_name, mo);
   if (!model) {
+    auto known = model_names();
+    if (std::find(known.begin(), known.end(), model_name) == known.end())
+      return fail_usage("--model", model.error());
     std::cerr << "keel train: " << describe(model.error()) << "\n";
     return 1;
   }
@@ -228,11 +155,7 @@ int train(const args& given) {
   if (vm.count("random-faults")) {
     fault_mix mix;
     if (auto err = parse_fault_families(mix_text, mix))
-      return fail_usage(err);
-    if (!(fault_rate > 0 && fault_rate <= 100)) {
-      std::cerr << "keel train: --fault-rate must be in (0, 100] faults per 100 steps\n";
-      return 2;
-    }
+      return fail_usage("--fault-mix", err);
     mix.faults = static_cast<uint32_t>(std::max(1.0, std::round(fault_rate * steps / 100.0)));
     mix.first_step = std::max<uint64_t>(1, steps / 20);
     mix.last_step = std::max<uint64_t>(mix.first_step, steps - 1);
@@ -246,9 +169,8 @@ int train(const args& given) {
   }
   if (!resume_dir.empty()) {
     if (vm.count("checkpoint-dir") && checkpoint_dir != resume_dir) {
-      std::cerr << "keel train: --resume " << resume_dir << " and --checkpoint-dir " << checkpoint_dir
-                << " name different directories\n";
-      return 2;
+      return usage_error("train", "--resume", "'" + resume_dir + "' and --checkpoint-dir '" +
+                                                checkpoint_dir + "' name different directories");
     }
     checkpoint_dir = resume_dir;
     cfg.resume = true;
@@ -262,10 +184,6 @@ int train(const args& given) {
     checkpoint_dir = tmpl;
   }
   cfg.checkpoint_dir = checkpoint_dir;
-  if (request_timeout_ms == 0 || request_timeout_ms > 3600000) {
-    std::cerr << "keel train: --request-timeout must be 1..3600000 ms\n";
-    return 2;
-  }
   cfg.request_timeout = std::chrono::milliseconds(request_timeout_ms);
   bool quiet = vm.count("quiet") > 0;
   cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, steps / 10);
@@ -332,11 +250,13 @@ int train(const args& given) {
     if (err)
       status = 1;
   }
-  if (!report_path.empty()) {
-    std::ofstream f(report_path);
-    write_report(f, cfg, model_name, *r);
-    if (!f) {
-      std::cerr << "keel train: cannot write the report to " << report_path << "\n";
+  if (!report_path.empty() || !plot_path.empty()) {
+    auto report = make_report(cfg, model_name, *r);
+    auto err = report_path.empty() ? caf::error{} : write_report(report, report_path);
+    if (!err && !plot_path.empty())
+      err = write_plot(report, plot_path);
+    if (err) {
+      std::cerr << "keel train: " << error_text(err) << "\n";
       return 1;
     }
   }

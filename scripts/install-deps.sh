@@ -8,6 +8,7 @@ packages=(
   libcaf-dev
   capnproto libcapnp-dev
   libboost-dev libboost-program-options-dev
+  nlohmann-json3-dev
   doctest-dev
   clang libclang-rt-14-dev
 )
