@@ -15,6 +15,7 @@
 #include "train_args.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"
+#include "train_metrics.hpp"
 
 namespace po = boost::program_options;
 
@@ -173,6 +174,8 @@ int train(const args& given) {
     ("timeout", po::value(&timeout_s)->default_value(timeout_s), "give up after this many seconds")
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
+  train_metrics metrics;
+  metrics.add_options(opts);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(a).options(opts).run(), vm);
@@ -270,6 +273,12 @@ int train(const args& given) {
   bool quiet = vm.count("quiet") > 0;
   cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, steps / 10);
   cfg.progress_accuracy = !quiet && (*model)->num_test_examples() > 0;
+  if (quiet && metrics.enabled())
+    cfg.progress_every = std::max<uint64_t>(1, steps / 100);  // metrics follow progress events
+  if (auto err = metrics.start(std::cout); !err.empty()) {
+    std::cerr << "keel train: " << err << "\n";
+    return 2;
+  }
   if (!quiet)
     std::cout << "keel train: " << model_name << ", " << cfg.shards << " shards, " << cfg.workers
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
@@ -284,8 +293,9 @@ int train(const args& given) {
     if (auto err = save_train_args(checkpoint_dir, a))
       std::cerr << "keel train: warning: " << describe(err) << " (--resume will need the flags again)\n";
   bool verbose = vm.count("verbose") > 0;
+  std::function<void(const job_event&)> print;
   if (!quiet)
-    (*j)->on_event([verbose](const job_event& e) {
+    print = [verbose](const job_event& e) {
       bool routine = e.kind == event_kind::start || e.kind == event_kind::retry ||
                      e.kind == event_kind::shutdown || e.kind == event_kind::checkpoint ||
                      (e.kind == event_kind::down && !e.failed);
@@ -294,8 +304,16 @@ int train(const args& given) {
       else if (verbose || !routine)
         std::cout << "  [" << e.at_ms << " ms] " << to_string(e.kind) << " " << e.actor << ": " << e.detail
                   << std::endl;
-    });
+    };
+  (*j)->on_event([&metrics, print](const job_event& e) {
+    metrics.observe(e);
+    if (print)
+      print(e);
+  });
   auto r = (*j)->wait(std::chrono::seconds(timeout_s));
+  auto metrics_error = metrics.finish(r ? &*r : nullptr);
+  if (!metrics_error.empty())
+    std::cerr << "keel train: " << metrics_error << "\n";
   if (!r) {
     std::cerr << "keel train: training failed: " << describe(r.error()) << "\n";
     return 1;
@@ -319,7 +337,7 @@ int train(const args& given) {
         std::cout << "  " << to_string(rec) << "\n";
     }
   }
-  int status = 0;
+  int status = metrics_error.empty() ? 0 : 1;
   if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model)) {
     // Every push adds exactly 1.0, so every parameter must equal the pushes
     // its shard acknowledged: none lost, none applied twice.
