@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
+#include <cmath>
+#include <map>
 
 #include "actors/job.hpp"
 #include "actors/job_event.hpp"
@@ -142,31 +143,55 @@ const std::vector<double>& recovery_buckets_seconds() {
   return bounds;
 }
 
+struct metrics_registry::state {
+  uint64_t steps = 0;
+  uint64_t pushes = 0;
+  uint64_t pushes_applied = 0;
+  std::map<std::string, uint64_t> restarts;  // by actor
+  uint64_t rollbacks = 0;
+  uint64_t checkpoints = 0;
+  uint64_t checkpoint_failures = 0;
+  uint64_t replayed = 0;
+  std::map<std::string, uint64_t> faults;    // by kind, as a plan spells it ("kill", "drop")
+  std::vector<job_event> recovery_timeline;  // the events recoveries() reads
+  double samples_per_second = 0;
+  double training_loss = NAN;
+  double test_accuracy = NAN;
+  double test_log_loss = NAN;
+  double elapsed_seconds = 0;
+  bool done = false;
+  bool failed = false;
+};
+
+metrics_registry::metrics_registry() : s_(std::make_unique<state>()) {}
+metrics_registry::~metrics_registry() = default;
+
 void metrics_registry::observe(const job_event& e) {
   std::lock_guard<std::mutex> lock(mtx_);
-  elapsed_seconds_ = std::max(elapsed_seconds_, static_cast<double>(e.at_us) / 1e6);
+  auto& s = *s_;
+  s.elapsed_seconds = std::max(s.elapsed_seconds, static_cast<double>(e.at_us) / 1e6);
   if (feeds_recoveries(e.kind))
-    recovery_timeline_.push_back(e);
+    s.recovery_timeline.push_back(e);
   switch (e.kind) {
     case event_kind::progress:
-      steps_ = e.step;
+      s.steps = e.step;
       // Counters never go back: after a rollback the workers' steps do.
-      pushes_ = std::max(pushes_, e.pushes_acked);
-      pushes_applied_ = std::max(pushes_applied_, e.pushes_applied);
-      samples_per_second_ = e.samples_per_second;
-      training_loss_ = e.loss;
+      s.pushes = std::max(s.pushes, e.pushes_acked);
+      s.pushes_applied = std::max(s.pushes_applied, e.pushes_applied);
+      s.samples_per_second = e.samples_per_second;
+      s.training_loss = e.loss;
       if (!std::isnan(e.accuracy))
-        test_accuracy_ = e.accuracy;
+        s.test_accuracy = e.accuracy;
       break;
-    case event_kind::restart: ++restarts_[e.actor]; break;
-    case event_kind::rollback: ++rollbacks_; break;
-    case event_kind::checkpoint: ++checkpoints_; break;
-    case event_kind::checkpoint_failed: ++checkpoint_failures_; break;
-    case event_kind::replay: replayed_ += e.count; break;
+    case event_kind::restart: ++s.restarts[e.actor]; break;
+    case event_kind::rollback: ++s.rollbacks; break;
+    case event_kind::checkpoint: ++s.checkpoints; break;
+    case event_kind::checkpoint_failed: ++s.checkpoint_failures; break;
+    case event_kind::replay: s.replayed += e.count; break;
     case event_kind::fault:
     case event_kind::damage:
       if (!e.fault.empty())
-        ++faults_[fault_kind_of(e.fault)];
+        ++s.faults[fault_kind_of(e.fault)];
       break;
     default: break;
   }
@@ -174,79 +199,82 @@ void metrics_registry::observe(const job_event& e) {
 
 void metrics_registry::finish(const job_result& r) {
   std::lock_guard<std::mutex> lock(mtx_);
-  steps_ = r.steps;
-  pushes_ = r.pushes_acked;
-  pushes_applied_ = r.pushes_applied;
-  restarts_ = r.restarts;
-  rollbacks_ = r.rollbacks;
-  checkpoints_ = r.checkpoints;
-  samples_per_second_ = r.samples_per_second;
-  test_accuracy_ = r.quality.accuracy ? *r.quality.accuracy : NAN;
-  test_log_loss_ = r.quality.log_loss;
-  elapsed_seconds_ = r.seconds;
-  done_ = true;
+  auto& s = *s_;
+  s.steps = r.steps;
+  s.pushes = r.pushes_acked;
+  s.pushes_applied = r.pushes_applied;
+  s.restarts = r.restarts;
+  s.rollbacks = r.rollbacks;
+  s.checkpoints = r.checkpoints;
+  s.samples_per_second = r.samples_per_second;
+  s.test_accuracy = r.quality.accuracy ? *r.quality.accuracy : NAN;
+  s.test_log_loss = r.quality.log_loss;
+  s.elapsed_seconds = r.seconds;
+  s.done = true;
 }
 
 void metrics_registry::fail() {
   std::lock_guard<std::mutex> lock(mtx_);
-  done_ = true;
-  failed_ = true;
+  auto& s = *s_;
+  s.done = true;
+  s.failed = true;
 }
 
 std::vector<metric_family> metrics_registry::families() const {
   std::lock_guard<std::mutex> lock(mtx_);
+  auto& s = *s_;
   using t = metric_type;
-  auto rs = recoveries(recovery_timeline_);
+  auto rs = recoveries(s.recovery_timeline);
   auto pending = std::count_if(rs.begin(), rs.end(), [](auto& r) { return !r.served_after_us; });
   auto n = [](uint64_t v) { return static_cast<double>(v); };
   std::vector<metric_family> f;
   f.push_back(scalar("keel_up", t::gauge, "1 while this process serves keel's metrics.", 1));
   f.push_back(scalar("keel_job_done", t::gauge,
-                     "1 once the training job has ended (with a result or failed).", done_));
-  f.push_back(scalar("keel_job_failed", t::gauge, "1 if the job ended without a result.", failed_));
+                     "1 once the training job has ended (with a result or failed).", s.done));
+  f.push_back(scalar("keel_job_failed", t::gauge, "1 if the job ended without a result.", s.failed));
   f.push_back(scalar("keel_elapsed_seconds", t::gauge,
-                     "Seconds since the job started, as of its latest event.", elapsed_seconds_));
+                     "Seconds since the job started, as of its latest event.", s.elapsed_seconds));
   f.push_back(scalar("keel_steps", t::gauge,
                      "Global steps the slowest worker has completed (updated by progress events).",
-                     n(steps_)));
+                     n(s.steps)));
   f.push_back(scalar("keel_pushes_total", t::counter,
                      "Pushes the workers sent and had acknowledged (each worker step pushes once "
                      "to every shard); live from progress events, exact at the end.",
-                     n(pushes_)));
+                     n(s.pushes)));
   f.push_back(scalar("keel_pushes_applied_total", t::counter,
                      "Pushes the shards applied (their applied seqs summed); live only when "
                      "progress events read the parameters (progress with accuracy), exact at the "
                      "end.",
-                     n(pushes_applied_)));
+                     n(s.pushes_applied)));
   f.push_back(labelled("keel_restarts_total", "Restarts of each actor by its supervisor.", "actor",
-                       restarts_));
+                       s.restarts));
   f.push_back(scalar("keel_rollbacks_total", t::counter,
-                     "Rollbacks of the whole tree to the last valid checkpoint.", n(rollbacks_)));
+                     "Rollbacks of the whole tree to the last valid checkpoint.", n(s.rollbacks)));
   f.push_back(scalar("keel_checkpoints_total", t::counter, "Checkpoints committed.",
-                     n(checkpoints_)));
+                     n(s.checkpoints)));
   f.push_back(scalar("keel_checkpoint_failures_total", t::counter,
                      "Checkpoints that failed or were lost (the previous one stays in force).",
-                     n(checkpoint_failures_)));
+                     n(s.checkpoint_failures)));
   f.push_back(labelled("keel_faults_injected_total",
                        "Faults the job injected (or tried to), by kind as a fault plan spells it.",
-                       "kind", faults_));
+                       "kind", s.faults));
   f.push_back(scalar("keel_replayed_pushes_total", t::counter,
-                     "Pushes the workers resent to restarted shards.", n(replayed_)));
+                     "Pushes the workers resent to restarted shards.", n(s.replayed)));
   f.push_back(recovery_histogram(rs));
   f.push_back(scalar("keel_recoveries_pending", t::gauge,
                      "Actors a fault ended that are not serving again yet.",
                      static_cast<double>(pending)));
   f.push_back(scalar("keel_samples_per_second", t::gauge, "Training throughput, all workers.",
-                     samples_per_second_));
+                     s.samples_per_second));
   f.push_back(scalar("keel_training_loss", t::gauge,
                      "Mean training loss since the previous progress event (NaN before one).",
-                     training_loss_));
+                     s.training_loss));
   f.push_back(scalar("keel_test_accuracy", t::gauge,
                      "Held-out accuracy, when progress scores it and at the end (NaN: not scored).",
-                     test_accuracy_));
+                     s.test_accuracy));
   f.push_back(scalar("keel_test_log_loss", t::gauge,
                      "Held-out log loss of the final parameters (NaN until the job ends).",
-                     test_log_loss_));
+                     s.test_log_loss));
   return f;
 }
 

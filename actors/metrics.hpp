@@ -10,9 +10,8 @@
 // one thread may observe while others render; every call is short and
 // never blocks on I/O.
 
-#include <cmath>
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -47,6 +46,11 @@ const std::vector<double>& recovery_buckets_seconds();
 
 class metrics_registry {
  public:
+  metrics_registry();
+  ~metrics_registry();
+  metrics_registry(const metrics_registry&) = delete;
+  metrics_registry& operator=(const metrics_registry&) = delete;
+
   // Counts one event of the job's timeline into the metrics.
   void observe(const job_event& e);
   // The job ended with `r`: its totals become the metrics' values and
@@ -60,24 +64,9 @@ class metrics_registry {
   std::vector<metric_family> families() const;
 
  private:
+  struct state;  // actors/metrics.cpp
   mutable std::mutex mtx_;
-  uint64_t steps_ = 0;
-  uint64_t pushes_ = 0;
-  uint64_t pushes_applied_ = 0;
-  std::map<std::string, uint64_t> restarts_;  // by actor
-  uint64_t rollbacks_ = 0;
-  uint64_t checkpoints_ = 0;
-  uint64_t checkpoint_failures_ = 0;
-  uint64_t replayed_ = 0;
-  std::map<std::string, uint64_t> faults_;  // by kind, as a plan spells it ("kill", "drop")
-  std::vector<job_event> recovery_timeline_;  // the events recoveries() reads
-  double samples_per_second_ = 0;
-  double training_loss_ = NAN;
-  double test_accuracy_ = NAN;
-  double test_log_loss_ = NAN;
-  double elapsed_seconds_ = 0;
-  bool done_ = false;
-  bool failed_ = false;
+  std::unique_ptr<state> s_;
 };
 
 // Prometheus text exposition (version 0.0.4): per family a HELP and a TYPE

@@ -3,6 +3,7 @@
 // a slow or hostile client holds only its own socket.
 #include "actors/metrics_http.hpp"
 
+#include <array>
 #include <chrono>
 #include <iostream>
 #include <thread>
@@ -18,6 +19,7 @@ namespace {
 
 constexpr size_t max_head_bytes = 8192;
 constexpr auto request_deadline = std::chrono::seconds(10);
+constexpr auto linger_deadline = std::chrono::seconds(2);
 
 std::string response(const std::string& status, const std::string& content_type,
                      const std::string& body, const std::string& extra_headers = {}) {
@@ -112,8 +114,31 @@ class connection : public std::enable_shared_from_this<connection> {
     boost::system::error_code ignored;
     socket_.cancel(ignored);  // a read still pending ends now
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self](boost::system::error_code, size_t) { self->close(); });
+    asio::async_write(socket_, asio::buffer(out_), [self](boost::system::error_code ec, size_t) {
+      if (ec)
+        return self->close();
+      // Closing with unread bytes in the socket would send a reset, which
+      // can destroy the response before the client reads it: say we are
+      // done, then read what the client still sends until it closes (or
+      // the deadline, reset here, passes).
+      boost::system::error_code ignored;
+      self->socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      self->timer_.expires_after(linger_deadline);
+      self->timer_.async_wait([self](boost::system::error_code e) {
+        if (!e)
+          self->close();
+      });
+      self->drain();
+    });
+  }
+
+  void drain() {
+    auto self = shared_from_this();
+    socket_.async_read_some(asio::buffer(scratch_), [self](boost::system::error_code ec, size_t) {
+      if (ec)
+        return self->close();
+      self->drain();
+    });
   }
 
   void close() {
@@ -128,6 +153,7 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::streambuf buf_;
   const std::function<std::string()>& render_;
   std::string out_;
+  std::array<char, 4096> scratch_;
   bool answered_ = false;
 };
 

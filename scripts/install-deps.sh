@@ -9,6 +9,7 @@ packages=(
   capnproto libcapnp-dev
   libboost-dev libboost-program-options-dev
   doctest-dev
+  curl
   clang libclang-rt-14-dev
 )
 
