@@ -14,7 +14,7 @@ TEST_CASE("a probe job killed at shard:0 is scraped live and after; metrics equa
   // Fault: kill shard:0 at step 10 of 60 (BSP, 2 shards, 2 workers).
   temp_dir dir;
   auto cfg = config_for(probe(), dir, 60);
-  cfg.kills = {{"shard:0", 10}};
+  cfg.faults = {kill_at("shard:0", 10)};
   cfg.progress_every = 5;
   cfg.progress_accuracy = true;  // progress reads the shards: applied pushes are live
   metrics_registry reg;
