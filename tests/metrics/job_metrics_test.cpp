@@ -10,7 +10,7 @@
 using namespace keel;
 using namespace keel::test;
 
-TEST_CASE("a probe job killed at shard:0 is scraped live and after; metrics equal the result") {
+TEST_CASE("a probe job killed at shard:0 is scraped live and after, and its metrics equal the result") {
   // Fault: kill shard:0 at step 10 of 60 (BSP, 2 shards, 2 workers).
   temp_dir dir;
   auto cfg = config_for(probe(), dir, 60);

@@ -125,7 +125,7 @@ TEST_CASE("label values are escaped: backslash, double quote and newline") {
   CHECK(read_exposition(t).error.empty());
 }
 
-TEST_CASE("recovery times fill cumulative histogram buckets, a sum and a count; one not back is pending") {
+TEST_CASE("recovery times fill cumulative histogram buckets, a sum and a count, and one not back is pending") {
   metrics_registry r;
   r.observe(kill("shard:0", 1000));
   r.observe(event(event_kind::restart, "shard:0", 4000));  // back after 3 ms
