@@ -1,14 +1,14 @@
 #include "actors/metrics.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <map>
 
+#include "actors/faults/recovery.hpp"
 #include "actors/job.hpp"
 #include "actors/job_event.hpp"
-#include "actors/faults/recovery.hpp"
 
 namespace keel {
 
@@ -115,9 +115,12 @@ std::string json_value(const metric_family& f) {
 
 const char* type_name(metric_type t) {
   switch (t) {
-    case metric_type::counter: return "counter";
-    case metric_type::gauge: return "gauge";
-    case metric_type::histogram: return "histogram";
+    case metric_type::counter:
+      return "counter";
+    case metric_type::gauge:
+      return "gauge";
+    case metric_type::histogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -138,8 +141,11 @@ std::string escape_help(const std::string& h) {
 }  // namespace
 
 const std::vector<double>& recovery_buckets_seconds() {
-  static const std::vector<double> bounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                             0.25,  0.5,    1,     2.5,  5,     10,   30};
+  // A shard restarted from its snapshot serves again within a millisecond or
+  // so; a rollback of the whole tree takes up to seconds.
+  static const std::vector<double> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                             0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                             1,      2.5,     5,      10,    30};
   return bounds;
 }
 
@@ -183,17 +189,28 @@ void metrics_registry::observe(const job_event& e) {
       if (!std::isnan(e.accuracy))
         s.test_accuracy = e.accuracy;
       break;
-    case event_kind::restart: ++s.restarts[e.actor]; break;
-    case event_kind::rollback: ++s.rollbacks; break;
-    case event_kind::checkpoint: ++s.checkpoints; break;
-    case event_kind::checkpoint_failed: ++s.checkpoint_failures; break;
-    case event_kind::replay: s.replayed += e.count; break;
+    case event_kind::restart:
+      ++s.restarts[e.actor];
+      break;
+    case event_kind::rollback:
+      ++s.rollbacks;
+      break;
+    case event_kind::checkpoint:
+      ++s.checkpoints;
+      break;
+    case event_kind::checkpoint_failed:
+      ++s.checkpoint_failures;
+      break;
+    case event_kind::replay:
+      s.replayed += e.count;
+      break;
     case event_kind::fault:
     case event_kind::damage:
       if (!e.fault.empty())
         ++s.faults[fault_kind_of(e.fault)];
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -231,7 +248,8 @@ std::vector<metric_family> metrics_registry::families() const {
   f.push_back(scalar("keel_up", t::gauge, "1 while this process serves keel's metrics.", 1));
   f.push_back(scalar("keel_job_done", t::gauge,
                      "1 once the training job has ended (with a result or failed).", s.done));
-  f.push_back(scalar("keel_job_failed", t::gauge, "1 if the job ended without a result.", s.failed));
+  f.push_back(
+      scalar("keel_job_failed", t::gauge, "1 if the job ended without a result.", s.failed));
   f.push_back(scalar("keel_elapsed_seconds", t::gauge,
                      "Seconds since the job started, as of its latest event.", s.elapsed_seconds));
   f.push_back(scalar("keel_steps", t::gauge,
@@ -250,8 +268,8 @@ std::vector<metric_family> metrics_registry::families() const {
                        s.restarts));
   f.push_back(scalar("keel_rollbacks_total", t::counter,
                      "Rollbacks of the whole tree to the last valid checkpoint.", n(s.rollbacks)));
-  f.push_back(scalar("keel_checkpoints_total", t::counter, "Checkpoints committed.",
-                     n(s.checkpoints)));
+  f.push_back(
+      scalar("keel_checkpoints_total", t::counter, "Checkpoints committed.", n(s.checkpoints)));
   f.push_back(scalar("keel_checkpoint_failures_total", t::counter,
                      "Checkpoints that failed or were lost (the previous one stays in force).",
                      n(s.checkpoint_failures)));
@@ -319,8 +337,8 @@ std::string to_prometheus(const std::vector<metric_family>& families) {
       if (!s.labels.empty()) {
         out += "{";
         for (size_t i = 0; i < s.labels.size(); ++i)
-          out += (i ? "," : "") + s.labels[i].first + "=\"" + escape_label_value(s.labels[i].second) +
-                 "\"";
+          out += (i ? "," : "") + s.labels[i].first + "=\"" +
+                 escape_label_value(s.labels[i].second) + "\"";
         out += "}";
       }
       out += " " + format_metric_value(s.value) + "\n";

@@ -26,13 +26,13 @@ struct metrics_file_writer::impl {
     auto line = to_json_line(registry->families(), options.clock_ms()) + "\n";
     out << line << std::flush;
     if (!out && write_error.empty())
-      write_error = "metrics file " + options.path.string() + ": write failed: " + std::strerror(errno);
+      write_error =
+          "metrics file " + options.path.string() + ": write failed: " + std::strerror(errno);
   }
 
   void run() {
     std::unique_lock<std::mutex> lock(mtx);
-    while (!wake.wait_for(lock, options.every, [&] { return stopping; }))
-      append();
+    while (!wake.wait_for(lock, options.every, [&] { return stopping; })) append();
   }
 };
 
@@ -49,8 +49,8 @@ std::unique_ptr<metrics_file_writer> metrics_file_writer::open(metrics_file_opti
   if (!p->options.clock_ms)
     p->options.clock_ms = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
+                 std::chrono::system_clock::now().time_since_epoch())
+          .count();
     };
   p->registry = &registry;
   errno = 0;

@@ -4,11 +4,10 @@
 #include "actors/metrics_http.hpp"
 
 #include <array>
+#include <boost/asio.hpp>
 #include <chrono>
 #include <iostream>
 #include <thread>
-
-#include <boost/asio.hpp>
 
 namespace keel {
 
@@ -76,7 +75,9 @@ std::pair<head_iterator, bool> end_of_head(head_iterator begin, head_iterator en
 class connection : public std::enable_shared_from_this<connection> {
  public:
   connection(tcp::socket s, const std::function<std::string()>& render)
-      : socket_(std::move(s)), timer_(socket_.get_executor()), buf_(max_head_bytes),
+      : socket_(std::move(s)),
+        timer_(socket_.get_executor()),
+        buf_(max_head_bytes),
         render_(render) {}
 
   void start() {
@@ -86,8 +87,9 @@ class connection : public std::enable_shared_from_this<connection> {
       if (!ec)
         self->answer(plain("408 Request Timeout", "the request head did not arrive in time"));
     });
-    asio::async_read_until(socket_, buf_, end_of_head,
-                           [self](boost::system::error_code ec, size_t n) { self->on_head(ec, n); });
+    asio::async_read_until(
+        socket_, buf_, end_of_head,
+        [self](boost::system::error_code ec, size_t n) { self->on_head(ec, n); });
   }
 
  private:
@@ -99,10 +101,11 @@ class connection : public std::enable_shared_from_this<connection> {
       return answer(metrics_http_response(head, render_));
     }
     if (ec == asio::error::not_found)
-      return answer(plain("400 Bad Request", "the request head exceeds " +
-                                                 std::to_string(max_head_bytes) + " bytes"));
+      return answer(plain("400 Bad Request",
+                          "the request head exceeds " + std::to_string(max_head_bytes) + " bytes"));
     if (ec == asio::error::eof && buf_.size() > 0)
-      return answer(plain("400 Bad Request", "the connection closed before the request head ended"));
+      return answer(
+          plain("400 Bad Request", "the connection closed before the request head ended"));
     close();  // gone without a request
   }
 
@@ -176,7 +179,8 @@ std::string metrics_http_response(const std::string& request_head,
   try {
     return response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
   } catch (const std::exception& e) {
-    return plain("500 Internal Server Error", std::string("rendering the metrics failed: ") + e.what());
+    return plain("500 Internal Server Error",
+                 std::string("rendering the metrics failed: ") + e.what());
   }
 }
 
@@ -218,8 +222,9 @@ struct metrics_http_server::impl {
   }
 };
 
-std::unique_ptr<metrics_http_server> metrics_http_server::start(
-  const metrics_http_options& options, std::function<std::string()> render, std::string& error) {
+std::unique_ptr<metrics_http_server> metrics_http_server::start(const metrics_http_options& options,
+                                                                std::function<std::string()> render,
+                                                                std::string& error) {
   auto p = std::make_unique<impl>();
   p->render = std::move(render);
   p->address = options.address;

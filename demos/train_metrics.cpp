@@ -7,6 +7,7 @@ namespace po = boost::program_options;
 namespace keel::cli {
 
 void train_metrics::add_options(po::options_description& opts) {
+  // clang-format off
   opts.add_options()
     ("metrics-port", po::value(&port_)->notifier([this](int64_t) { serve_ = true; }),
      "serve Prometheus metrics at http://ADDRESS:PORT/metrics while training (0: the OS picks)")
@@ -16,6 +17,7 @@ void train_metrics::add_options(po::options_description& opts) {
      "append the metrics as a JSON line every --metrics-every-ms, and a last one at the end")
     ("metrics-every-ms", po::value(&every_ms_)->default_value(every_ms_),
      "milliseconds between --metrics-file lines");
+  // clang-format on
 }
 
 std::string train_metrics::start(std::ostream& out) {
@@ -28,8 +30,8 @@ std::string train_metrics::start(std::ostream& out) {
     metrics_http_options o;
     o.address = address_;
     o.port = static_cast<uint16_t>(port_);
-    server_ = metrics_http_server::start(o, [this] { return to_prometheus(registry_.families()); },
-                                         error);
+    server_ = metrics_http_server::start(
+        o, [this] { return to_prometheus(registry_.families()); }, error);
     if (!server_)
       return error;
     auto host = address_.find(':') == std::string::npos ? address_ : "[" + address_ + "]";

@@ -5,12 +5,11 @@
 // appended to a file as JSON lines. Nothing runs unless a flag asks for it.
 // Errors are one line of text naming the flag or file at fault.
 
+#include <boost/program_options.hpp>
 #include <cstdint>
 #include <memory>
 #include <ostream>
 #include <string>
-
-#include <boost/program_options.hpp>
 
 #include "actors/metrics.hpp"
 #include "actors/metrics_file.hpp"

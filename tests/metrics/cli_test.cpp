@@ -1,15 +1,13 @@
 // `keel train --metrics-*` end to end: the real binary (KEEL_CLI_PATH),
 // scraped with curl while it trains, and its JSON-lines file read back.
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 
 #include <chrono>
 #include <fstream>
-#include <regex>
 #include <thread>
-
-#include <doctest/doctest.h>
 
 #include "../actors/job_fixture.hpp"
 #include "json_check.hpp"
@@ -48,11 +46,23 @@ bool eventually(F ready, std::chrono::seconds limit) {
 
 // The metrics URL `keel train` printed, if it has yet.
 std::string printed_url(const std::string& output) {
-  static const std::regex line(R"(keel train: metrics on (http://127\.0\.0\.1:([0-9]+)/metrics))");
-  std::smatch m;
-  if (!std::regex_search(output, m, line))
+  const std::string prefix = "keel train: metrics on ";
+  auto at = output.find(prefix + "http://127.0.0.1:");
+  if (at == std::string::npos)
     return {};
-  return std::stoi(m[2]) > 0 ? m[1].str() : std::string();
+  auto end = output.find('\n', at);
+  if (end == std::string::npos)
+    return {};  // the line is not complete yet
+  auto url = output.substr(at + prefix.size(), end - at - prefix.size());
+  auto port_at = std::string("http://127.0.0.1:").size();
+  auto slash = url.find('/', port_at);
+  if (slash == std::string::npos || url.substr(slash) != "/metrics")
+    return {};
+  auto port = url.substr(port_at, slash - port_at);
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) == 0)
+    return {};
+  return url;
 }
 
 // `keel train` run in the background, its output going to a file.
@@ -90,21 +100,21 @@ class background_keel {
 TEST_CASE("keel train --metrics-port 0 serves live metrics that count the kill of shard:0") {
   // Fault: kill shard:0 at step 5 of a run far too long to end during the test.
   temp_dir dir;
-  background_keel keel({"train", "--model", "probe", "--steps", "2000000", "--quiet",
-                        "--faults", "kill:shard:0@5", "--checkpoint-dir", (dir.path() / "ckpt").string(),
-                        "--metrics-port", "0"},
-                       dir.path() / "out.txt");
+  background_keel keel(
+      {"train", "--model", "probe", "--steps", "2000000", "--quiet", "--faults", "kill:shard:0@5",
+       "--checkpoint-dir", (dir.path() / "ckpt").string(), "--metrics-port", "0"},
+      dir.path() / "out.txt");
   std::string url;
   REQUIRE_MESSAGE(eventually([&] { return !(url = printed_url(keel.output())).empty(); },
                              std::chrono::seconds(60)),
                   keel.output());
   exposition e;
   bool restarted = eventually(
-    [&] {
-      e = read_exposition(curl(url).body);
-      return e.at("keel_restarts_total{actor=\"shard:0\"}") == 1.0;
-    },
-    std::chrono::seconds(60));
+      [&] {
+        e = read_exposition(curl(url).body);
+        return e.at("keel_restarts_total{actor=\"shard:0\"}") == 1.0;
+      },
+      std::chrono::seconds(60));
   CAPTURE(keel.output());
   CHECK(restarted);
   CHECK_MESSAGE(e.error.empty(), e.error);
@@ -113,15 +123,17 @@ TEST_CASE("keel train --metrics-port 0 serves live metrics that count the kill o
   CHECK(e.at("keel_up") == 1);
 }
 
-TEST_CASE("keel train --metrics-file appends valid JSON lines, the last with the result's numbers") {
+TEST_CASE(
+    "keel train --metrics-file appends valid JSON lines, the last with the result's numbers") {
   // Fault: kill shard:0 at step 20 of 200 (probe, BSP, 2 shards, 2 workers).
   temp_dir dir;
   auto file = dir.path() / "metrics.jsonl";
   auto report = dir.path() / "report.json";
   auto [out, status] = run_process(
-    std::string(KEEL_CLI_PATH) + " train --model probe --steps 200 --quiet --faults kill:shard:0@20" +
-    " --checkpoint-dir " + (dir.path() / "ckpt").string() + " --metrics-port 0 --metrics-file " +
-    file.string() + " --metrics-every-ms 2 --report " + report.string() + " 2>&1");
+      std::string(KEEL_CLI_PATH) +
+      " train --model probe --steps 200 --quiet --faults kill:shard:0@20" + " --checkpoint-dir " +
+      (dir.path() / "ckpt").string() + " --metrics-port 0 --metrics-file " + file.string() +
+      " --metrics-every-ms 2 --report " + report.string() + " 2>&1");
   CAPTURE(out);
   REQUIRE(status == 0);
   CHECK(!printed_url(out).empty());
@@ -140,7 +152,8 @@ TEST_CASE("keel train --metrics-file appends valid JSON lines, the last with the
   auto result = parse_json(read_file(report));
   REQUIRE(result);
   CHECK((*last)["keel_job_done"].number == 1);
-  CHECK((*last)["keel_restarts_total"]["shard:0"].number == (*result)["restarts"]["shard:0"].number);
+  CHECK((*last)["keel_restarts_total"]["shard:0"].number ==
+        (*result)["restarts"]["shard:0"].number);
   CHECK((*result)["restarts"]["shard:0"].number >= 1);
   CHECK((*last)["keel_pushes_applied_total"].number == (*result)["pushes_applied"].number);
   CHECK((*last)["keel_pushes_total"].number == (*result)["pushes_acked"].number);
@@ -152,17 +165,21 @@ TEST_CASE("bad metrics flags are usage errors naming the flag or the file") {
   temp_dir dir;
   auto run = [&](const std::string& flags) {
     return run_process(std::string(KEEL_CLI_PATH) + " train --model probe --steps 5 --quiet " +
-                       "--checkpoint-dir " + (dir.path() / "ckpt").string() + " " + flags + " 2>&1");
+                       "--checkpoint-dir " + (dir.path() / "ckpt").string() + " " + flags +
+                       " 2>&1");
   };
   struct bad_case {
     std::string flags, says;
   };
   for (auto& c : std::vector<bad_case>{
-         {"--metrics-port 70000", "--metrics-port must be 0..65535, not 70000"},
-         {"--metrics-port -1", "--metrics-port must be 0..65535, not -1"},
-         {"--metrics-port 0 --metrics-address nowhere", "metrics address 'nowhere' is not an IP address"},
-         {"--metrics-file /nonexistent-dir/m.jsonl", "metrics file /nonexistent-dir/m.jsonl: cannot open"},
-         {"--metrics-file m.jsonl --metrics-every-ms 0", "--metrics-every-ms must be 1..86400000, not 0"},
+           {"--metrics-port 70000", "--metrics-port must be 0..65535, not 70000"},
+           {"--metrics-port -1", "--metrics-port must be 0..65535, not -1"},
+           {"--metrics-port 0 --metrics-address nowhere",
+            "metrics address 'nowhere' is not an IP address"},
+           {"--metrics-file /nonexistent-dir/m.jsonl",
+            "metrics file /nonexistent-dir/m.jsonl: cannot open"},
+           {"--metrics-file m.jsonl --metrics-every-ms 0",
+            "--metrics-every-ms must be 1..86400000, not 0"},
        }) {
     CAPTURE(c.flags);
     auto [out, status] = run(c.flags);

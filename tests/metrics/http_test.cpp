@@ -1,8 +1,8 @@
 // The metrics endpoint against real clients: curl run as a process, and a
 // raw TCP client for the requests curl will not send.
-#include <atomic>
-
 #include <doctest/doctest.h>
+
+#include <atomic>
 
 #include "actors/job_event.hpp"
 #include "actors/metrics.hpp"
@@ -21,7 +21,8 @@ struct counting_server {
 
   counting_server() {
     std::string error;
-    server = metrics_http_server::start({}, [this] { return page(++renders); }, error);
+    server = metrics_http_server::start(
+        {}, [this] { return page(++renders); }, error);
     REQUIRE_MESSAGE(server, error);
     REQUIRE(server->port() != 0);
   }
@@ -60,7 +61,7 @@ TEST_CASE("a registry served over HTTP reads back as the exposition it renders")
   reg.observe(e);
   std::string error;
   auto server = metrics_http_server::start(
-    {}, [&reg] { return to_prometheus(reg.families()); }, error);
+      {}, [&reg] { return to_prometheus(reg.families()); }, error);
   REQUIRE_MESSAGE(server, error);
   auto r = curl("http://127.0.0.1:" + std::to_string(server->port()) + "/metrics");
   REQUIRE(r.status == 200);
@@ -83,7 +84,8 @@ TEST_CASE("other paths answer 404 and other methods 405 with Allow: GET") {
   CHECK(s.renders == 0);  // none of them rendered the page
 }
 
-TEST_CASE("garbage, a bad request line and an oversized head get 400, and the server keeps serving") {
+TEST_CASE(
+    "garbage, a bad request line and an oversized head get 400, and the server keeps serving") {
   counting_server s;
   auto port = s.server->port();
   std::string garbage("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n\n", 13);  // a TLS hello, say
@@ -93,7 +95,8 @@ TEST_CASE("garbage, a bad request line and an oversized head get 400, and the se
   CHECK(raw_request(port, "GET  /metrics HTTP/1.1\r\n\r\n").status == 400);
   CHECK(raw_request(port, "G(T /metrics HTTP/1.1\r\n\r\n").status == 400);
   CHECK(curl(s.url(), "--request-target 'metrics'").status == 400);  // not origin-form
-  auto huge = raw_request(port, "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n");
+  auto huge =
+      raw_request(port, "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n");
   CHECK(huge.status == 400);
   CHECK(huge.body.find("exceeds") != std::string::npos);
   // Closed before the head ended: 400, not a hang.
@@ -129,7 +132,8 @@ TEST_CASE("a client that connects and sends nothing does not keep others from be
 
 TEST_CASE("the pure response: every branch without a socket") {
   auto render = [] { return std::string("x 1\n"); };
-  CHECK(metrics_http_response("GET /metrics HTTP/1.1\r\nHost: a\r\n", render).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(metrics_http_response("GET /metrics HTTP/1.1\r\nHost: a\r\n", render)
+            .rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(metrics_http_response("GET /metrics?a=b HTTP/1.0", render).rfind("HTTP/1.1 200", 0) == 0);
   CHECK(metrics_http_response("GET /other HTTP/1.1", render).rfind("HTTP/1.1 404", 0) == 0);
   CHECK(metrics_http_response("PUT /metrics HTTP/1.1", render).rfind("HTTP/1.1 405", 0) == 0);
@@ -147,14 +151,16 @@ TEST_CASE("a port in use and an address that is not an IP are errors naming them
   std::string error;
   metrics_http_options same;
   same.port = s.server->port();
-  CHECK(!metrics_http_server::start(same, [] { return std::string(); }, error));
+  CHECK(!metrics_http_server::start(
+      same, [] { return std::string(); }, error));
   CAPTURE(error);
   CHECK(error.find("127.0.0.1:" + std::to_string(same.port)) != std::string::npos);
   CHECK(error.find("in use") != std::string::npos);
   metrics_http_options bad;
   bad.address = "localhost:80";
   error.clear();
-  CHECK(!metrics_http_server::start(bad, [] { return std::string(); }, error));
+  CHECK(!metrics_http_server::start(
+      bad, [] { return std::string(); }, error));
   CHECK(error == "metrics address 'localhost:80' is not an IP address");
 }
 
@@ -169,7 +175,8 @@ TEST_CASE("destroying the server joins its thread and frees its port") {
   std::string error;
   metrics_http_options again;
   again.port = port;
-  auto s2 = metrics_http_server::start(again, [] { return std::string("a 1\n"); }, error);
+  auto s2 = metrics_http_server::start(
+      again, [] { return std::string("a 1\n"); }, error);
   REQUIRE_MESSAGE(s2, error);
   CHECK(s2->port() == port);
   auto r = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");

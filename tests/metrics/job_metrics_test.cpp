@@ -10,7 +10,8 @@
 using namespace keel;
 using namespace keel::test;
 
-TEST_CASE("a probe job killed at shard:0 is scraped live and after, and its metrics equal the result") {
+TEST_CASE(
+    "a probe job killed at shard:0 is scraped live and after, and its metrics equal the result") {
   // Fault: kill shard:0 at step 10 of 60 (BSP, 2 shards, 2 workers).
   temp_dir dir;
   auto cfg = config_for(probe(), dir, 60);
@@ -19,8 +20,8 @@ TEST_CASE("a probe job killed at shard:0 is scraped live and after, and its metr
   cfg.progress_accuracy = true;  // progress reads the shards: applied pushes are live
   metrics_registry reg;
   std::string error;
-  auto server =
-    metrics_http_server::start({}, [&reg] { return to_prometheus(reg.families()); }, error);
+  auto server = metrics_http_server::start(
+      {}, [&reg] { return to_prometheus(reg.families()); }, error);
   REQUIRE_MESSAGE(server, error);
   auto url = "http://127.0.0.1:" + std::to_string(server->port()) + "/metrics";
   auto j = job::start(cfg);

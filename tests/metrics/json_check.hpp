@@ -125,7 +125,12 @@ class json_reader {
         i_ += 4;
         out += code < 0x80 ? static_cast<char>(code) : '?';
       } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+        out += e == 'n'   ? '\n'
+               : e == 't' ? '\t'
+               : e == 'r' ? '\r'
+               : e == 'b' ? '\b'
+               : e == 'f' ? '\f'
+                          : e;
       } else {
         return false;
       }

@@ -45,7 +45,8 @@ bool has_line(const std::string& text, const std::string& line) {
 
 }  // namespace
 
-TEST_CASE("a registry fed restarts, faults, checkpoints and progress renders exactly those numbers") {
+TEST_CASE(
+    "a registry fed restarts, faults, checkpoints and progress renders exactly those numbers") {
   metrics_registry r;
   r.observe(kill("shard:0", 1000));
   r.observe(event(event_kind::restart, "shard:0", 2000));
@@ -125,13 +126,15 @@ TEST_CASE("label values are escaped: backslash, double quote and newline") {
   CHECK(read_exposition(t).error.empty());
 }
 
-TEST_CASE("recovery times fill cumulative histogram buckets, a sum and a count, and one not back is pending") {
+TEST_CASE(
+    "recovery times fill cumulative histogram buckets, a sum and a count, and one not back is "
+    "pending") {
   metrics_registry r;
   r.observe(kill("shard:0", 1000));
   r.observe(event(event_kind::restart, "shard:0", 4000));  // back after 3 ms
   r.observe(kill("worker:1", 10000));
   r.observe(event(event_kind::restart, "worker:1", 210000));  // back after 200 ms
-  r.observe(kill("shard:1", 300000));  // not back yet
+  r.observe(kill("shard:1", 300000));                         // not back yet
   auto t = text(r);
   CAPTURE(t);
   auto e = read_exposition(t);
@@ -162,7 +165,9 @@ TEST_CASE("counters never go back when a rollback sets the workers' steps back")
   CHECK(has_line(t, "keel_pushes_applied_total 160"));
 }
 
-TEST_CASE("finishing with a job result replaces the observed numbers with the result's and marks the job done") {
+TEST_CASE(
+    "finishing with a job result replaces the observed numbers with the result's and marks the job "
+    "done") {
   metrics_registry r;
   r.observe(event(event_kind::restart, "shard:0"));
   r.observe(progress(10, 40, 0, 2.0));
@@ -203,7 +208,8 @@ TEST_CASE("a job that ends without a result is done and failed, its numbers as o
   CHECK(has_line(t, "keel_restarts_total{actor=\"shard:0\"} 1"));
 }
 
-TEST_CASE("sample values: integers exactly, fractions that read back the same, NaN and infinities") {
+TEST_CASE(
+    "sample values: integers exactly, fractions that read back the same, NaN and infinities") {
   CHECK(format_metric_value(0) == "0");
   CHECK(format_metric_value(1200) == "1200");
   CHECK(format_metric_value(9007199254740991.0) == "9007199254740991");
@@ -215,7 +221,8 @@ TEST_CASE("sample values: integers exactly, fractions that read back the same, N
   CHECK(format_metric_value(-INFINITY) == "-Inf");
 }
 
-TEST_CASE("a JSON line holds the same families: numbers, objects by label, a histogram, NaN as null") {
+TEST_CASE(
+    "a JSON line holds the same families: numbers, objects by label, a histogram, NaN as null") {
   metrics_registry r;
   r.observe(kill("shard:0", 1000));
   r.observe(event(event_kind::restart, "shard:0", 3000));
@@ -251,4 +258,25 @@ TEST_CASE("the test's JSON reader rejects what is not JSON") {
     CHECK(!parse_json(bad));
   }
   CHECK(parse_json("{\"a\": [1, -2.5e3, true, null, \"s\\n\"]}"));
+}
+
+TEST_CASE("the test's exposition reader rejects what is not exposition") {
+  const std::string head = "# HELP m A metric.\n# TYPE m counter\n";
+  CHECK(read_exposition(head + "m 1\n").error.empty());
+  CHECK(read_exposition(head + "m{a=\"x\\\"y\",b=\"\\n\"} 1.5e3\n").error.empty());
+  std::vector<std::string> bad_texts = {
+      head + "m{a=\"x\"y\"} 1\n",  // an unescaped quote
+      head + "m{a=\"x\\q\"} 1\n",  // an escape the format does not have
+      head + "m one\n",
+      head + "m 1",  // no final newline
+      head + "m{a=x} 1\n",
+      head + "m  1\n",
+      head + "1m 1\n",
+      "m 1\n",  // no HELP, no TYPE
+      "# TYPE m counter\n# HELP m A metric.\nm 1\n",
+  };
+  for (auto& bad : bad_texts) {
+    CAPTURE(bad);
+    CHECK(!read_exposition(bad).error.empty());
+  }
 }

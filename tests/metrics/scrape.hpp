@@ -5,6 +5,7 @@
 // requests curl will not send.
 
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -12,15 +13,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include <doctest/doctest.h>
 
 namespace keel::test {
 
@@ -39,7 +39,8 @@ struct exposition {
 };
 
 // The family a sample belongs to: its name without a histogram's suffix.
-inline std::string family_of(const std::string& name, const std::map<std::string, std::string>& types) {
+inline std::string family_of(const std::string& name,
+                             const std::map<std::string, std::string>& types) {
   for (const char* suffix : {"_bucket", "_sum", "_count"}) {
     std::string s(suffix);
     if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
@@ -52,28 +53,93 @@ inline std::string family_of(const std::string& name, const std::map<std::string
   return name;
 }
 
+// Reads a metric or label name at `i`: [a-zA-Z_:][a-zA-Z0-9_:]* (no
+// colon in a label name).
+inline bool read_name(const std::string& s, size_t& i, bool label, std::string& out) {
+  auto first = [&](char c) {
+    return isalpha(static_cast<unsigned char>(c)) || c == '_' || (!label && c == ':');
+  };
+  auto rest = [&](char c) { return first(c) || isdigit(static_cast<unsigned char>(c)); };
+  if (i >= s.size() || !first(s[i]))
+    return false;
+  size_t start = i;
+  while (i < s.size() && rest(s[i])) ++i;
+  out = s.substr(start, i - start);
+  return true;
+}
+
+// Reads `{name="value",...}` at `i`: quoted values escape only \\, \" and \n.
+inline bool read_labels(const std::string& s, size_t& i) {
+  if (i >= s.size() || s[i] != '{')
+    return true;  // none
+  ++i;
+  for (;;) {
+    std::string name;
+    if (!read_name(s, i, true, name) || i + 1 >= s.size() || s[i] != '=' || s[i + 1] != '"')
+      return false;
+    i += 2;
+    for (;;) {
+      if (i >= s.size())
+        return false;
+      char c = s[i++];
+      if (c == '"')
+        break;
+      if (c == '\\') {
+        if (i >= s.size() || (s[i] != '\\' && s[i] != '"' && s[i] != 'n'))
+          return false;
+        ++i;
+      }
+    }
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      continue;
+    }
+    return i < s.size() && s[i++] == '}';
+  }
+}
+
+inline bool read_value(const std::string& text, double& v) {
+  if (text == "NaN")
+    return v = NAN, true;
+  if (text == "+Inf" || text == "-Inf")
+    return v = text[0] == '+' ? INFINITY : -INFINITY, true;
+  if (text.empty() || !(isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-'))
+    return false;
+  char* end = nullptr;
+  v = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
 inline exposition read_exposition(const std::string& text) {
-  static const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*))");
-  static const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped))");
-  static const std::regex sample(
-    R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:\\[\\"n]|[^"\\\n])*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:\\[\\"n]|[^"\\\n])*")*\})? (NaN|[+-]Inf|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?))");
+  static const std::set<std::string> types = {"counter", "gauge", "histogram", "summary",
+                                              "untyped"};
   exposition out;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, help)) {
-      out.help[m[1]] = m[2];
-    } else if (std::regex_match(line, m, type)) {
-      if (!out.help.count(m[1]))
+    size_t i = 0;
+    std::string name;
+    if (line.rfind("# HELP ", 0) == 0) {
+      i = 7;
+      if (!read_name(line, i, false, name) || i >= line.size() || line[i] != ' ')
+        return out.error = "a bad HELP line: " + line, out;
+      out.help[name] = line.substr(i + 1);
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      i = 7;
+      if (!read_name(line, i, false, name) || i >= line.size() || line[i] != ' ' ||
+          !types.count(line.substr(i + 1)))
+        return out.error = "a bad TYPE line: " + line, out;
+      if (!out.help.count(name))
         return out.error = "TYPE before HELP: " + line, out;
-      out.type[m[1]] = m[2];
-    } else if (std::regex_match(line, m, sample)) {
-      if (!out.type.count(family_of(m[1], out.type)))
-        return out.error = "a sample of a family not announced: " + line, out;
-      out.samples[m[1].str() + m[2].str()] = m[3] == "NaN" ? NAN : std::stod(m[3]);
+      out.type[name] = line.substr(i + 1);
     } else {
-      return out.error = "not exposition: '" + line + "'", out;
+      double v = 0;
+      if (!read_name(line, i, false, name) || !read_labels(line, i) || i >= line.size() ||
+          line[i] != ' ' || !read_value(line.substr(i + 1), v))
+        return out.error = "not exposition: '" + line + "'", out;
+      if (!out.type.count(family_of(name, out.type)))
+        return out.error = "a sample of a family not announced: " + line, out;
+      out.samples[line.substr(0, i)] = v;
     }
   }
   if (text.empty() || text.back() != '\n')
