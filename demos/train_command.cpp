@@ -287,6 +287,7 @@ int train(const args& given) {
   auto j = job::start(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";
+    metrics.finish(nullptr);  // the file's last line says the job failed
     return 1;
   }
   if (!cfg.resume)
