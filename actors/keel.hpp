@@ -13,8 +13,8 @@
 // See actors/job.hpp for the configuration, events, kills and the result,
 // actors/faults/recovery.hpp for reading the recoveries back from the events,
 // actors/metrics.hpp (with metrics_http.hpp and metrics_file.hpp) for
-// metrics fed from job::on_event, and demos/embedding/ for an application that brings its own model. An
-// installed keel is found with find_package(keel) and linked as keel::keel;
+// metrics fed from job::on_event, and demos/embedding/ for an application
+// that brings its own model. An installed keel is found with find_package(keel) and linked as keel::keel;
 // include this header as <keel/keel.hpp>. Only this header and the ones it
 // includes are installed: they are keel's public API, and no implementation
 // type appears in them. Every call reports failure as a value

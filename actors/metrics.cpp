@@ -19,9 +19,10 @@ std::string fault_kind_of(const std::string& spelled) {
   return spelled.substr(0, spelled.find(':'));
 }
 
+// Whether recoveries() may need the event: all but the kinds that come in
+// volume and never begin or end a recovery.
 bool feeds_recoveries(event_kind k) {
-  return k == event_kind::fault || k == event_kind::rollback || k == event_kind::restart ||
-         k == event_kind::restored || k == event_kind::replay;
+  return k != event_kind::progress && k != event_kind::retry && k != event_kind::skipped_step;
 }
 
 metric_family scalar(std::string name, metric_type type, std::string help, double value) {

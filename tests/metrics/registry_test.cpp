@@ -1,6 +1,7 @@
 // The metrics registry: job events in, exact exposition lines and JSON out.
 #include <doctest/doctest.h>
 
+#include "actors/faults/recovery.hpp"
 #include "actors/job.hpp"
 #include "actors/metrics.hpp"
 #include "json_check.hpp"
@@ -152,6 +153,34 @@ TEST_CASE(
   // Buckets are cumulative and ascend to +Inf.
   CHECK(t.find("le=\"0.001\"") < t.find("le=\"0.005\""));
   CHECK(t.find("le=\"30\"") < t.find("le=\"+Inf\""));
+}
+
+TEST_CASE(
+    "a node lost and its children restarted elsewhere is one recovery, as recoveries() reads it") {
+  // Fault: kill9 of node:1 at 1 ms; seen down at 3 ms running shard:1 and
+  // worker:1; both restarted by 9 ms.
+  std::vector<job_event> timeline;
+  auto fault = kill("node:1", 1000);
+  fault.fault = "kill9:node:1";
+  timeline.push_back(fault);
+  auto down = event(event_kind::node_down, "node:1", 3000);
+  down.peer = "shard:1,worker:1";
+  timeline.push_back(down);
+  timeline.push_back(event(event_kind::progress, "job", 4000));
+  timeline.push_back(event(event_kind::restart, "shard:1", 6000));
+  timeline.push_back(event(event_kind::restart, "worker:1", 9000));
+  metrics_registry r;
+  for (auto& e : timeline) r.observe(e);
+  auto expected = recoveries(timeline);
+  REQUIRE(expected.size() == 1);
+  REQUIRE(expected[0].served_after_us);
+  auto e = read_exposition(text(r));
+  REQUIRE(e.error.empty());
+  CHECK(e.at("keel_recovery_seconds_count") == 1);
+  CHECK(e.at("keel_recovery_seconds_sum").value() ==
+        doctest::Approx(static_cast<double>(*expected[0].served_after_us) / 1e6));
+  CHECK(e.at("keel_recoveries_pending") == 0);
+  CHECK(e.at("keel_faults_injected_total{kind=\"kill9\"}") == 1);
 }
 
 TEST_CASE("counters never go back when a rollback sets the workers' steps back") {
