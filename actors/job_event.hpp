@@ -67,6 +67,12 @@ struct job_event {
   double loss = NAN;            // progress: mean training loss since the last one
   double accuracy = NAN;        // progress: held-out accuracy (NaN: not scored)
   double samples_per_second = 0;  // progress
+  // progress: pushes the workers know applied (a worker completes a step
+  // only when every shard acknowledged its push), summed over workers.
+  uint64_t pushes_acked = 0;
+  // progress: the shards' applied seqs summed, when the progress read the
+  // shards' parameters (progress_accuracy); 0 when it did not read them.
+  uint64_t pushes_applied = 0;
 };
 
 // A double as its IEEE bit pattern on the wire: CAF 0.17's serializer packs
@@ -95,7 +101,7 @@ typename Inspector::result_type inspect(Inspector& f, job_event& x) {
   double_bits loss{x.loss}, accuracy{x.accuracy}, sps{x.samples_per_second};
   return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.at_us,
            x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, loss,
-           accuracy, sps);
+           accuracy, sps, x.pushes_acked, x.pushes_applied);
 }
 
 // An event of `kind` about `actor`; the job stamps its time on receipt.

@@ -153,6 +153,7 @@ void job::impl::report_progress(uint64_t step) {
   // Steps this process ran: a resumed run's clock starts at its checkpoint.
   auto ran = step - std::min(step, j.resumed_step);
   e.samples_per_second = static_cast<double>(ran * j.cfg.workers * j.cfg.batch_size) / secs;
+  for (auto s : j.worker_step) e.pushes_acked += s * j.cfg.shards;
   char line[256];
   std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
                 static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
@@ -163,6 +164,8 @@ void job::impl::report_progress(uint64_t step) {
     // The parameters the shards hold now (every shard's, read as a
     // snapshot), scored on the held-out set.
     auto read = j.read_parameters(false);
+    if (read)
+      e.pushes_applied = j.result.pushes_applied;
     auto scratch = j.cfg.training_model->make_scratch();
     auto q = read ? j.cfg.training_model->evaluate({j.result.dense, j.result.sparse}, *scratch)
                   : caf::expected<evaluation>(read.error());

@@ -12,8 +12,9 @@
 //
 // See actors/job.hpp for the configuration, events, kills and the result,
 // actors/faults/recovery.hpp for reading the recoveries back from the events,
-// and demos/embedding/ for an application that brings its own model. An
-// installed keel is found with find_package(keel) and linked as keel::keel;
+// actors/metrics.hpp (with metrics_http.hpp and metrics_file.hpp) for
+// metrics fed from job::on_event, and demos/embedding/ for an application
+// that brings its own model. An installed keel is found with find_package(keel) and linked as keel::keel;
 // include this header as <keel/keel.hpp>. Only this header and the ones it
 // includes are installed: they are keel's public API, and no implementation
 // type appears in them. Every call reports failure as a value
@@ -22,6 +23,9 @@
 
 #include "actors/job.hpp"
 #include "actors/faults/recovery.hpp"
+#include "actors/metrics.hpp"
+#include "actors/metrics_file.hpp"
+#include "actors/metrics_http.hpp"
 #include "messages/errors.hpp"
 #include "models/model.hpp"
 #include "models/model_registry.hpp"

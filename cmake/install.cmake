@@ -27,6 +27,7 @@ install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
 set(KEEL_PUBLIC_HEADERS
   actors/job.hpp actors/job_event.hpp actors/consistency.hpp actors/optimizer.hpp
   actors/faults/fault_plan.hpp actors/faults/recovery.hpp
+  actors/metrics.hpp actors/metrics_http.hpp actors/metrics_file.hpp
   messages/errors.hpp
   models/model.hpp models/model_configs.hpp models/model_registry.hpp
   models/parameter_layout.hpp models/span.hpp models/batch_schedule.hpp)

@@ -15,6 +15,7 @@
 #include "models/probe_model.hpp"
 #include "run_plot.hpp"
 #include "run_report.hpp"
+#include "train_metrics.hpp"
 
 namespace keel::cli {
 
@@ -100,6 +101,8 @@ int train(const args& given) {
     ("timeout", number_flag<uint64_t>(&timeout_s, "SECONDS", 1, 1000000000), "give up after this many seconds")
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
+  train_metrics metrics;
+  metrics.add_options(opts);
   po::variables_map vm;
   if (auto status = parse_flags(flags, a, vm))
     return *status;
@@ -188,6 +191,12 @@ int train(const args& given) {
   bool quiet = vm.count("quiet") > 0;
   cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, steps / 10);
   cfg.progress_accuracy = !quiet && (*model)->num_test_examples() > 0;
+  if (quiet && metrics.enabled())
+    cfg.progress_every = std::max<uint64_t>(1, steps / 100);  // metrics follow progress events
+  if (auto err = metrics.start(std::cout); !err.empty()) {
+    std::cerr << "keel train: " << err << "\n";
+    return 2;
+  }
   if (!quiet)
     std::cout << "keel train: " << model_name << ", " << cfg.shards << " shards, " << cfg.workers
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
@@ -196,14 +205,16 @@ int train(const args& given) {
   auto j = job::start(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";
+    metrics.finish(nullptr);  // the file's last line says the job failed
     return 1;
   }
   if (!cfg.resume)
     if (auto err = save_train_args(checkpoint_dir, a))
       std::cerr << "keel train: warning: " << describe(err) << " (--resume will need the flags again)\n";
   bool verbose = vm.count("verbose") > 0;
+  std::function<void(const job_event&)> print;
   if (!quiet)
-    (*j)->on_event([verbose](const job_event& e) {
+    print = [verbose](const job_event& e) {
       bool routine = e.kind == event_kind::start || e.kind == event_kind::retry ||
                      e.kind == event_kind::shutdown || e.kind == event_kind::checkpoint ||
                      (e.kind == event_kind::down && !e.failed);
@@ -212,8 +223,16 @@ int train(const args& given) {
       else if (verbose || !routine)
         std::cout << "  [" << e.at_ms << " ms] " << to_string(e.kind) << " " << e.actor << ": " << e.detail
                   << std::endl;
-    });
+    };
+  (*j)->on_event([&metrics, print](const job_event& e) {
+    metrics.observe(e);
+    if (print)
+      print(e);
+  });
   auto r = (*j)->wait(std::chrono::seconds(timeout_s));
+  auto metrics_error = metrics.finish(r ? &*r : nullptr);
+  if (!metrics_error.empty())
+    std::cerr << "keel train: " << metrics_error << "\n";
   if (!r) {
     std::cerr << "keel train: training failed: " << describe(r.error()) << "\n";
     return 1;
@@ -237,7 +256,7 @@ int train(const args& given) {
         std::cout << "  " << to_string(rec) << "\n";
     }
   }
-  int status = 0;
+  int status = metrics_error.empty() ? 0 : 1;
   if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model)) {
     // Every push adds exactly 1.0, so every parameter must equal the pushes
     // its shard acknowledged: none lost, none applied twice.

@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-program-options-dev
   nlohmann-json3-dev
   doctest-dev
+  curl
   clang libclang-rt-14-dev
 )
 

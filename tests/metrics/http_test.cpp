@@ -1,0 +1,184 @@
+// The metrics endpoint against real clients: curl run as a process, and a
+// raw TCP client for the requests curl will not send.
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "actors/job_event.hpp"
+#include "actors/metrics.hpp"
+#include "actors/metrics_http.hpp"
+#include "scrape.hpp"
+
+using namespace keel;
+using namespace keel::test;
+
+namespace {
+
+// A server on an OS-picked port whose page counts the times it was rendered.
+struct counting_server {
+  std::atomic<int> renders{0};
+  std::unique_ptr<metrics_http_server> server;
+
+  counting_server() {
+    std::string error;
+    server = metrics_http_server::start(
+        {}, [this] { return page(++renders); }, error);
+    REQUIRE_MESSAGE(server, error);
+    REQUIRE(server->port() != 0);
+  }
+  static std::string page(int n) {
+    return "# HELP test_renders Times rendered.\n# TYPE test_renders counter\ntest_renders " +
+           std::to_string(n) + "\n";
+  }
+  std::string url(const std::string& path = "/metrics") const {
+    return "http://127.0.0.1:" + std::to_string(server->port()) + path;
+  }
+};
+
+bool has_header(const http_reply& r, const std::string& header) {
+  return r.headers.find("\r\n" + header + "\r\n") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("GET /metrics answers 200 with the rendered exposition, as Prometheus text 0.0.4") {
+  counting_server s;
+  auto r = curl(s.url());
+  CAPTURE(r.raw);
+  CHECK(r.status == 200);
+  CHECK(has_header(r, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+  CHECK(has_header(r, "Content-Length: " + std::to_string(r.body.size())));
+  auto e = read_exposition(r.body);
+  CHECK_MESSAGE(e.error.empty(), e.error);
+  CHECK(e.at("test_renders") == 1);
+  // Each scrape renders afresh; a query string does not change the page.
+  CHECK(read_exposition(curl(s.url("/metrics?x=1")).body).at("test_renders") == 2);
+}
+
+TEST_CASE("a registry served over HTTP reads back as the exposition it renders") {
+  metrics_registry reg;
+  auto e = make_job_event(event_kind::restart, "shard:0", "");
+  reg.observe(e);
+  std::string error;
+  auto server = metrics_http_server::start(
+      {}, [&reg] { return to_prometheus(reg.families()); }, error);
+  REQUIRE_MESSAGE(server, error);
+  auto r = curl("http://127.0.0.1:" + std::to_string(server->port()) + "/metrics");
+  REQUIRE(r.status == 200);
+  CHECK(r.body == to_prometheus(reg.families()));
+  auto parsed = read_exposition(r.body);
+  CHECK_MESSAGE(parsed.error.empty(), parsed.error);
+  CHECK(parsed.at("keel_restarts_total{actor=\"shard:0\"}") == 1);
+}
+
+TEST_CASE("other paths answer 404 and other methods 405 with Allow: GET") {
+  counting_server s;
+  CHECK(curl(s.url("/")).status == 404);
+  CHECK(curl(s.url("/metrics/extra")).status == 404);
+  CHECK(curl(s.url("/metricsX")).status == 404);
+  auto post = curl(s.url(), "-X POST -d x=1");
+  CHECK(post.status == 405);
+  CHECK(has_header(post, "Allow: GET"));
+  CHECK(curl(s.url(), "-X DELETE").status == 405);
+  CHECK(curl(s.url(), "--head").status == 405);
+  CHECK(s.renders == 0);  // none of them rendered the page
+}
+
+TEST_CASE(
+    "garbage, a bad request line and an oversized head get 400, and the server keeps serving") {
+  counting_server s;
+  auto port = s.server->port();
+  std::string garbage("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n\n", 13);  // a TLS hello, say
+  CHECK(raw_request(port, garbage).status == 400);
+  CHECK(raw_request(port, "GET /metrics\r\n\r\n").status == 400);  // no version
+  CHECK(raw_request(port, "GET /metrics HTTP/2.0\r\n\r\n").status == 400);
+  CHECK(raw_request(port, "GET  /metrics HTTP/1.1\r\n\r\n").status == 400);
+  CHECK(raw_request(port, "G(T /metrics HTTP/1.1\r\n\r\n").status == 400);
+  CHECK(curl(s.url(), "--request-target 'metrics'").status == 400);  // not origin-form
+  auto huge =
+      raw_request(port, "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n");
+  CHECK(huge.status == 400);
+  CHECK(huge.body.find("exceeds") != std::string::npos);
+  // Closed before the head ended: 400, not a hang.
+  CHECK(raw_request(port, "GET /metrics HTTP/1.1\r\nHost: x").status == 400);
+  // Connected and closed without a byte: no answer, no harm.
+  CHECK(raw_request(port, "").status == 0);
+  CHECK(s.renders == 0);
+  auto ok = curl(s.url());
+  CHECK(ok.status == 200);
+  CHECK(read_exposition(ok.body).at("test_renders") == 1);
+}
+
+TEST_CASE("a lenient client's bare newlines are a request head too") {
+  counting_server s;
+  auto r = raw_request(s.server->port(), "GET /metrics HTTP/1.0\n\n");
+  CHECK(r.status == 200);
+  CHECK(read_exposition(r.body).at("test_renders") == 1);
+}
+
+TEST_CASE("a client that connects and sends nothing does not keep others from being served") {
+  counting_server s;
+  int idle = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(idle >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(s.server->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(idle, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  CHECK(curl(s.url()).status == 200);
+  CHECK(curl(s.url()).status == 200);
+  ::close(idle);
+}
+
+TEST_CASE("the pure response: every branch without a socket") {
+  auto render = [] { return std::string("x 1\n"); };
+  CHECK(metrics_http_response("GET /metrics HTTP/1.1\r\nHost: a\r\n", render)
+            .rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(metrics_http_response("GET /metrics?a=b HTTP/1.0", render).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(metrics_http_response("GET /other HTTP/1.1", render).rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(metrics_http_response("PUT /metrics HTTP/1.1", render).rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(metrics_http_response("", render).rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(metrics_http_response("GET /metrics HTTP/1.1 extra", render).rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(metrics_http_response("GET /met\x01rics HTTP/1.1", render).rfind("HTTP/1.1 400", 0) == 0);
+  auto failing = []() -> std::string { throw std::runtime_error("registry gone"); };
+  auto r = metrics_http_response("GET /metrics HTTP/1.1", failing);
+  CHECK(r.rfind("HTTP/1.1 500", 0) == 0);
+  CHECK(r.find("registry gone") != std::string::npos);
+}
+
+TEST_CASE("a port in use and an address that is not an IP are errors naming them") {
+  counting_server s;
+  std::string error;
+  metrics_http_options same;
+  same.port = s.server->port();
+  CHECK(!metrics_http_server::start(
+      same, [] { return std::string(); }, error));
+  CAPTURE(error);
+  CHECK(error.find("127.0.0.1:" + std::to_string(same.port)) != std::string::npos);
+  CHECK(error.find("in use") != std::string::npos);
+  metrics_http_options bad;
+  bad.address = "localhost:80";
+  error.clear();
+  CHECK(!metrics_http_server::start(
+      bad, [] { return std::string(); }, error));
+  CHECK(error == "metrics address 'localhost:80' is not an IP address");
+}
+
+TEST_CASE("destroying the server joins its thread and frees its port") {
+  uint16_t port = 0;
+  {
+    counting_server s;
+    port = s.server->port();
+    CHECK(curl(s.url()).status == 200);
+  }
+  // The port is free again: a new server binds it.
+  std::string error;
+  metrics_http_options again;
+  again.port = port;
+  auto s2 = metrics_http_server::start(
+      again, [] { return std::string("a 1\n"); }, error);
+  REQUIRE_MESSAGE(s2, error);
+  CHECK(s2->port() == port);
+  auto r = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
+  CHECK(r.body == "a 1\n");
+}
