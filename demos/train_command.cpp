@@ -102,7 +102,7 @@ int train(const args& given) {
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
   train_metrics metrics;
-  metrics.add_options(opts);
+  metrics.add_options(flags.visible);
   po::variables_map vm;
   if (auto status = parse_flags(flags, a, vm))
     return *status;

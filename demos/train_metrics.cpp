@@ -1,5 +1,7 @@
 #include "train_metrics.hpp"
 
+#include "cli_flags.hpp"
+
 #include "actors/job.hpp"
 
 namespace po = boost::program_options;
@@ -9,19 +11,19 @@ namespace keel::cli {
 void train_metrics::add_options(po::options_description& opts) {
   // clang-format off
   opts.add_options()
-    ("metrics-port", po::value(&port_)->notifier([this](int64_t) { serve_ = true; }),
+    ("metrics-port", number_flag<uint32_t>(&port_, "PORT", 0, 65535, false)
+                       ->notifier([this](uint32_t) { serve_ = true; }),
      "serve Prometheus metrics at http://ADDRESS:PORT/metrics while training (0: the OS picks)")
-    ("metrics-address", po::value(&address_)->default_value(address_),
-     "the address --metrics-port binds")
-    ("metrics-file", po::value(&file_),
+    ("metrics-address", text_flag(&address_, "IP"), "the address --metrics-port binds")
+    ("metrics-file", text_flag(&file_, "FILE", false),
      "append the metrics as a JSON line every --metrics-every-ms, and a last one at the end")
-    ("metrics-every-ms", po::value(&every_ms_)->default_value(every_ms_),
+    ("metrics-every-ms", number_flag<uint64_t>(&every_ms_, "MS", 1, 3600000),
      "milliseconds between --metrics-file lines");
   // clang-format on
 }
 
 std::string train_metrics::start(std::ostream& out) {
-  if (serve_ && (port_ < 0 || port_ > 65535))
+  if (serve_ && port_ > 65535)
     return "--metrics-port must be 0..65535, not " + std::to_string(port_);
   if (every_ms_ == 0 || every_ms_ > 86400000)
     return "--metrics-every-ms must be 1..86400000, not " + std::to_string(every_ms_);

@@ -38,7 +38,7 @@ class train_metrics {
  private:
   metrics_registry registry_;
   bool serve_ = false;  // --metrics-port was given
-  int64_t port_ = 0;
+  uint32_t port_ = 0;
   std::string address_ = "127.0.0.1";
   std::string file_;
   uint64_t every_ms_ = 1000;
