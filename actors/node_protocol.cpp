@@ -3,6 +3,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "messages/register_types.hpp"
+#include "supervision/directory.hpp"
 
 namespace keel {
 
@@ -12,6 +13,7 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_info>("keel.node_info");
   cfg.add_message_type<std::vector<node_info>>("std::vector<keel.node_info>");
   cfg.add_message_type<node_status>("keel.node_status");
+  cfg.add_message_type<supervision::directory_update>("keel.directory_update");
 }
 
 spawn_request make_spawn_request(std::string name, shard_spawn s) {

@@ -1,8 +1,8 @@
 #pragma once
 // The messages a node agent (actors/node_agent.hpp) answers, as they cross
 // processes. Requests that start actors are plain structs with `inspect`, so
-// CAF serializes them; actor handles inside them (a shard's sink, a worker's
-// directory and job) become proxies on the receiving node. A model crosses
+// CAF serializes them; actor handles inside them (a shard's or a worker's
+// directory, a worker's job) become proxies on the receiving node. A model crosses
 // by name and options: the node builds it with make_model. Every type here is
 // registered by register_node_types; one that is not arrives empty.
 //
@@ -61,7 +61,7 @@ struct shard_spawn {
   std::vector<float> initial_dense;  // used without a snapshot
   shard_snapshot_msg snapshot;       // restart from it when not empty
   uint64_t snapshot_every_steps = 0;
-  caf::actor sink;                   // may be invalid
+  caf::actor directory;              // where it finds "checkpointer" (may be invalid)
 };
 
 struct worker_spawn {
@@ -123,7 +123,8 @@ struct node_status {
   uint64_t banned_peers = 0;  // peers refused for good after bad bytes
 };
 
-// Registers the types above (and the protocol's capnp messages) with `cfg`.
+// Registers the types above, the protocol's capnp messages and the
+// directory's updates (which a remote shard or worker receives) with `cfg`.
 void register_node_types(caf::actor_system_config& cfg);
 
 // ---- inspect: the field order is the wire format ----
@@ -224,7 +225,7 @@ typename I::result_type inspect(I& f, model_spec& x) {
 template <class I>
 typename I::result_type inspect(I& f, shard_spawn& x) {
   return f(caf::meta::type_name("keel.shard_spawn"), x.config, wire::float_vector_bits{x.initial_dense}, x.snapshot,
-           x.snapshot_every_steps, x.sink);
+           x.snapshot_every_steps, x.directory);
 }
 template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {

@@ -12,6 +12,8 @@
 #include "cluster_fixture.hpp"
 #include "push_builder.hpp"
 #include "storage/snapshot.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/protocol.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -22,7 +24,7 @@ namespace {
 
 constexpr auto patience = 10s;
 
-shard_spawn probe_shard(const caf::actor& sink) {
+shard_spawn probe_shard(const caf::actor& directory) {
   shard_spawn s;
   s.config.shard = 0;
   s.config.num_workers = 1;
@@ -32,7 +34,7 @@ shard_spawn probe_shard(const caf::actor& sink) {
   s.config.optimizer.lr = 1.0f;
   s.initial_dense = {1, 2, 3, 4};
   s.snapshot_every_steps = 1;
-  s.sink = sink;
+  s.directory = directory;
   return s;
 }
 
@@ -88,10 +90,21 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   CHECK((*nodes)[1].port == n2->port());
   CHECK(wait_until([&] { auto l = list_nodes(h2, patience); return l && l->size() == 2 && (*l)[1].node == n1->node_id(); }, patience));
 
+  // The coordinator plays the shard's directory: the shard watches
+  // "checkpointer" there and is told it is `sink`, in this process.
+  caf::scoped_actor directory{*f.sys};
   caf::scoped_actor sink{*f.sys};
-  auto shard = spawn_on(h1, make_spawn_request("shard:0", probe_shard(sink)), patience);
+  auto shard = spawn_on(h1, make_spawn_request("shard:0", probe_shard(directory)), patience);
   REQUIRE_MESSAGE(shard, describe(shard.error()));
   CHECK(to_string(shard->node()) == n1->node_id());
+  bool watched = false;
+  directory->receive(
+    [&](supervision::watch_atom, const std::string& name) {
+      watched = name == "checkpointer";
+      directory->send(*shard, supervision::directory_update{name, 1, supervision::name_state::up, sink});
+    },
+    caf::after(patience) >> [] {});
+  REQUIRE_MESSAGE(watched, "the remote shard did not watch the checkpointer's name");
 
   caf::scoped_actor self{*f.sys};
   auto push = make_push(0, 1, 0, 0, {1, 1, 1, 1});
