@@ -18,6 +18,10 @@ namespace keel {
 namespace {
 
 using steady = std::chrono::steady_clock;
+using stop_timeout_atom = caf::atom_constant<caf::atom("nd_stopto")>;
+
+// How long a stopping agent waits for its children to go down.
+constexpr auto stop_grace = std::chrono::seconds(3);
 
 // An authenticated peer: a node (with an agent we heartbeat) or a client.
 struct peer {
@@ -38,6 +42,8 @@ struct agent_state {
   std::map<caf::actor_addr, caf::actor> children;
   node_status stats;
   uint64_t heartbeat_seq = 0;
+  bool stopping = false;
+  caf::error stop_reason;
   static inline const char* name = "keel.node_agent";
 };
 
@@ -227,8 +233,11 @@ std::vector<node_info> live_nodes(agent_actor* self) {
 
 void on_down(agent_actor* self, const caf::down_msg& dm) {
   auto& st = self->state;
-  if (st.children.erase(dm.source) > 0)
+  if (st.children.erase(dm.source) > 0) {
+    if (st.stopping && st.children.empty())
+      self->quit(st.stop_reason);
     return;
+  }
   for (auto it = st.peers.begin(); it != st.peers.end(); ++it)
     if (it->second.agent && it->second.agent.address() == dm.source) {
       log(self, "node " + it->second.id + " (" + it->second.host + ":" + std::to_string(it->second.port) +
@@ -238,6 +247,22 @@ void on_down(agent_actor* self, const caf::down_msg& dm) {
     }
 }
 
+// Stops the children first and quits once they are down (or after
+// stop_grace): a child that ends while CAF's middleman is being torn down
+// can be left referenced, and then ~actor_system waits for it for ever.
+void stop(agent_actor* self, caf::error reason) {
+  auto& st = self->state;
+  if (st.children.empty())
+    return self->quit(std::move(reason));
+  if (st.stopping)
+    return;
+  st.stopping = true;
+  st.stop_reason = std::move(reason);
+  for (auto& [addr, child] : st.children)
+    self->send_exit(child, caf::exit_reason::user_shutdown);
+  self->delayed_send(self, stop_grace, stop_timeout_atom::value);
+}
+
 caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -245,9 +270,14 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
   st.stats.node = st.id;
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->set_exit_handler([=](caf::exit_msg& em) {
-    for (auto& [addr, child] : self->state.children)
-      self->send_exit(child, caf::exit_reason::user_shutdown);
-    self->quit(em.reason);
+    // Any peer holding the published handle can send an exit; only this
+    // process may stop the node.
+    if (em.source && em.source.node() != self->node()) {
+      ++self->state.stats.refused;
+      log(self, "ignored an exit (" + to_string(em.reason) + ") sent by node " + to_string(em.source.node()));
+      return;
+    }
+    stop(self, em.reason);
   });
   self->send(self, caf::tick_atom::value);
   auto local = [=] {
@@ -260,6 +290,11 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
     [=](spawn_atom, const spawn_request& req) { return on_spawn(self, req); },
     [=](const heartbeat_msg& m) { on_heartbeat(self, m); },
     [=](caf::tick_atom) { on_tick(self); },
+    [=](stop_timeout_atom) {
+      log(self, std::to_string(self->state.children.size()) + " actors did not stop within " +
+                  std::to_string(stop_grace.count()) + " s; stopping anyway");
+      self->quit(self->state.stop_reason);
+    },
     [=](nodes_atom) -> caf::result<std::vector<node_info>> {
       auto from = sender_node(self);
       if (!from || !trusted(self, *from))

@@ -31,7 +31,12 @@
 // where the network is not trusted, run the middleman over TLS with mutual
 // certificates (libcaf_openssl, CAF::openssl) instead of or as well as this.
 // Validation of spawn requests bounds what a member can ask for, but a member
-// is trusted with the node's resources and the directories it names.
+// is trusted with the node's resources and the directories it names. Exit
+// messages from other processes are ignored (only the node's own process
+// stops the agent); CAF 0.17 gives no hook to refuse exit_reason::kill,
+// which no actor can trap, so a connected peer that is not a member can
+// still kill the agent (not its children, nor the process).
+// Children are not protected either: a member gets their handles.
 
 #include <chrono>
 #include <cstdint>
@@ -68,8 +73,9 @@ using node_joined_atom = caf::atom_constant<caf::atom("nd_joined")>;     // (ato
 // Spawns the agent; fails (invalid_argument) without a secret. Send it
 // (node_listening_atom, port) once it is published, and (node_joined_atom,
 // node_info) for a node this process joined through connect_node (which
-// checked that node's proof). It stops, stopping its children, on any exit
-// message.
+// checked that node's proof). On an exit message from its own process it
+// stops its children, waits (at most 3 s) until they are down, then stops;
+// wait for its down_msg before destroying the actor system.
 caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg);
 
 }  // namespace keel

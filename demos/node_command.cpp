@@ -128,7 +128,12 @@ int run_node(const node_flags& f) {
   }
   wait_for_stop(stop, f.stdin_eof);
   std::cerr << "keel node: stopping\n";
+  // The agent stops its children and waits for them while the middleman is
+  // still up (see spawn_node_agent); only then may the system go down.
+  self->monitor(*agent);
   stop_agent();
+  self->receive([](caf::down_msg&) {},
+                caf::after(std::chrono::seconds(10)) >> [] { std::cerr << "keel node: the agent did not stop\n"; });
   return 0;
 }
 

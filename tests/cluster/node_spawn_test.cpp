@@ -210,7 +210,7 @@ TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or i
   REQUIRE(status);
   CHECK(status->children == 2);
   n->signal(SIGTERM);
-  CHECK(n->wait_exit(patience) == 0);
+  CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
 }
 
 TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawned for it") {
@@ -256,12 +256,16 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
                               ": not authenticated (no valid proof of the cluster secret)", patience),
                 n->log());
 
+  // Nor can it stop the node with an exit message.
+  self->send_exit(*agent, caf::exit_reason::user_shutdown);
+  CHECK_MESSAGE(n->wait_log("ignored an exit (exit_reason(user_shutdown)) sent by node " + me, patience), n->log());
+
   auto good = f.connect(*n);
   auto status = status_of(good, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
   CHECK(status->children == 0);
-  CHECK(status->refused == 2);
+  CHECK(status->refused == 3);
 }
 
 TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer, and the node serves others") {
