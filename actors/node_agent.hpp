@@ -35,7 +35,7 @@
 // messages from other processes are ignored (only the node's own process
 // stops the agent); CAF 0.17 gives no hook to refuse exit_reason::kill,
 // which no actor can trap, so a connected peer that is not a member can
-// still kill the agent (not its children, nor the process).
+// still kill the agent (tested); `keel node` then ends, exit 1.
 // Children are not protected either: a member gets their handles.
 
 #include <chrono>

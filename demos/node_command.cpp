@@ -5,7 +5,8 @@
 //   keel node: joined node NODE_ID at HOST:PORT), and serves until SIGTERM
 // or SIGINT (or standard input's end with --exit-on-stdin-eof), then stops
 // its actors and exits 0. Events (joins, refusals, spawns) go to standard
-// error. Exit 2: bad flags or no usable secret; 1: cannot listen or join.
+// error. Exit 2: bad flags or no usable secret; 1: cannot listen or join,
+// or the agent was killed from outside.
 #include <signal.h>
 #include <unistd.h>
 
@@ -102,7 +103,22 @@ int run_node(const node_flags& f) {
     std::cerr << "keel node: " << describe(agent.error()) << "\n";
     return 2;
   }
-  auto stop_agent = [&] { caf::anon_send_exit(*agent, caf::exit_reason::user_shutdown); };
+  // Any connected process can kill the agent with exit_reason::kill (CAF
+  // 0.17 delivers it and no actor can trap it). A node without its agent is
+  // useless and its children unmanaged, so the process ends at once, exit 1,
+  // like a crash: peers see its actors down, its own supervisor restarts it.
+  auto watcher = sys.spawn([a = *agent](caf::event_based_actor* w) -> caf::behavior {
+    w->monitor(a);
+    w->set_down_handler([](caf::down_msg& dm) {
+      std::cerr << "keel node: the node agent stopped (" << to_string(dm.reason) << "); exiting" << std::endl;
+      std::_Exit(1);
+    });
+    return {[](caf::ok_atom) {}};
+  });
+  auto stop_agent = [&] {
+    caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(*agent, caf::exit_reason::user_shutdown);
+  };
   auto port = sys.middleman().publish(*agent, f.listen.port, f.listen.host.c_str(), true);
   if (!port) {
     std::cerr << "keel node: cannot listen on " << f.listen.host << ":" << f.listen.port << ": "

@@ -6,6 +6,8 @@
 
 #include <iostream>
 
+#include <caf/io/all.hpp>
+
 #include "cluster_fixture.hpp"
 
 using namespace keel;
@@ -125,4 +127,23 @@ TEST_CASE("a node restarted on the same port after kill -9 serves spawns again")
   auto status = status_of(h2, patience);
   REQUIRE(status);
   CHECK(status->children == 1);
+}
+
+TEST_CASE("an exit_reason::kill from an unauthenticated peer stops the agent (CAF 0.17 cannot refuse it) and the node exits 1") {
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto shard = spawn_shard(f.connect(*n));  // the process must end despite its children
+  caf::actor_system_config cfg;
+  configure_cluster_system(cfg);
+  caf::actor_system outsider{cfg};
+  auto agent = outsider.middleman().remote_actor("127.0.0.1", n->port());
+  REQUIRE(agent);
+  caf::scoped_actor self{outsider};
+  self->monitor(*agent);
+  self->send_exit(*agent, caf::exit_reason::kill);
+  caf::error reason;
+  wait_down(self, *agent, steady::now(), 5s, &reason);
+  CHECK(reason == caf::exit_reason::kill);
+  CHECK_MESSAGE(n->wait_exit(patience) == 1, n->log());
+  CHECK(n->log().find("the node agent stopped") != std::string::npos);
 }
