@@ -22,7 +22,7 @@
 #include "actors/node_client.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
-#include "models/mnist_data.hpp"
+#include "models/model_registry.hpp"
 
 namespace po = boost::program_options;
 
