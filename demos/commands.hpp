@@ -16,5 +16,6 @@ int inspect(const args& a);  // demos/inspect_command.cpp
 int train(const args& a);    // demos/train_command.cpp
 int chaos(const args& a);    // demos/chaos_command.cpp
 int plot(const args& a);     // demos/plot_command.cpp
+int node(const args& a);     // demos/node_command.cpp
 
 }  // namespace keel::cli

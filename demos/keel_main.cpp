@@ -20,6 +20,7 @@ const command commands[] = {
   {"chaos", "run seeded random fault plans and check keel's invariants", keel::cli::chaos},
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
   {"plot", "draw a run's report (keel train --report) as SVG", keel::cli::plot},
+  {"node", "run this process as a cluster node (serves a coordinator)", keel::cli::node},
 };
 
 void usage(std::ostream& out) {
