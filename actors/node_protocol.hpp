@@ -14,7 +14,9 @@
 //   heartbeat_msg                        (one way, between joined nodes)
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -126,6 +128,59 @@ void register_node_types(caf::actor_system_config& cfg);
 
 // ---- inspect: the field order is the wire format ----
 
+namespace wire {
+
+// Floats cross as their IEEE bit patterns. CAF 0.17's serializer packs
+// float and double with its own routine (caf/detail/ieee_754.hpp) that
+// turns NaN into a finite number and never returns for +-infinity (it halves
+// infinity until it drops below 2), so a bad value would be laundered or
+// would hang the sending node.
+template <class Float, class Bits>
+struct ieee_bits {
+  Float& value;
+};
+
+inline ieee_bits<float, uint32_t> bits(float& x) { return {x}; }
+inline ieee_bits<double, uint64_t> bits(double& x) { return {x}; }
+
+template <class I, class F, class B>
+typename I::result_type inspect(I& f, ieee_bits<F, B>& x) {
+  if constexpr (std::is_same<typename I::result_type, void>::value) {
+    return f(x.value);
+  } else {
+    B b;
+    std::memcpy(&b, &x.value, sizeof b);
+    auto err = f(b);
+    if constexpr (!I::reads_state)
+      std::memcpy(&x.value, &b, sizeof b);
+    return err;
+  }
+}
+
+struct float_vector_bits {
+  std::vector<float>& values;
+};
+
+template <class I>
+typename I::result_type inspect(I& f, float_vector_bits& x) {
+  if constexpr (std::is_same<typename I::result_type, void>::value) {
+    return f(x.values);
+  } else {
+    std::vector<uint32_t> b(x.values.size());
+    if (!b.empty())
+      std::memcpy(b.data(), x.values.data(), b.size() * 4);
+    auto err = f(b);
+    if constexpr (!I::reads_state) {
+      x.values.resize(b.size());
+      if (!b.empty())
+        std::memcpy(x.values.data(), b.data(), b.size() * 4);
+    }
+    return err;
+  }
+}
+
+}  // namespace wire
+
 template <class I>
 typename I::result_type inspect(I& f, key_range& x) {
   return f(caf::meta::type_name("keel.key_range"), x.begin, x.end);
@@ -136,8 +191,9 @@ typename I::result_type inspect(I& f, consistency& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, optimizer_config& x) {
-  return f(caf::meta::type_name("keel.optimizer_config"), x.kind, x.lr, x.momentum, x.beta1, x.beta2,
-           x.epsilon, x.initial_accumulator);
+  using wire::bits;
+  return f(caf::meta::type_name("keel.optimizer_config"), x.kind, bits(x.lr), bits(x.momentum), bits(x.beta1),
+           bits(x.beta2), bits(x.epsilon), bits(x.initial_accumulator));
 }
 template <class I>
 typename I::result_type inspect(I& f, shard_config& x) {
@@ -150,13 +206,15 @@ typename I::result_type inspect(I& f, shard_keys& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, sparse_lr_config& x) {
+  using wire::bits;
   return f(caf::meta::type_name("keel.sparse_lr_config"), x.seed, x.keys, x.train_rows, x.test_rows,
-           x.min_features, x.max_features, x.zipf_exponent, x.weight_scale, x.weight_half_rank,
-           x.true_bias);
+           x.min_features, x.max_features, bits(x.zipf_exponent), bits(x.weight_scale),
+           bits(x.weight_half_rank), bits(x.true_bias));
 }
 template <class I>
 typename I::result_type inspect(I& f, probe_config& x) {
-  return f(caf::meta::type_name("keel.probe_config"), x.dense_keys, x.sparse_keys, x.examples, x.lr);
+  return f(caf::meta::type_name("keel.probe_config"), x.dense_keys, x.sparse_keys, x.examples,
+           wire::bits(x.lr));
 }
 template <class I>
 typename I::result_type inspect(I& f, model_spec& x) {
@@ -165,7 +223,7 @@ typename I::result_type inspect(I& f, model_spec& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, shard_spawn& x) {
-  return f(caf::meta::type_name("keel.shard_spawn"), x.config, x.initial_dense, x.snapshot,
+  return f(caf::meta::type_name("keel.shard_spawn"), x.config, wire::float_vector_bits{x.initial_dense}, x.snapshot,
            x.snapshot_every_steps, x.sink);
 }
 template <class I>

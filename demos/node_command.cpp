@@ -110,7 +110,8 @@ int run_node(const node_flags& f) {
     stop_agent();
     return 1;
   }
-  caf::anon_send(*agent, node_listening_atom::value, *port);
+  caf::scoped_actor self{sys};  // the agent takes these only from its own node
+  self->send(*agent, node_listening_atom::value, *port);
   std::cout << "keel node: listening on " << f.listen.host << ":" << *port << " (node " << to_string(sys.node())
             << ")" << std::endl;
   if (f.join) {
@@ -122,7 +123,7 @@ int run_node(const node_flags& f) {
       stop_agent();
       return 1;
     }
-    caf::anon_send(*agent, node_joined_atom::value, node_info{peer->node, peer->host, peer->port, peer->agent, 0});
+    self->send(*agent, node_joined_atom::value, node_info{peer->node, peer->host, peer->port, peer->agent, 0});
     std::cout << "keel node: joined node " << peer->node << " at " << peer->host << ":" << peer->port << std::endl;
   }
   wait_for_stop(stop, f.stdin_eof);

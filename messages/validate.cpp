@@ -328,7 +328,8 @@ caf::error validate(schema::NodeJoin::Reader m, const decode_limits& limits) {
     return err;
   if (auto err = check_text("keel.NodeJoin.node", m.getNode(), limits, true))
     return err;
-  if (auto err = check_text("keel.NodeJoin.host", m.getHost(), limits, true))
+  // A client (a coordinator) listens nowhere, so it may leave host empty.
+  if (auto err = check_text("keel.NodeJoin.host", m.getHost(), limits, m.getRole() == schema::NodeJoin::Role::NODE))
     return err;
   if (m.getRole() > schema::NodeJoin::Role::CLIENT)
     return bad("keel.NodeJoin.role", "unknown role " + to_string(static_cast<unsigned>(m.getRole())));
