@@ -32,6 +32,18 @@ int remaining_ms(steady::time_point deadline) {
 
 std::unique_ptr<node_process> node_process::start(const std::vector<std::string>& args,
                                                   std::chrono::milliseconds timeout) {
+  auto p = launch(args);
+  auto line = p->wait_stdout("keel node: listening on ", timeout);
+  REQUIRE_MESSAGE(line, "no listening line from keel node within " << timeout.count() << " ms; its log:\n" << p->log());
+  std::smatch m;
+  static const std::regex listening(R"(listening on [^ ]+:(\d+) \(node ([^)]+)\))");
+  REQUIRE_MESSAGE(std::regex_search(*line, m, listening), "unexpected listening line: " << *line);
+  p->port_ = static_cast<uint16_t>(std::stoul(m[1]));
+  p->node_id_ = m[2];
+  return p;
+}
+
+std::unique_ptr<node_process> node_process::launch(const std::vector<std::string>& args) {
   std::unique_ptr<node_process> p(new node_process);
   char log_template[] = "/tmp/keel-node-log-XXXXXX";
   int log_fd = ::mkstemp(log_template);
@@ -59,13 +71,6 @@ std::unique_ptr<node_process> node_process::start(const std::vector<std::string>
   p->stdin_fd_ = in[1];
   p->stdout_fd_ = out[0];
   REQUIRE_MESSAGE(rc == 0, "posix_spawn " << KEEL_BINARY << ": " << std::strerror(rc));
-  auto line = p->wait_stdout("keel node: listening on ", timeout);
-  REQUIRE_MESSAGE(line, "no listening line from keel node within " << timeout.count() << " ms; its log:\n" << p->log());
-  std::smatch m;
-  static const std::regex listening(R"(listening on [^ ]+:(\d+) \(node ([^)]+)\))");
-  REQUIRE_MESSAGE(std::regex_search(*line, m, listening), "unexpected listening line: " << *line);
-  p->port_ = static_cast<uint16_t>(std::stoul(m[1]));
-  p->node_id_ = m[2];
   return p;
 }
 

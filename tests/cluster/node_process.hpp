@@ -21,6 +21,8 @@ class node_process {
   // and parses the port and node id from it. Fails the test if none comes.
   static std::unique_ptr<node_process> start(const std::vector<std::string>& args,
                                              std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // Runs `keel node ARGS...` without waiting for anything.
+  static std::unique_ptr<node_process> launch(const std::vector<std::string>& args);
   ~node_process();
   node_process(const node_process&) = delete;
   node_process& operator=(const node_process&) = delete;

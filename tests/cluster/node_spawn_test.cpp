@@ -181,10 +181,21 @@ TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or i
   CHECK(status->rejected == 6);
   CHECK(status->children == 0);
 
-  // A good request still works, and the node stops cleanly on SIGTERM.
+  // Good requests still work (a worker builds its model by name on the
+  // node), and the node stops cleanly on SIGTERM.
   c.dir = (f.dir / "checkpoints").string();
   auto cp = spawn_on(h, make_spawn_request("checkpointer", c), patience);
   REQUIRE_MESSAGE(cp, describe(cp.error()));
+  w.model.name = "probe";
+  w.model.probe.dense_keys = 4;
+  w.parts[0].dense = {0, 4};
+  w.parts[0].sparse = {4, 12};
+  auto worker = spawn_on(h, make_spawn_request("worker:0", w), patience);
+  REQUIRE_MESSAGE(worker, describe(worker.error()));
+  CHECK(to_string(worker->node()) == n->node_id());
+  status = status_of(h, patience);
+  REQUIRE(status);
+  CHECK(status->children == 2);
   n->signal(SIGTERM);
   CHECK(n->wait_exit(patience) == 0);
 }
