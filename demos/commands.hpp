@@ -14,5 +14,6 @@ using args = std::vector<std::string>;
 int inspect(const args& a);  // demos/inspect_command.cpp
 int train(const args& a);    // demos/train_command.cpp
 int chaos(const args& a);    // demos/chaos_command.cpp
+int node(const args& a);     // demos/node_command.cpp
 
 }  // namespace keel::cli

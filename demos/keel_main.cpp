@@ -17,6 +17,7 @@ const command commands[] = {
   {"train", "train a model on keel's parameter server in this process", keel::cli::train},
   {"chaos", "run seeded random fault plans and check keel's invariants", keel::cli::chaos},
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
+  {"node", "run this process as a cluster node (serves a coordinator)", keel::cli::node},
 };
 
 void usage(std::ostream& out) {

@@ -30,6 +30,7 @@ const char* to_string(errc code) {
     case errc::escalated: return "escalated";
     case errc::shutting_down: return "shutting_down";
     case errc::start_failed: return "start_failed";
+    case errc::not_authenticated: return "not_authenticated";
   }
   return "unknown_keel_error";
 }

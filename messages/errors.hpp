@@ -25,6 +25,7 @@ enum class errc : uint8_t {
   escalated,               // a supervisor gave up (restart intensity exceeded)
   shutting_down,           // the target is stopping and will not answer
   start_failed,            // a supervisor could not start a child
+  not_authenticated,       // a peer has not proven the cluster secret (or was refused for good)
 };
 
 // The atom naming keel's error category.

@@ -186,6 +186,17 @@ struct NodeJoin {
   port @3 :UInt16;
   pid @4 :UInt32;
   actorTypes @5 :List(Text);
+  # The cluster-secret handshake (actors/node_agent.hpp): `challenge` is 32
+  # random bytes the receiver must prove the secret over; `proof` is
+  # HMAC-SHA256 over the other side's challenge (32 bytes), or empty.
+  challenge @6 :Data;
+  proof @7 :Data;
+  role @8 :Role;             # a client (a coordinator) listens nowhere: port 0
+
+  enum Role {
+    node @0;
+    client @1;
+  }
 }
 
 # Ask a node agent to start an actor of a registered type under a stable name.

@@ -328,10 +328,17 @@ caf::error validate(schema::NodeJoin::Reader m, const decode_limits& limits) {
     return err;
   if (auto err = check_text("keel.NodeJoin.node", m.getNode(), limits, true))
     return err;
-  if (auto err = check_text("keel.NodeJoin.host", m.getHost(), limits, true))
+  // A client (a coordinator) listens nowhere, so it may leave host empty.
+  if (auto err = check_text("keel.NodeJoin.host", m.getHost(), limits, m.getRole() == schema::NodeJoin::Role::NODE))
     return err;
-  if (m.getPort() == 0)
-    return bad("keel.NodeJoin.port", "must not be 0");
+  if (m.getRole() > schema::NodeJoin::Role::CLIENT)
+    return bad("keel.NodeJoin.role", "unknown role " + to_string(static_cast<unsigned>(m.getRole())));
+  if (m.getPort() == 0 && m.getRole() == schema::NodeJoin::Role::NODE)
+    return bad("keel.NodeJoin.port", "must not be 0 for a node");
+  if (m.getChallenge().size() != 0 && m.getChallenge().size() != 32)
+    return bad("keel.NodeJoin.challenge", "must be empty or 32 bytes, not " + to_string(m.getChallenge().size()));
+  if (m.getProof().size() != 0 && m.getProof().size() != 32)
+    return bad("keel.NodeJoin.proof", "must be empty or 32 bytes, not " + to_string(m.getProof().size()));
   auto types = m.getActorTypes();
   if (auto err = check_count("keel.NodeJoin.actorTypes", types.size(), limits.max_list_entries))
     return err;

@@ -1,0 +1,75 @@
+#pragma once
+// A node agent is the one actor a keel node publishes: it starts shards,
+// workers and checkpointers in its process on request from authenticated
+// peers, returns their handles (the requester monitors them; CAF proxies
+// carry the monitor across processes), exchanges heartbeats with the nodes
+// that joined it, and lists the live ones. The protocol it speaks is in
+// actors/node_protocol.hpp; actors/node_client.hpp is its client side.
+//
+// Authentication (challenge-response, per CAF node id of the sender):
+//   1. peer -> agent: (hello, NodeJoin{node, challenge Cp})
+//      agent -> peer: NodeJoin{agent's node, challenge Ca,
+//                     proof = HMAC(secret, agent label, Cp, agent's node)}
+//      The peer checks the proof: the agent knows the secret.
+//   2. peer -> agent: (auth, NodeJoin{node, proof = HMAC(secret, peer label,
+//                     Ca, peer's node)}, peer's agent or invalid)
+//      The agent checks the proof against the challenge it issued to that
+//      CAF node (single use) and from then on serves every actor of that
+//      node. A node's own actors are served without a handshake.
+// Anything else from a node that has not completed the handshake is refused,
+// logged ("refused spawn from node X: not authenticated ...") and not acted
+// on. A peer whose bytes fail validation (a capnp frame in a join, heartbeat
+// or spawn request) gets the decoder's named error and is refused for good
+// (its node id is banned; CAF 0.17 offers no call that closes one peer's
+// connection, so it stays open but unserved).
+//
+// Threat model: the secret proves membership; it is never sent, and a
+// recorded handshake cannot be replayed (fresh challenges, bound to node
+// ids). Traffic is NOT encrypted or integrity-protected: anyone on the path
+// can read parameters and could inject messages into an authenticated
+// connection. Use it on a trusted network (one host, a private subnet);
+// where the network is not trusted, run the middleman over TLS with mutual
+// certificates (libcaf_openssl, CAF::openssl) instead of or as well as this.
+// Validation of spawn requests bounds what a member can ask for, but a member
+// is trusted with the node's resources and the directories it names.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/cluster_secret.hpp"
+
+namespace keel {
+
+struct node_agent_config {
+  std::string host = "127.0.0.1";  // where the agent is published (for NodeJoin)
+  uint16_t port = 0;               // set once published (see node_listening_atom)
+  cluster_secret secret;
+  std::chrono::milliseconds heartbeat_interval{200};
+  // A joined node without a heartbeat this long is no longer listed as live.
+  std::chrono::milliseconds peer_timeout{800};
+  std::filesystem::path data_dir;  // MNIST data for models built here
+  // One line per event (joins, refusals, spawns, nodes lost); must be
+  // thread-safe. Null: standard error, prefixed "keel node: ".
+  std::function<void(const std::string&)> log;
+};
+
+// Messages only the agent's own process may send it.
+using node_listening_atom = caf::atom_constant<caf::atom("nd_listen")>;  // (atom, uint16_t port)
+using node_joined_atom = caf::atom_constant<caf::atom("nd_joined")>;     // (atom, node_info)
+
+// Spawns the agent; fails (invalid_argument) without a secret. Send it
+// (node_listening_atom, port) once it is published, and (node_joined_atom,
+// node_info) for a node this process joined through connect_node (which
+// checked that node's proof). It stops, stopping its children, on any exit
+// message.
+caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg);
+
+}  // namespace keel

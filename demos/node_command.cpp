@@ -1,0 +1,192 @@
+// `keel node`: runs this process as a cluster node. It publishes a node
+// agent (actors/node_agent.hpp) on --listen, prints
+//   keel node: listening on HOST:PORT (node NODE_ID)
+// on standard output, optionally joins another node (printing
+//   keel node: joined node NODE_ID at HOST:PORT), and serves until SIGTERM
+// or SIGINT (or standard input's end with --exit-on-stdin-eof), then stops
+// its actors and exits 0. Events (joins, refusals, spawns) go to standard
+// error. Exit 2: bad flags or no usable secret; 1: cannot listen or join.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/node_agent.hpp"
+#include "actors/node_client.hpp"
+#include "commands.hpp"
+#include "messages/errors.hpp"
+#include "models/mnist_data.hpp"
+
+namespace po = boost::program_options;
+
+namespace keel::cli {
+
+namespace {
+
+struct address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+caf::expected<address> parse_address(const std::string& flag, const std::string& text) {
+  auto colon = text.rfind(':');
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::invalid_argument, flag + " '" + text + "': " + why + " (expected HOST:PORT)");
+  };
+  if (colon == std::string::npos || colon == 0)
+    return bad("no host");
+  auto port_text = text.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
+    return bad("port is not a number");
+  auto port = std::stoul(port_text);
+  if (port > 65535)
+    return bad("port is above 65535");
+  return address{text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+caf::expected<cluster_secret> load_secret(const std::string& file) {
+  if (!file.empty())
+    return cluster_secret::from_file(file);
+  if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
+    return cluster_secret::from_bytes(env, "KEEL_CLUSTER_SECRET");
+  return make_error(errc::invalid_argument, "no cluster secret: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
+}
+
+// Blocks until SIGTERM or SIGINT (both blocked in every thread, see
+// run_node), or until standard input ends when `stdin_eof` is set.
+void wait_for_stop(const sigset_t& stop, bool stdin_eof) {
+  if (stdin_eof) {
+    std::thread([] {
+      char buf[256];
+      while (::read(STDIN_FILENO, buf, sizeof buf) > 0) {
+      }
+      ::kill(::getpid(), SIGTERM);  // process-directed, so sigwait sees it
+    }).detach();
+  }
+  int sig = 0;
+  sigwait(&stop, &sig);
+}
+
+struct node_flags {
+  address listen{"127.0.0.1", 0};
+  std::optional<address> join;
+  cluster_secret secret;
+  cluster_settings settings;
+  std::string data_dir;
+  bool stdin_eof = false;
+};
+
+int run_node(const node_flags& f) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before CAF starts its threads
+  caf::actor_system_config cfg;
+  configure_cluster_system(cfg, f.settings);
+  caf::actor_system sys{cfg};
+  node_agent_config ac;
+  ac.host = f.listen.host;
+  ac.secret = f.secret;
+  ac.heartbeat_interval = f.settings.heartbeat_interval;
+  ac.peer_timeout = f.settings.connection_timeout;
+  ac.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
+  auto agent = spawn_node_agent(sys, ac);
+  if (!agent) {
+    std::cerr << "keel node: " << describe(agent.error()) << "\n";
+    return 2;
+  }
+  auto stop_agent = [&] { caf::anon_send_exit(*agent, caf::exit_reason::user_shutdown); };
+  auto port = sys.middleman().publish(*agent, f.listen.port, f.listen.host.c_str(), true);
+  if (!port) {
+    std::cerr << "keel node: cannot listen on " << f.listen.host << ":" << f.listen.port << ": "
+              << sys.render(port.error()) << "\n";
+    stop_agent();
+    return 1;
+  }
+  caf::scoped_actor self{sys};  // the agent takes these only from its own node
+  self->send(*agent, node_listening_atom::value, *port);
+  std::cout << "keel node: listening on " << f.listen.host << ":" << *port << " (node " << to_string(sys.node())
+            << ")" << std::endl;
+  if (f.join) {
+    join_identity me{*agent, f.listen.host, *port};
+    auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me);
+    if (!peer) {
+      std::cerr << "keel node: cannot join " << f.join->host << ":" << f.join->port << ": " << describe(peer.error())
+                << "\n";
+      stop_agent();
+      return 1;
+    }
+    self->send(*agent, node_joined_atom::value, node_info{peer->node, peer->host, peer->port, peer->agent, 0});
+    std::cout << "keel node: joined node " << peer->node << " at " << peer->host << ":" << peer->port << std::endl;
+  }
+  wait_for_stop(stop, f.stdin_eof);
+  std::cerr << "keel node: stopping\n";
+  stop_agent();
+  return 0;
+}
+
+}  // namespace
+
+int node(const args& a) {
+  std::string listen_text = "127.0.0.1:0", join_text, secret_file;
+  uint32_t heartbeat_ms = 200, timeout_ms = 800;
+  node_flags f;
+  po::options_description desc("keel node: run this process as a cluster node");
+  desc.add_options()("help", "show this help")
+    ("listen", po::value(&listen_text)->default_value(listen_text), "HOST:PORT to publish the node agent on (port 0: any)")
+    ("join", po::value(&join_text), "HOST:PORT of a node to join")
+    ("secret-file", po::value(&secret_file), "file holding the cluster secret (else $KEEL_CLUSTER_SECRET)")
+    ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "heartbeat interval")
+    ("connection-timeout-ms", po::value(&timeout_ms)->default_value(timeout_ms),
+     "a peer silent this long is down")
+    ("data-dir", po::value(&f.data_dir), "dataset cache for MNIST models built here")
+    ("exit-on-stdin-eof", po::bool_switch(&f.stdin_eof), "also stop when standard input ends");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(a).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "keel node: " << e.what() << "\n\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto listen = parse_address("--listen", listen_text);
+  if (!listen) {
+    std::cerr << "keel node: " << describe(listen.error()) << "\n";
+    return 2;
+  }
+  f.listen = *listen;
+  if (!join_text.empty()) {
+    auto join = parse_address("--join", join_text);
+    if (!join || join->port == 0) {
+      std::cerr << "keel node: " << (join ? "--join needs a port other than 0" : describe(join.error())) << "\n";
+      return 2;
+    }
+    f.join = *join;
+  }
+  if (heartbeat_ms == 0 || timeout_ms <= heartbeat_ms) {
+    std::cerr << "keel node: --heartbeat-ms must be positive and below --connection-timeout-ms\n";
+    return 2;
+  }
+  f.settings.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  f.settings.connection_timeout = std::chrono::milliseconds(timeout_ms);
+  auto secret = load_secret(secret_file);
+  if (!secret) {
+    std::cerr << "keel node: " << describe(secret.error()) << "\n";
+    return 2;
+  }
+  f.secret = *secret;
+  return run_node(f);
+}
+
+}  // namespace keel::cli

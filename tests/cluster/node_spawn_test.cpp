@@ -1,0 +1,283 @@
+// `keel node` processes on 127.0.0.1 serving this test process as their
+// coordinator: actors spawned across processes, every shard message type
+// crossing the process boundary, and the cluster secret and frame checks.
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "cluster_fixture.hpp"
+#include "push_builder.hpp"
+#include "storage/snapshot.hpp"
+
+using namespace keel;
+using namespace keel::test;
+using namespace std::chrono_literals;
+using Status = schema::PushAck::Status;
+
+namespace {
+
+constexpr auto patience = 10s;
+
+shard_spawn probe_shard(const caf::actor& sink) {
+  shard_spawn s;
+  s.config.shard = 0;
+  s.config.num_workers = 1;
+  s.config.dense = {0, 4};
+  s.config.sparse = {4, 4};
+  s.config.rule = {consistency_kind::bsp, 0};
+  s.config.optimizer.lr = 1.0f;
+  s.initial_dense = {1, 2, 3, 4};
+  s.snapshot_every_steps = 1;
+  s.sink = sink;
+  return s;
+}
+
+std::vector<float> pull_dense(caf::scoped_actor& self, const caf::actor& shard, uint64_t clock) {
+  auto req = build<schema::PullRequest>(32, [&](schema::PullRequest::Builder b) {
+    b.setClock(clock);
+    auto r = b.initDense(1)[0];
+    r.setBegin(0);
+    r.setEnd(4);
+  });
+  std::vector<float> out;
+  self->request(shard, patience, req)
+    .receive(
+      [&](const pull_reply_msg& m) {
+        auto d = decode(m);
+        REQUIRE_MESSAGE(d, describe(d.error()));
+        auto values = d->root().getDense()[0].getValues();
+        out.resize(values.size() / 4);
+        std::memcpy(out.data(), values.begin(), values.size());
+      },
+      [&](caf::error& e) { FAIL(describe(e)); });
+  return out;
+}
+
+// A frame with a well-formed segment table and garbage words: it parses as
+// bytes and must be refused by the validating decoder.
+shard_snapshot_msg garbage_snapshot() {
+  std::vector<uint8_t> bytes(8 + 64, 0xAB);
+  uint32_t table[2] = {0, 8};  // one segment of 8 words
+  std::memcpy(bytes.data(), table, sizeof table);
+  auto f = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE_MESSAGE(f, describe(f.error()));
+  return shard_snapshot_msg(*f);
+}
+
+}  // namespace
+
+TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and status to the coordinator") {
+  cluster_fixture f;
+  auto n1 = f.start_node();
+  auto n2 = f.start_node({"--join", "127.0.0.1:" + std::to_string(n1->port())});
+  REQUIRE_MESSAGE(n2->wait_stdout("joined node " + n1->node_id(), patience), n2->log());
+  auto h1 = f.connect(*n1);
+  auto h2 = f.connect(*n2);
+  CHECK(h1.node == n1->node_id());
+
+  // Each node lists the other as live.
+  auto nodes = list_nodes(h1, patience);
+  REQUIRE_MESSAGE(nodes, describe(nodes.error()));
+  REQUIRE(nodes->size() == 2);
+  CHECK((*nodes)[0].node == n1->node_id());
+  CHECK((*nodes)[1].node == n2->node_id());
+  CHECK((*nodes)[1].port == n2->port());
+  CHECK(wait_until([&] { auto l = list_nodes(h2, patience); return l && l->size() == 2 && (*l)[1].node == n1->node_id(); }, patience));
+
+  caf::scoped_actor sink{*f.sys};
+  auto shard = spawn_on(h1, make_spawn_request("shard:0", probe_shard(sink)), patience);
+  REQUIRE_MESSAGE(shard, describe(shard.error()));
+  CHECK(to_string(shard->node()) == n1->node_id());
+
+  caf::scoped_actor self{*f.sys};
+  auto push = make_push(0, 1, 0, 0, {1, 1, 1, 1});
+  self->request(*shard, patience, push_msg(push.source()))
+    .receive(
+      [&](const push_ack_msg& m) {
+        auto ack = decode(m);
+        REQUIRE_MESSAGE(ack, describe(ack.error()));
+        CHECK(ack->root().getSeq() == 1);
+        CHECK((ack->root().getStatus() == Status::APPLIED || ack->root().getStatus() == Status::ACCEPTED));
+      },
+      [&](caf::error& e) { FAIL(describe(e)); });
+  CHECK(pull_dense(self, *shard, 1) == std::vector<float>{0, 1, 2, 3});
+
+  self->request(*shard, patience, status_atom::value, uint32_t{0})
+    .receive([&](uint64_t received, uint64_t applied, uint64_t clock) {
+               CHECK(received == 1);
+               CHECK(applied == 1);
+               CHECK(clock == 1);
+             },
+             [&](caf::error& e) { FAIL(describe(e)); });
+  auto snap_req = build<schema::SnapshotRequest>(16, [](schema::SnapshotRequest::Builder b) { b.setCheckpoint(5); });
+  self->request(*shard, patience, snap_req)
+    .receive([&](const shard_snapshot_msg& m) { CHECK(decode(m)); }, [&](caf::error& e) { FAIL(describe(e)); });
+
+  // The periodic snapshot reaches the sink in this process; a shard restarted
+  // from it on the other node serves the same values.
+  shard_snapshot_msg periodic;
+  sink->receive([&](const shard_snapshot_msg& m) { periodic = m; },
+                caf::after(patience) >> [] { FAIL("no periodic snapshot reached the coordinator's sink"); });
+  REQUIRE(decode(periodic));
+  auto restart = probe_shard(caf::actor{});
+  restart.initial_dense.clear();
+  restart.snapshot = periodic;
+  auto shard2 = spawn_on(h2, make_spawn_request("shard:0", restart), patience);
+  REQUIRE_MESSAGE(shard2, describe(shard2.error()));
+  CHECK(to_string(shard2->node()) == n2->node_id());
+  CHECK(pull_dense(self, *shard2, 1) == std::vector<float>{0, 1, 2, 3});
+
+  auto status = status_of(h1, patience);
+  REQUIRE(status);
+  CHECK(status->children == 1);
+  CHECK(status->spawned == 1);
+  CHECK(status->refused == 0);
+}
+
+TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or infinite rates, unknown model) with named errors and starts nothing") {
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto h = f.connect(*n);
+  auto expect_error = [&](const spawn_request& req, errc code, const std::string& text) {
+    INFO("expected: " << text);
+    auto r = spawn_on(h, req, patience);
+    REQUIRE_FALSE(r);
+    CHECK_MESSAGE(is(r.error(), code), describe(r.error()));
+    CHECK_MESSAGE(describe(r.error()).find(text) != std::string::npos, describe(r.error()));
+  };
+  auto unknown = make_spawn_request("x", shard_spawn{});
+  unknown.kind = "parameter-server";
+  expect_error(unknown, errc::invalid_argument, "unknown kind 'parameter-server'");
+  auto no_workers = probe_shard(caf::actor{});
+  no_workers.config.num_workers = 0;
+  expect_error(make_spawn_request("shard:0", no_workers), errc::invalid_argument, "shard.config.num_workers");
+  auto nan_lr = probe_shard(caf::actor{});
+  nan_lr.config.optimizer.lr = std::nanf("");
+  expect_error(make_spawn_request("shard:0", nan_lr), errc::invalid_argument, "shard.config.optimizer.lr");
+  // CAF 0.17's own float packing loops for ever on infinity; ours sends bits.
+  auto inf_lr = probe_shard(caf::actor{});
+  inf_lr.config.optimizer.lr = INFINITY;
+  expect_error(make_spawn_request("shard:0", inf_lr), errc::invalid_argument, "shard.config.optimizer.lr");
+  caf::scoped_actor job{*f.sys};
+  worker_spawn w;
+  w.model.name = "resnet-9000";
+  w.parts.resize(1);
+  w.shard_names = {"shard:0"};
+  w.directory = job;
+  w.job = job;
+  expect_error(make_spawn_request("worker:0", w), errc::not_found, "model 'resnet-9000' not found");
+  checkpointer_spawn c;
+  c.dir = "relative/dir";
+  c.job = job;
+  expect_error(make_spawn_request("checkpointer", c), errc::invalid_argument, "checkpointer.dir");
+
+  auto status = status_of(h, patience);
+  REQUIRE(status);
+  CHECK(status->spawned == 0);
+  CHECK(status->rejected == 6);
+  CHECK(status->children == 0);
+
+  // Good requests still work (a worker builds its model by name on the
+  // node), and the node stops cleanly on SIGTERM.
+  c.dir = (f.dir / "checkpoints").string();
+  auto cp = spawn_on(h, make_spawn_request("checkpointer", c), patience);
+  REQUIRE_MESSAGE(cp, describe(cp.error()));
+  w.model.name = "probe";
+  w.model.probe.dense_keys = 4;
+  w.parts[0].dense = {0, 4};
+  w.parts[0].sparse = {4, 12};
+  auto worker = spawn_on(h, make_spawn_request("worker:0", w), patience);
+  REQUIRE_MESSAGE(worker, describe(worker.error()));
+  CHECK(to_string(worker->node()) == n->node_id());
+  status = status_of(h, patience);
+  REQUIRE(status);
+  CHECK(status->children == 2);
+  n->signal(SIGTERM);
+  CHECK(n->wait_exit(patience) == 0);
+}
+
+TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawned for it") {
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto wrong = *cluster_secret::from_bytes("not-the-cluster-secret-at-all", "wrong");
+  auto h = connect_node(*f.sys, "127.0.0.1", n->port(), wrong, patience);
+  REQUIRE_FALSE(h);
+  CHECK_MESSAGE(is(h.error(), errc::not_authenticated), describe(h.error()));
+
+  // Past the client's own check: the handshake with a wrong proof, then a spawn.
+  auto agent = f.sys->middleman().remote_actor("127.0.0.1", n->port());
+  REQUIRE(agent);
+  caf::scoped_actor self{*f.sys};
+  auto me = to_string(f.sys->node());
+  auto challenge = random_bytes(32);
+  auto join = [&](const hmac_digest* proof) {
+    return build<schema::NodeJoin>(64, [&](schema::NodeJoin::Builder b) {
+      b.setNode(me);
+      b.setHost("127.0.0.1");
+      b.setRole(schema::NodeJoin::Role::CLIENT);
+      b.setChallenge(kj::arrayPtr(challenge.data(), challenge.size()));
+      if (proof)
+        b.setProof(kj::arrayPtr(proof->data(), proof->size()));
+    });
+  };
+  std::vector<uint8_t> theirs;
+  self->request(*agent, patience, hello_atom::value, join(nullptr))
+    .receive([&](const node_join_msg& m) {
+               auto c = decode(m)->root().getChallenge();
+               theirs.assign(c.begin(), c.end());
+             },
+             [&](caf::error& e) { FAIL(describe(e)); });
+  auto bad_proof = wrong.prove(peer_proof_label, theirs.data(), theirs.size(), me);
+  self->request(*agent, patience, auth_atom::value, join(&bad_proof), caf::actor{})
+    .receive([&](caf::ok_atom) { FAIL("the node accepted a proof made with the wrong secret"); },
+             [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
+  self->request(*agent, patience, spawn_atom::value, make_spawn_request("shard:0", probe_shard(caf::actor{})))
+    .receive([&](const caf::actor&) { FAIL("the node spawned for an unauthenticated peer"); },
+             [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
+  CHECK_MESSAGE(n->wait_log("refused join from node " + me + ": wrong proof of the cluster secret", patience), n->log());
+  CHECK_MESSAGE(n->wait_log("refused spawn from node " + me +
+                              ": not authenticated (no valid proof of the cluster secret)", patience),
+                n->log());
+
+  auto good = f.connect(*n);
+  auto status = status_of(good, patience);
+  REQUIRE(status);
+  CHECK(status->spawned == 0);
+  CHECK(status->children == 0);
+  CHECK(status->refused == 2);
+}
+
+TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer, and the node serves others") {
+  cluster_fixture bad_peer;
+  auto n = bad_peer.start_node();
+  auto bad = bad_peer.connect(*n);
+  auto req = probe_shard(caf::actor{});
+  req.initial_dense.clear();
+  req.snapshot = garbage_snapshot();
+  auto r = spawn_on(bad, make_spawn_request("shard:0", req), patience);
+  REQUIRE_FALSE(r);
+  CHECK_MESSAGE(describe(r.error()).find("keel.ShardSnapshot") != std::string::npos, describe(r.error()));
+  CHECK_MESSAGE(n->wait_log("refusing that node from now on", patience), n->log());
+  // Refused from then on, even with a good request.
+  auto again = spawn_on(bad, make_spawn_request("shard:0", probe_shard(caf::actor{})), patience);
+  REQUIRE_FALSE(again);
+  CHECK_MESSAGE(is(again.error(), errc::not_authenticated), describe(again.error()));
+
+  // Another peer (another actor system, so another CAF node) is served.
+  caf::actor_system_config cfg;
+  configure_cluster_system(cfg);
+  caf::actor_system other{cfg};
+  auto good = connect_node(other, "127.0.0.1", n->port(), bad_peer.secret, patience);
+  REQUIRE_MESSAGE(good, describe(good.error()));
+  auto shard = spawn_on(*good, make_spawn_request("shard:0", probe_shard(caf::actor{})), patience);
+  REQUIRE_MESSAGE(shard, describe(shard.error()));
+  auto status = status_of(*good, patience);
+  REQUIRE(status);
+  CHECK(status->banned_peers == 1);
+  CHECK(status->spawned == 1);
+  caf::anon_send_exit(*shard, caf::exit_reason::user_shutdown);
+}
