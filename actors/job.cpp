@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "actors/checkpointer.hpp"
+#include "actors/placement.hpp"
 #include "actors/job_impl.hpp"
 #include "messages/decode.hpp"
 #include "messages/register_types.hpp"
@@ -192,9 +193,14 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   auto& c = p->cfg;
   p->sys_cfg = std::make_unique<caf::actor_system_config>();
   register_message_types(*p->sys_cfg);
+  if (c.placement)
+    c.placement->configure(*p->sys_cfg);
   p->sys_cfg->set("scheduler.max-threads", static_cast<int>(c.scheduler_threads));
   p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);
   p->ctl = std::make_unique<caf::scoped_actor>(*p->sys);
+  if (c.placement)
+    if (auto err = c.placement->attach(*p->sys, caf::actor_cast<caf::actor>(*p->ctl)))
+      return err;
   auto& layout = c.training_model->layout();
   p->parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.shards);
   for (uint32_t i = 0; i < c.shards; ++i) {
@@ -207,7 +213,7 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
     sc.optimizer = c.optimizer;
     p->shard_cfgs.push_back(sc);
   }
-  if (auto err = check_fault_plan(c.faults, c.shards, c.workers))
+  if (auto err = check_fault_plan(c.faults, c.shards, c.workers, c.placement ? c.placement->nodes() : 0))
     return err;
   p->checkpoints.emplace(c.checkpoint_every, c.checkpoint_timeout);
   p->rollbacks.emplace(c.max_restarts, c.restart_period);

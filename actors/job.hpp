@@ -30,6 +30,8 @@
 
 namespace keel {
 
+class child_placement;  // actors/placement.hpp
+
 struct job_config {
   std::shared_ptr<const model> training_model;  // required
   uint32_t shards = 2;
@@ -56,6 +58,13 @@ struct job_config {
   // one arrived is given up (reported as checkpoint_failed).
   std::chrono::milliseconds checkpoint_timeout{5000};
   size_t scheduler_threads = 2;
+  // Where shards and workers run (actors/placement.hpp); null: in this
+  // process. keel_node's cluster placement runs them on node processes.
+  std::shared_ptr<child_placement> placement;
+  // Who carries out node faults (kill9, stop, cut on node:N): the owner of
+  // the node processes (keel cluster). Null: node faults are refused.
+  std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
+    node_faults;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
   bool progress_accuracy = false;                // progress events score the held-out set too
 };

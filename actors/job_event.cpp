@@ -22,6 +22,8 @@ const char* to_string(event_kind k) {
     case event_kind::discarded: return "discarded";
     case event_kind::damaged: return "damaged";
     case event_kind::progress: return "progress";
+    case event_kind::node_down: return "node_down";
+    case event_kind::node_up: return "node_up";
   }
   return "unknown";
 }

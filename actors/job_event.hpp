@@ -10,7 +10,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include <caf/meta/type_name.hpp>
 
@@ -40,6 +42,9 @@ enum class event_kind : uint8_t {
   damaged,            // a stored file failed validation during a rollback
   // Progress.
   progress,           // at `step`: mean training `loss`, held-out `accuracy`, `samples_per_second`
+  // Nodes (a cluster run).
+  node_down,          // node `actor` ("node:1") lost: `peer` lists the children it ran
+  node_up,            // node `actor` joined or came back
 };
 
 // The kind's name as reports and the CLI print it ("checkpoint_failed").
@@ -64,11 +69,33 @@ struct job_event {
   double samples_per_second = 0;  // progress
 };
 
+// A double as its IEEE bit pattern on the wire: CAF 0.17's serializer packs
+// doubles with a routine that turns NaN into a finite number and never
+// returns for an infinity, so values cross processes as bits.
+struct double_bits {
+  double& value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, double_bits& x) {
+  if constexpr (std::is_same<typename Inspector::result_type, void>::value) {
+    return f(x.value);
+  } else {
+    uint64_t b = 0;
+    std::memcpy(&b, &x.value, sizeof b);
+    auto err = f(b);
+    if constexpr (!Inspector::reads_state)
+      std::memcpy(&x.value, &b, sizeof b);
+    return err;
+  }
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_event& x) {
+  double_bits loss{x.loss}, accuracy{x.accuracy}, sps{x.samples_per_second};
   return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.at_us,
-           x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, x.loss,
-           x.accuracy, x.samples_per_second);
+           x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, loss,
+           accuracy, sps);
 }
 
 // An event of `kind` about `actor`; the job stamps its time on receipt.

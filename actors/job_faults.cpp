@@ -3,6 +3,7 @@
 // tree, and the embedding calls job::kill and job::inject.
 #include "actors/crash.hpp"
 #include "actors/job_impl.hpp"
+#include "actors/placement.hpp"
 
 namespace keel {
 
@@ -33,6 +34,16 @@ caf::error job::impl::end_actor(const std::string& name, fault_kind how) {
   return {};
 }
 
+caf::error job::impl::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+  if (!cfg.node_faults)
+    return fault_hooks::node_fault(node, how, away);
+  fault f;
+  f.kind = how;
+  f.target = "node:" + std::to_string(node);
+  auto text = to_string(f);
+  return cfg.node_faults(node, text.substr(0, text.find(':')), away);
+}
+
 caf::error job::kill(const std::string& name, kill_mode mode) {
   auto how = mode == kill_mode::exit    ? fault_kind::exit
              : mode == kill_mode::raise ? fault_kind::raise
@@ -44,7 +55,8 @@ caf::error job::inject(const fault& f) {
   auto& j = *impl_;
   if (!j.tree)
     return make_error(errc::shutting_down, "the job is not running");
-  if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers))
+  if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers,
+                                  j.cfg.placement ? j.cfg.placement->nodes() : 0))
     return err;
   return j.faults->inject(f);
 }

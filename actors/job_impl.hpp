@@ -59,6 +59,7 @@ struct job::impl final : fault_hooks {
   // fault_hooks (job_faults.cpp)
   caf::error end_actor(const std::string& name, fault_kind how) override;
   void record(job_event e) override;
+  caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) override;
 
   std::string progress_text() const;
   // job_tree.cpp

@@ -18,6 +18,7 @@
 #include "actors/checkpointer.hpp"
 #include "actors/job_impl.hpp"
 #include "actors/parameter_shard.hpp"
+#include "actors/placement.hpp"
 #include "actors/shard_snapshot.hpp"
 #include "storage/faulty_io.hpp"
 #include "storage/snapshot.hpp"
@@ -53,6 +54,7 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   auto committed = j.checkpoints->snapshots();
   auto validate = shard_validator(cfg);
   auto faults = j.faults->links();
+  auto placement = j.cfg.placement;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     shard_options o;
     o.config = cfg;
@@ -71,6 +73,8 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
     o.snapshot_every_steps = every;
     o.directory = ctx.directory;
     o.faults = faults;
+    if (placement)
+      return placement->start_shard(sys, ctx.id, ctx.incarnation, o);
     return spawn_parameter_shard(sys, std::move(o));
   };
   c.restart = supervision::restart_type::permanent;
@@ -99,8 +103,11 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   o.rule = j.cfg.rule.kind;
   o.windowed = j.cfg.checkpoint_every > 0;
   o.faults = j.faults->links();
-  c.start = [o](caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
+  c.start = [o, placement = j.cfg.placement](caf::actor_system& sys,
+                                              const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
+    if (placement)
+      return placement->start_worker(sys, ctx.id, ctx.incarnation, o);
     return spawn_worker(sys, o);
   };
   c.restart = supervision::restart_type::transient;

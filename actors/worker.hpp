@@ -25,6 +25,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/consistency.hpp"
+#include "actors/job_event.hpp"
 #include "actors/partition.hpp"
 #include "models/model.hpp"
 
@@ -69,8 +70,9 @@ struct worker_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  double_bits last_loss{x.last_loss};
   return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
-           x.retries, x.skipped_steps, x.replayed, x.last_loss);
+           x.retries, x.skipped_steps, x.replayed, last_loss);
 }
 
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);

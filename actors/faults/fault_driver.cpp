@@ -109,7 +109,18 @@ caf::error fault_driver::inject(const fault& f) {
       break;
   }
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);
-  if (!f.is_kill() || err) {
+  if (f.is_node_fault()) {
+    auto e = make_job_event(event_kind::fault, f.target,
+                            err ? "not injected: " + describe(err)
+                                : to_string(f) + ": the node's process " +
+                                    (f.kind == fault_kind::kill9 ? "killed with SIGKILL"
+                                     : f.kind == fault_kind::stop ? "stopped with SIGSTOP"
+                                                                  : "stopped, to continue later"));
+    e.fault = to_string(f);
+    e.killed = !err;
+    e.step = f.at_step;
+    hooks_.record(std::move(e));
+  } else if (!f.is_kill() || err) {
     auto e = make_job_event(event_kind::fault, f.target,
                             f.is_kill() ? "not killed: " + describe(err)
                                         : to_string(f) + (err ? ": not injected: " + describe(err) : ""));

@@ -48,12 +48,16 @@ class timeline_reader {
       begin(e.actor, e.detail, e.at_us, true);
     else if (e.kind == event_kind::rollback && e.actor == "root" && !waiting_.count("root"))
       begin("root", e.detail, e.at_us, false);  // asked for by a worker, not caused by a kill of root
-    else if (e.kind == event_kind::restart)
+    else if (e.kind == event_kind::restart) {
       come_back(e.actor, e.at_us, restarted_from(e), position);
+      child_back(e.actor, e.at_us, position);
+    }
     else if (e.kind == event_kind::restored && e.actor == "root")
       roll_back(e, position);
     else if (e.kind == event_kind::replay)
       count_replay(e);
+    else if (e.kind == event_kind::node_down)
+      node_down(e);
   }
 
  private:
@@ -72,6 +76,42 @@ class timeline_reader {
     waiting_[victim].push_back(out_.size());
     serving_.erase(victim);  // its replays from now on belong to this recovery
     out_.push_back(std::move(r));
+  }
+
+  // A node the plan faulted is seen down: its recovery waits for the
+  // children it ran (listed in the event, comma-separated) to restart.
+  void node_down(const job_event& e) {
+    auto it = waiting_.find(e.actor);
+    if (it == waiting_.end() || it->second.empty())
+      return;
+    auto& r = out_[it->second.back()];
+    r.detected_after_us = e.at_us - r.fault_at_us;
+    for (size_t pos = 0; pos < e.peer.size();) {
+      auto comma = e.peer.find(',', pos);
+      auto child = e.peer.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (!child.empty()) {
+        r.children.push_back(child);
+        node_of_[child] = e.actor;
+      }
+      if (comma == std::string::npos)
+        break;
+      pos = comma + 1;
+    }
+    if (r.children.empty())
+      come_back(e.actor, e.at_us, "its children", 0);
+  }
+
+  // A child of a lost node restarted: the node's recovery ends with the last.
+  void child_back(const std::string& child, int64_t at_us, size_t position) {
+    auto n = node_of_.find(child);
+    if (n == node_of_.end())
+      return;
+    auto node = n->second;
+    node_of_.erase(n);
+    for (auto& [c, owner] : node_of_)
+      if (owner == node)
+        return;  // more to come
+    come_back(node, at_us, "restarted elsewhere", position);
   }
 
   void come_back(const std::string& victim, int64_t at_us, const std::string& from, size_t position,
@@ -118,6 +158,7 @@ class timeline_reader {
   std::vector<recovery> out_;
   std::map<std::string, std::vector<size_t>> waiting_;
   std::map<std::string, back> serving_;
+  std::map<std::string, std::string> node_of_;  // a lost node's child -> the node
 };
 
 std::string milliseconds(int64_t us, const char* format) {
@@ -156,6 +197,11 @@ std::string to_string(const recovery& r) {
                                     : "rolled back to " + r.restored_from;
   else if (r.kind == "supervisor")
     s += "restarted with its children";  // a supervisor holds no state of its own
+  else if (r.kind == "node")
+    s += std::to_string(r.children.size()) + " children restarted on the other nodes" +
+         (r.detected_after_us ? " (seen down after " + milliseconds(*r.detected_after_us, "%.1f") +
+                                  " ms)"
+                              : "");
   else if (r.restored_from == "fresh")
     s += "restarted fresh";
   else

@@ -34,11 +34,16 @@ struct recovery {
   // Pushes the workers resent to the victim (for "shards" and "root": to any
   // shard) after it came back, until it failed again.
   uint64_t replayed = 0;
+  // A node fault: from the fault until the job saw the node down (nullopt:
+  // never), and the children the node ran. The node serves again when every
+  // one of them has restarted elsewhere.
+  std::optional<int64_t> detected_after_us;
+  std::vector<std::string> children;
 };
 
-// "shard" for "shard:3", "worker" for "worker:0", "supervisor" for the
-// "shards" and "workers" supervisors; any other name is its own kind
-// ("checkpointer", "root").
+// "shard" for "shard:3", "worker" for "worker:0", "node" for "node:1",
+// "supervisor" for the "shards" and "workers" supervisors; any other name is
+// its own kind ("checkpointer", "root").
 std::string actor_kind(const std::string& name);
 
 // Every recovery in `timeline`, in the order of their faults. A recovery
