@@ -61,7 +61,7 @@ struct shard_spawn {
   std::vector<float> initial_dense;  // used without a snapshot
   shard_snapshot_msg snapshot;       // restart from it when not empty
   uint64_t snapshot_every_steps = 0;
-  caf::actor sink;                   // may be invalid
+  caf::actor directory;              // where it finds "checkpointer" (may be invalid)
 };
 
 struct worker_spawn {
@@ -224,7 +224,7 @@ typename I::result_type inspect(I& f, model_spec& x) {
 template <class I>
 typename I::result_type inspect(I& f, shard_spawn& x) {
   return f(caf::meta::type_name("keel.shard_spawn"), x.config, wire::float_vector_bits{x.initial_dense}, x.snapshot,
-           x.snapshot_every_steps, x.sink);
+           x.snapshot_every_steps, x.directory);
 }
 template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {

@@ -80,7 +80,7 @@ caf::expected<caf::actor> start_shard(caf::actor_system& sys, const shard_spawn&
   o.initial_dense = s.initial_dense;
   o.snapshot = s.snapshot.frame();
   o.snapshot_every_steps = s.snapshot_every_steps;
-  o.sink = s.sink;
+  o.directory = s.directory;
   return spawn_parameter_shard(sys, std::move(o));
 }
 

@@ -16,6 +16,7 @@ struct command {
 const command commands[] = {
   {"train", "train a model on keel's parameter server in this process", keel::cli::train},
   {"chaos", "run seeded random fault plans and check keel's invariants", keel::cli::chaos},
+  {"cluster", "train across N keel node processes on this machine, killing nodes as a plan says", keel::cli::cluster},
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
   {"node", "run this process as a cluster node (serves a coordinator)", keel::cli::node},
 };
