@@ -92,7 +92,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     return committed.error();
   uint64_t last = committed->empty() ? 0 : committed->back();
   auto shared_store = std::make_shared<std::unique_ptr<snapshot_store>>(std::move(*store));
-  return sys.spawn<caf::detached>([opts, shared_store, last](checkpointer_actor* self) -> caf::behavior {
+  auto behavior = [opts, shared_store, last](checkpointer_actor* self) -> caf::behavior {
     auto& st = self->state;
     st.opt = opts;
     st.store = std::move(*shared_store);
@@ -142,7 +142,14 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         write_checkpoint(self, id, std::move(shards));
       },
     };
-  });
+  };
+  // In a cluster the coordinator's checkpointer is referenced from other
+  // processes, and CAF 0.17 never releases a detached actor that remote
+  // nodes knew (the actor system then waits for it forever at shutdown): it
+  // runs on the scheduler there, where no training happens.
+  if (!opts.detached)
+    return sys.spawn(behavior);
+  return sys.spawn<caf::detached>(behavior);
 }
 
 }  // namespace keel

@@ -39,6 +39,10 @@ struct checkpointer_options {
   // A checkpoint still missing a shard's snapshot this long after its first
   // one arrived is lost (the snapshot was): reported as checkpoint_failed.
   std::chrono::milliseconds incomplete_timeout{5000};
+  // Its own thread (true), so that blocking writes never stall the actors
+  // that train in this process; false where none train (a cluster's
+  // coordinator).
+  bool detached = true;
 };
 
 // Sent to `job` after each durable commit.

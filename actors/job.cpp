@@ -130,6 +130,14 @@ void job::impl::widen_window() {
       send_window(h);
 }
 
+job::impl::~impl() {
+  // The placement's actors live in this system, which waits for them.
+  if (cfg.placement)
+    cfg.placement->detach();
+  ctl.reset();
+  sys.reset();
+}
+
 job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 job::~job() {

@@ -31,6 +31,8 @@ namespace keel {
 
 
 struct job::impl final : fault_hooks {
+  ~impl() override;
+
   job_config cfg;
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;

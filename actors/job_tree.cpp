@@ -140,6 +140,7 @@ supervision::supervisor_spec job::impl::root_spec() {
   co.num_shards = cfg.shards;
   co.job = caf::actor_cast<caf::actor>(*ctl);
   co.io = faults->disk();
+  co.detached = !cfg.placement;  // see checkpointer_options::detached
   co.incomplete_timeout = cfg.checkpoint_timeout;
   ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
     return spawn_checkpointer(sys, co);

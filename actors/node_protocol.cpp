@@ -1,5 +1,8 @@
 #include "actors/node_protocol.hpp"
 
+#include "actors/job_event.hpp"
+#include "actors/worker.hpp"
+
 #include <caf/actor_system_config.hpp>
 
 #include "messages/register_types.hpp"
@@ -14,6 +17,9 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<node_info>>("std::vector<keel.node_info>");
   cfg.add_message_type<node_status>("keel.node_status");
   cfg.add_message_type<supervision::directory_update>("keel.directory_update");
+  // What a job's remote shards and workers send its coordinator.
+  cfg.add_message_type<job_event>("keel.job_event");
+  cfg.add_message_type<worker_report>("keel.worker_report");
 }
 
 spawn_request make_spawn_request(std::string name, shard_spawn s) {

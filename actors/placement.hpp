@@ -50,6 +50,10 @@ class child_placement {
   virtual caf::expected<caf::actor> start_worker(caf::actor_system& sys, const std::string& name,
                                                  uint64_t incarnation, const worker_options& o) = 0;
 
+  // Called before the job's actor system goes: stops every actor the
+  // placement runs in it (the system waits for them).
+  virtual void detach() = 0;
+
   // How many node processes the placement spreads children over (fault
   // plans may target node:0 .. node:N-1).
   virtual uint32_t nodes() const = 0;

@@ -37,6 +37,10 @@ float default_lr(const std::string& model) {
 }  // namespace
 
 int train(const args& given) {
+  return train_with(given, "keel train", nullptr);
+}
+
+int train_with(const args& given, const std::string& program, const job_setup& setup) {
   // --resume DIR: the run's recorded flags, with those given now replacing them.
   args a = given;
   std::string resume_dir;
@@ -202,6 +206,11 @@ int train(const args& given) {
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
               << " lr " << cfg.optimizer.lr << ", " << steps << " steps of batch " << cfg.batch_size
               << ", checkpoints in " << checkpoint_dir << std::endl;
+  if (setup)
+    if (auto err = setup(cfg, model_name, mo)) {
+      std::cerr << program << ": " << describe(err) << "\n";
+      return 1;
+    }
   auto j = job::start(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";

@@ -449,7 +449,10 @@ caf::expected<std::vector<fault>> parse_kill_shorthand(const std::string& text) 
     auto step = std::strtoull(num.c_str(), &end, 10);
     if (num.empty() || *end != '\0' || num[0] == '-')
       return bad("step '" + num + "' is not a non-negative integer");
-    out.push_back(kill_at(item.substr(0, at), step));
+    auto f = kill_at(item.substr(0, at), step);
+    if (f.target.rfind("node:", 0) == 0)
+      f.kind = fault_kind::kill9;  // a node is killed whole, with SIGKILL
+    out.push_back(f);
     if (comma == std::string::npos)
       break;
     pos = comma + 1;

@@ -86,7 +86,7 @@ caf::expected<std::vector<fault>> parse_fault_plan(const std::string& text);
 fault kill_at(std::string actor, uint64_t step);
 
 // The CLI's --kill shorthand, "shard:0@step=40,worker:1@90": each item is a
-// kill fault (`@step=N` and `@N` both mean at step N). The error names the
+// kill fault (`@step=N` and `@N` both mean at step N); "node:N@S" is kill9. The error names the
 // bad item.
 caf::expected<std::vector<fault>> parse_kill_shorthand(const std::string& text);
 std::string to_string(const fault& f);

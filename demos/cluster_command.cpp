@@ -1,0 +1,193 @@
+// `keel cluster --nodes N [keel train flags] [--kill node:1@100]`: a demo
+// cluster on this machine. It starts N `keel node` processes on 127.0.0.1
+// (OS-picked ports, a fresh cluster secret), runs a training job whose
+// shards and workers live on them (this process is the coordinator: root,
+// the directory and the checkpointer), carries out the plan's node faults
+// with real signals (kill9: SIGKILL, stop: SIGSTOP, cut: SIGSTOP then
+// SIGCONT), and prints the run and its recovery timeline as keel train does.
+// With --respawn-nodes a killed node is started again on its port, as a
+// process supervisor would, and the job uses it again once it answers.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "actors/cluster_placement.hpp"
+#include "commands.hpp"
+#include "messages/errors.hpp"
+#include "node_processes.hpp"
+
+namespace keel::cli {
+
+namespace {
+
+struct cluster_flags {
+  uint32_t nodes = 3;
+  bool respawn = false;
+  uint32_t heartbeat_ms = 200;
+  uint32_t timeout_ms = 800;
+  args rest;  // for keel train
+};
+
+const char* cluster_help =
+  "keel cluster: train across node processes on this machine\n"
+  "  --nodes N (=3)                 keel node processes to start on 127.0.0.1\n"
+  "  --respawn-nodes                start a node killed with kill9 again, on its port\n"
+  "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
+  "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
+  "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
+  "                                 --faults with node faults kill9:node:N@STEP,\n"
+  "                                 stop:node:N@STEP, cut:node:N@STEP+MSms\n";
+
+caf::expected<uint32_t> number(const std::string& flag, const args& a, size_t& i, uint32_t lo, uint32_t hi) {
+  if (i + 1 >= a.size())
+    return make_error(errc::invalid_argument, flag + ": missing value (see keel cluster --help)");
+  auto& v = a[++i];
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(v) < lo || std::stoul(v) > hi)
+    return make_error(errc::invalid_argument, flag + ": '" + v + "' is not a number in " + std::to_string(lo) +
+                                                ".." + std::to_string(hi) + " (see keel cluster --help)");
+  return static_cast<uint32_t>(std::stoul(v));
+}
+
+caf::expected<cluster_flags> parse(const args& a) {
+  cluster_flags f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto& x = a[i];
+    caf::expected<uint32_t> n{0u};
+    if (x == "--nodes" && (n = number(x, a, i, 1, 64)))
+      f.nodes = *n;
+    else if (x == "--node-heartbeat-ms" && (n = number(x, a, i, 10, 60000)))
+      f.heartbeat_ms = *n;
+    else if (x == "--node-timeout-ms" && (n = number(x, a, i, 50, 600000)))
+      f.timeout_ms = *n;
+    else if (x == "--respawn-nodes")
+      f.respawn = true;
+    else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms")
+      return n.error();
+    else
+      f.rest.push_back(x);
+  }
+  return f;
+}
+
+// A fresh random secret in a file only this user reads.
+caf::expected<std::filesystem::path> write_secret(const std::filesystem::path& dir) {
+  std::random_device rd;
+  std::string secret;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 64; ++i) secret += hex[rd() % 16];
+  auto path = dir / "cluster.secret";
+  std::ofstream out(path);
+  out << secret << "\n";
+  if (!out.flush())
+    return make_error(errc::io_error, "cannot write " + path.string());
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return path;
+}
+
+std::string self_program() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("keel");
+}
+
+}  // namespace
+
+int cluster(const args& a) {
+  for (auto& x : a)
+    if (x == "--help" || x == "-h") {
+      std::cout << cluster_help;
+      return 0;
+    }
+  auto flags = parse(a);
+  if (!flags) {
+    std::cerr << "keel cluster: " << describe(flags.error()) << "\n";
+    return 2;
+  }
+  char tmpl[] = "/tmp/keel-cluster-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    std::cerr << "keel cluster: cannot create a temporary directory\n";
+    return 1;
+  }
+  std::filesystem::path work = tmpl;
+  auto secret_file = write_secret(work);
+  if (!secret_file) {
+    std::cerr << "keel cluster: " << describe(secret_file.error()) << "\n";
+    return 1;
+  }
+  auto secret = cluster_secret::from_file(*secret_file);
+  if (!secret) {
+    std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
+    return 1;
+  }
+  std::vector<std::string> node_flags = {"--heartbeat-ms", std::to_string(flags->heartbeat_ms),
+                                         "--connection-timeout-ms", std::to_string(flags->timeout_ms)};
+  node_processes procs(self_program(), *secret_file, node_flags);
+  std::mutex procs_mtx;
+  std::vector<std::thread> timers;  // SIGCONTs of cuts, joined before the nodes go
+  auto join_timers = [&] {
+    for (auto& t : timers) t.join();
+    timers.clear();
+  };
+  cluster_placement_config pc;
+  for (uint32_t i = 0; i < flags->nodes; ++i) {
+    auto port = procs.start(i, std::chrono::seconds(10));
+    if (!port) {
+      std::cerr << "keel cluster: " << describe(port.error()) << "\n";
+      return 1;
+    }
+    pc.nodes.push_back({"127.0.0.1", *port});
+    std::cout << "keel cluster: node:" << i << " listening on 127.0.0.1:" << *port << " (pid " << procs.pid(i)
+              << ")" << std::endl;
+  }
+  pc.secret = *secret;
+  pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
+  pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
+  bool respawn = flags->respawn;
+  auto setup = [&](job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
+    pc.model.name = model_name;
+    pc.model.data_dir = mo.data_dir.string();
+    pc.model.mnist_train_limit = mo.mnist_limits.train;
+    pc.model.mnist_test_limit = mo.mnist_limits.test;
+    pc.model.sparse_lr = mo.sparse_lr;
+    pc.model.probe = mo.probe;
+    cfg.placement = std::make_shared<cluster_placement>(pc);
+    cfg.node_faults = [&](uint32_t node, const std::string& how, std::chrono::milliseconds away) -> caf::error {
+      std::lock_guard<std::mutex> guard(procs_mtx);
+      if (how == "kill9") {
+        if (auto err = procs.signal(node, SIGKILL))
+          return err;
+        if (respawn) {
+          auto port = procs.start(node, std::chrono::seconds(10));
+          if (!port)
+            return port.error();
+        }
+        return {};
+      }
+      if (auto err = procs.signal(node, SIGSTOP))
+        return err;
+      if (how == "cut") {
+        auto pid = procs.pid(node);
+        timers.emplace_back([pid, away] {
+          std::this_thread::sleep_for(away);  // a timer: the partition heals after `away`
+          ::kill(pid, SIGCONT);
+        });
+      }
+      return {};
+    };
+    return {};
+  };
+  auto status = train_with(flags->rest, "keel cluster", setup);
+  join_timers();
+  std::cout << "keel cluster: " << flags->nodes << " nodes stopped\n";
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  return status;
+}
+
+}  // namespace keel::cli

@@ -1,0 +1,113 @@
+#include "node_processes.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "messages/errors.hpp"
+
+extern char** environ;
+
+namespace keel::cli {
+
+node_processes::node_processes(std::string program, std::filesystem::path secret_file,
+                               std::vector<std::string> extra)
+    : program_(std::move(program)), secret_file_(std::move(secret_file)), extra_(std::move(extra)) {}
+
+node_processes::~node_processes() {
+  for (auto& n : nodes_) stop(n);
+}
+
+void node_processes::stop(node& n) {
+  if (n.out >= 0)
+    ::close(n.out);
+  n.out = -1;
+  if (n.pid <= 0)
+    return;
+  ::kill(n.pid, SIGCONT);
+  ::kill(n.pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 300; ++i) {  // up to 3 s for a clean exit
+    if (::waitpid(n.pid, &status, WNOHANG) == n.pid) {
+      n.pid = -1;
+      return;
+    }
+    ::poll(nullptr, 0, 10);
+  }
+  ::kill(n.pid, SIGKILL);
+  ::waitpid(n.pid, &status, 0);
+  n.pid = -1;
+}
+
+caf::expected<uint16_t> node_processes::start(size_t i, std::chrono::milliseconds timeout) {
+  if (i > nodes_.size())
+    return make_error(errc::invalid_argument, "node index " + std::to_string(i) + " skips a node");
+  if (i == nodes_.size())
+    nodes_.emplace_back();
+  auto& n = nodes_[i];
+  stop(n);
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0)
+    return make_error(errc::io_error, std::string("pipe: ") + std::strerror(errno));
+  std::vector<std::string> args = {program_, "node", "--listen", "127.0.0.1:" + std::to_string(n.port),
+                                   "--secret-file", secret_file_.string()};
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, pipe_fds[0]);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, program_.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(pipe_fds[1]);
+  if (rc != 0) {
+    ::close(pipe_fds[0]);
+    return make_error(errc::io_error, "cannot start " + program_ + " node: " + std::strerror(rc));
+  }
+  n.pid = pid;
+  n.out = pipe_fds[0];
+  // Read until the "listening on HOST:PORT" line, within the timeout.
+  std::string text;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string marker = "listening on 127.0.0.1:";
+  while (text.find('\n', text.find(marker)) == std::string::npos || text.find(marker) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return make_error(errc::timeout, "node:" + std::to_string(i) + " did not say where it listens within " +
+                                         std::to_string(timeout.count()) + " ms");
+    pollfd p{n.out, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      continue;
+    char buf[512];
+    auto got = ::read(n.out, buf, sizeof buf);
+    if (got <= 0)
+      return make_error(errc::io_error, "node:" + std::to_string(i) + " exited before it listened");
+    text.append(buf, static_cast<size_t>(got));
+  }
+  auto at = text.find(marker) + marker.size();
+  n.port = static_cast<uint16_t>(std::stoul(text.substr(at)));
+  return n.port;
+}
+
+caf::error node_processes::signal(size_t i, int sig) {
+  if (i >= nodes_.size() || nodes_[i].pid <= 0)
+    return make_error(errc::not_found, "node:" + std::to_string(i) + " has no running process");
+  if (::kill(nodes_[i].pid, sig) != 0)
+    return make_error(errc::io_error, "node:" + std::to_string(i) + ": " + std::strerror(errno));
+  if (sig == SIGKILL) {
+    int status = 0;
+    ::waitpid(nodes_[i].pid, &status, 0);
+    nodes_[i].pid = -1;
+  }
+  return {};
+}
+
+}  // namespace keel::cli
