@@ -134,8 +134,8 @@ job::impl::~impl() {
   // The placement's actors live in this system, which waits for them.
   if (cfg.placement)
     cfg.placement->detach();
-  ctl.reset();
-  sys.reset();
+  // The members go in reverse order of declaration: every actor handle
+  // before `sys`, which waits for its detached actors (the checkpointer).
 }
 
 job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
