@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
@@ -40,6 +41,9 @@ struct agent_state {
   std::map<caf::node_id, peer> peers;
   std::set<caf::node_id> banned;
   std::map<caf::actor_addr, caf::actor> children;
+  // The job a child was spawned for (its directory or job actor) -> the
+  // children: when that job's process goes, so do its children.
+  std::map<caf::actor_addr, std::vector<caf::actor_addr>> owned;
   node_status stats;
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
@@ -153,6 +157,17 @@ caf::result<caf::ok_atom> on_auth(agent_actor* self, const node_join_msg& m, con
   return caf::ok_atom::value;
 }
 
+// The actor of the requesting job a child serves (invalid: none).
+caf::actor owner_of(const spawn_request& req) {
+  if (req.kind == "shard")
+    return req.shard.directory;
+  if (req.kind == "worker")
+    return req.worker.job;
+  if (req.kind == "checkpointer")
+    return req.checkpointer.job;
+  return {};
+}
+
 caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   auto& st = self->state;
   auto from = sender_node(self);
@@ -169,6 +184,12 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   }
   self->monitor(*child);
   st.children.emplace(child->address(), *child);
+  if (auto owner = owner_of(req); owner && owner.node() != self->node()) {
+    auto& list = st.owned[owner.address()];
+    if (list.empty())
+      self->monitor(owner);
+    list.push_back(child->address());
+  }
   ++st.stats.spawned;
   log(self, "spawned " + what + " for node " + to_string(*from));
   return *child;
@@ -234,8 +255,26 @@ std::vector<node_info> live_nodes(agent_actor* self) {
 void on_down(agent_actor* self, const caf::down_msg& dm) {
   auto& st = self->state;
   if (st.children.erase(dm.source) > 0) {
+    for (auto& [owner, list] : st.owned)
+      list.erase(std::remove(list.begin(), list.end(), dm.source), list.end());
     if (st.stopping && st.children.empty())
       self->quit(st.stop_reason);
+    return;
+  }
+  if (auto it = st.owned.find(dm.source); it != st.owned.end()) {
+    // The job's process died or lost us (its connection timed out while this
+    // node was stopped): its actors here serve no one, and a job that lives
+    // on has restarted them elsewhere.
+    size_t stopped = 0;
+    for (auto& addr : it->second)
+      if (auto c = st.children.find(addr); c != st.children.end()) {
+        self->send_exit(c->second, caf::exit_reason::user_shutdown);
+        ++stopped;
+      }
+    if (stopped > 0)
+      log(self, "the job of node " + to_string(dm.source.node()) + " is gone (" + to_string(dm.reason) +
+                  "): stopping its " + std::to_string(stopped) + " actors here");
+    st.owned.erase(it);
     return;
   }
   for (auto it = st.peers.begin(); it != st.peers.end(); ++it)

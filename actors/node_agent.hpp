@@ -37,6 +37,13 @@
 // which no actor can trap, so a connected peer that is not a member can
 // still kill the agent (tested); `keel node` then ends, exit 1.
 // Children are not protected either: a member gets their handles.
+//
+// A child lives as long as the job it serves: the agent monitors the job's
+// actor the request names (a shard's directory, a worker's or
+// checkpointer's job) and stops that job's children here when it goes down
+// (the job's process died, or dropped this node while it was stopped), so a
+// dead coordinator leaves no orphans and a node back from SIGSTOP drops the
+// actors the job has already restarted elsewhere.
 
 #include <chrono>
 #include <cstdint>

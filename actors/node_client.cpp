@@ -57,6 +57,13 @@ void configure_cluster_system(caf::actor_system_config& cfg, const cluster_setti
   cfg.set("scheduler.max-threads", s.max_threads);
   cfg.set("middleman.heartbeat-interval", caf::timespan{s.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{s.connection_timeout});
+  // Messages from peers are deserialized by the middleman's own thread, not
+  // by BASP workers on the scheduler: a supervisor's start function blocks
+  // its scheduler thread until the node answers a spawn, and with every
+  // scheduler thread so blocked (two supervisors restarting at once after a
+  // node was lost) the answers were never deserialized. Tested by the
+  // cluster tests' `cut` of a node that holds a shard and a worker.
+  cfg.set("middleman.workers", size_t{0});
 }
 
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,

@@ -30,7 +30,9 @@ struct cluster_settings {
 };
 
 // Loads CAF's middleman into `cfg`, sets the heartbeat, connection timeout
-// and scheduler threads, and registers every type a node exchanges.
+// and scheduler threads, deserializes peers' messages on the middleman's
+// thread (no BASP workers on the scheduler, which blocking spawns can fill),
+// and registers every type a node exchanges.
 void configure_cluster_system(caf::actor_system_config& cfg, const cluster_settings& s = {});
 
 // A connected, mutually authenticated node.

@@ -7,6 +7,10 @@
 // SIGCONT), and prints the run and its recovery timeline as keel train does.
 // With --respawn-nodes a killed node is started again on its port, as a
 // process supervisor would, and the job uses it again once it answers.
+// With --connect it starts no node and uses `keel node` processes already
+// running (here or on other hosts, sharing the checkpoint directory's
+// filesystem), which is also how a restarted coordinator (--resume DIR)
+// rejoins the nodes of the run it continues.
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,7 +34,9 @@ struct cluster_flags {
   bool respawn = false;
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
-  args rest;  // for keel train
+  std::vector<node_address> connect;  // use these nodes, start none
+  std::string secret_file;            // with --connect
+  args rest;                          // for keel train
 };
 
 const char* cluster_help =
@@ -39,6 +45,10 @@ const char* cluster_help =
   "  --respawn-nodes                start a node killed with kill9 again, on its port\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
+  "  --connect HOST:PORT,...        use running keel node processes; start none\n"
+  "                                 (node faults are then yours to send)\n"
+  "  --secret-file FILE             with --connect: the nodes' cluster secret\n"
+  "                                 (else $KEEL_CLUSTER_SECRET)\n"
   "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
   "                                 --faults with node faults kill9:node:N@STEP,\n"
   "                                 stop:node:N@STEP, cut:node:N@STEP+MSms\n";
@@ -54,6 +64,28 @@ caf::expected<uint32_t> number(const std::string& flag, const args& a, size_t& i
   return static_cast<uint32_t>(std::stoul(v));
 }
 
+// "HOST:PORT,HOST:PORT": every port 1..65535, no empty host.
+caf::expected<std::vector<node_address>> addresses(const std::string& text) {
+  std::vector<node_address> out;
+  size_t from = 0;
+  while (from <= text.size()) {
+    auto comma = text.find(',', from);
+    auto item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    auto colon = item.rfind(':');
+    auto port = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+    if (colon == 0 || colon == std::string::npos || port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
+        std::stoul(port) > 65535)
+      return make_error(errc::invalid_argument,
+                        "--connect: '" + item + "' is not HOST:PORT with a port in 1..65535 (see keel cluster --help)");
+    out.push_back({item.substr(0, colon), static_cast<uint16_t>(std::stoul(port))});
+    if (comma == std::string::npos)
+      break;
+    from = comma + 1;
+  }
+  return out;
+}
+
 caf::expected<cluster_flags> parse(const args& a) {
   cluster_flags f;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -67,6 +99,15 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.timeout_ms = *n;
     else if (x == "--respawn-nodes")
       f.respawn = true;
+    else if ((x == "--connect" || x == "--secret-file") && i + 1 >= a.size())
+      return make_error(errc::invalid_argument, x + ": missing value (see keel cluster --help)");
+    else if (x == "--connect") {
+      auto nodes = addresses(a[++i]);
+      if (!nodes)
+        return nodes.error();
+      f.connect = std::move(*nodes);
+    } else if (x == "--secret-file")
+      f.secret_file = a[++i];
     else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms")
       return n.error();
     else
@@ -98,6 +139,14 @@ std::string self_program() {
 
 }  // namespace
 
+// Whether the plan in `rest` (--kill, --faults) names a node.
+bool names_a_node(const args& rest) {
+  for (size_t i = 0; i + 1 < rest.size(); ++i)
+    if ((rest[i] == "--kill" || rest[i] == "--faults") && rest[i + 1].find("node:") != std::string::npos)
+      return true;
+  return false;
+}
+
 int cluster(const args& a) {
   for (auto& x : a)
     if (x == "--help" || x == "-h") {
@@ -109,25 +158,59 @@ int cluster(const args& a) {
     std::cerr << "keel cluster: " << describe(flags.error()) << "\n";
     return 2;
   }
+  bool connect = !flags->connect.empty();
+  if (connect && names_a_node(flags->rest)) {
+    std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started; with --connect, "
+                 "signal the node processes yourself\n";
+    return 2;
+  }
+  if (!connect && !flags->secret_file.empty()) {
+    std::cerr << "keel cluster: --secret-file goes with --connect (started nodes get a fresh secret)\n";
+    return 2;
+  }
   char tmpl[] = "/tmp/keel-cluster-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
     std::cerr << "keel cluster: cannot create a temporary directory\n";
     return 1;
   }
   std::filesystem::path work = tmpl;
-  auto secret_file = write_secret(work);
-  if (!secret_file) {
-    std::cerr << "keel cluster: " << describe(secret_file.error()) << "\n";
-    return 1;
-  }
-  auto secret = cluster_secret::from_file(*secret_file);
-  if (!secret) {
-    std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
-    return 1;
+  struct cleanup {
+    std::filesystem::path dir;
+    ~cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_work{work};
+  caf::expected<cluster_secret> secret{cluster_secret{}};
+  std::filesystem::path secret_path;
+  if (connect) {
+    if (!flags->secret_file.empty())
+      secret = cluster_secret::from_file(flags->secret_file);
+    else if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
+      secret = cluster_secret::from_bytes(env, "KEEL_CLUSTER_SECRET");
+    else
+      secret = make_error(errc::invalid_argument,
+                          "no cluster secret for --connect: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
+    if (!secret) {
+      std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
+      return 2;
+    }
+  } else {
+    auto file = write_secret(work);
+    if (!file) {
+      std::cerr << "keel cluster: " << describe(file.error()) << "\n";
+      return 1;
+    }
+    secret_path = *file;
+    secret = cluster_secret::from_file(secret_path);
+    if (!secret) {
+      std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
+      return 1;
+    }
   }
   std::vector<std::string> node_flags = {"--heartbeat-ms", std::to_string(flags->heartbeat_ms),
                                          "--connection-timeout-ms", std::to_string(flags->timeout_ms)};
-  node_processes procs(self_program(), *secret_file, node_flags);
+  node_processes procs(self_program(), secret_path, node_flags);
   std::mutex procs_mtx;
   std::vector<std::thread> timers;  // SIGCONTs of cuts, joined before the nodes go
   auto join_timers = [&] {
@@ -135,7 +218,13 @@ int cluster(const args& a) {
     timers.clear();
   };
   cluster_placement_config pc;
-  for (uint32_t i = 0; i < flags->nodes; ++i) {
+  if (connect) {
+    pc.nodes = flags->connect;
+    for (size_t i = 0; i < pc.nodes.size(); ++i)
+      std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
+                << std::endl;
+  }
+  for (uint32_t i = 0; !connect && i < flags->nodes; ++i) {
     auto port = procs.start(i, std::chrono::seconds(10));
     if (!port) {
       std::cerr << "keel cluster: " << describe(port.error()) << "\n";
@@ -157,6 +246,8 @@ int cluster(const args& a) {
     pc.model.sparse_lr = mo.sparse_lr;
     pc.model.probe = mo.probe;
     cfg.placement = std::make_shared<cluster_placement>(pc);
+    if (connect)
+      return {};
     cfg.node_faults = [&](uint32_t node, const std::string& how, std::chrono::milliseconds away) -> caf::error {
       std::lock_guard<std::mutex> guard(procs_mtx);
       if (how == "kill9") {
@@ -184,9 +275,8 @@ int cluster(const args& a) {
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
   join_timers();
-  std::cout << "keel cluster: " << flags->nodes << " nodes stopped\n";
-  std::error_code ec;
-  std::filesystem::remove_all(work, ec);
+  if (!connect)
+    std::cout << "keel cluster: " << flags->nodes << " nodes stopped\n";
   return status;
 }
 

@@ -27,6 +27,9 @@ void node_processes::stop(node& n) {
   if (n.out >= 0)
     ::close(n.out);
   n.out = -1;
+  if (n.in >= 0)
+    ::close(n.in);
+  n.in = -1;
   if (n.pid <= 0)
     return;
   ::kill(n.pid, SIGCONT);
@@ -51,11 +54,19 @@ caf::expected<uint16_t> node_processes::start(size_t i, std::chrono::millisecond
     nodes_.emplace_back();
   auto& n = nodes_[i];
   stop(n);
+  // Close-on-exec, so that no other node inherits these ends (dup2 clears
+  // the flag on the node's own standard input and output).
   int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0)
+  int in_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
     return make_error(errc::io_error, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(in_fds, O_CLOEXEC) != 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return make_error(errc::io_error, std::string("pipe: ") + std::strerror(errno));
+  }
   std::vector<std::string> args = {program_, "node", "--listen", "127.0.0.1:" + std::to_string(n.port),
-                                   "--secret-file", secret_file_.string()};
+                                   "--secret-file", secret_file_.string(), "--exit-on-stdin-eof"};
   args.insert(args.end(), extra_.begin(), extra_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -63,17 +74,20 @@ caf::expected<uint16_t> node_processes::start(size_t i, std::chrono::millisecond
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&fa, pipe_fds[0]);
+  posix_spawn_file_actions_adddup2(&fa, in_fds[0], STDIN_FILENO);
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, program_.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(pipe_fds[1]);
+  ::close(in_fds[0]);
   if (rc != 0) {
     ::close(pipe_fds[0]);
+    ::close(in_fds[1]);
     return make_error(errc::io_error, "cannot start " + program_ + " node: " + std::strerror(rc));
   }
   n.pid = pid;
   n.out = pipe_fds[0];
+  n.in = in_fds[1];
   // Read until the "listening on HOST:PORT" line, within the timeout.
   std::string text;
   auto deadline = std::chrono::steady_clock::now() + timeout;

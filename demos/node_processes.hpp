@@ -5,7 +5,9 @@
 // secret in a file only this user can read. Faults reach them as real
 // signals: SIGKILL, SIGSTOP, SIGCONT. Every process still running is
 // terminated (SIGCONT, then SIGTERM, then SIGKILL after a grace period) and
-// reaped when the set is destroyed. Not thread-safe: one owner.
+// reaped when the set is destroyed. Each node reads its standard input from
+// a pipe this process holds open (`--exit-on-stdin-eof`): when this process
+// dies, even by SIGKILL, its nodes end too. Not thread-safe: one owner.
 
 #include <sys/types.h>
 
@@ -44,6 +46,7 @@ class node_processes {
     pid_t pid = -1;
     uint16_t port = 0;
     int out = -1;  // its standard output, read for the port line
+    int in = -1;   // its standard input, held open while it should live
   };
   void stop(node& n);
 
