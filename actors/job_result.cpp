@@ -130,6 +130,7 @@ caf::expected<job_result> job::impl::finish() {
     return q.error();
   result.quality = *q;
   result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
+  result.resumed_at_step = resumed_step;
   result.samples_per_second =
     static_cast<double>((result.steps - std::min(result.steps, resumed_step)) * cfg.workers *
                         cfg.batch_size) / std::max(result.seconds, 1e-9);

@@ -250,8 +250,10 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   for (auto& [name, n] : r->restarts)
     restarts += n;
   std::cout << "keel train: done in " << r->seconds << " s, " << r->samples_per_second
-            << " samples/s, " << restarts << " restarts, " << r->rollbacks << " rollbacks\n"
-            << "keel train: test ";
+            << " samples/s, " << restarts << " restarts, " << r->rollbacks << " rollbacks";
+  if (r->resumed_at_step > 0)
+    std::cout << ", resumed at step " << r->resumed_at_step;
+  std::cout << "\nkeel train: test ";
   if (r->quality.accuracy)
     std::cout << "accuracy " << *r->quality.accuracy << ", ";
   std::cout << "log loss " << r->quality.log_loss << " over " << r->quality.examples

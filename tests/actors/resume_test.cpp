@@ -97,6 +97,8 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
     from_checkpoint = from_checkpoint || (e.kind == event_kind::restored && e.checkpoint >= 3 &&
                                           e.step >= 30);
   CHECK(from_checkpoint);
+  CHECK(resumed->resumed_at_step >= 30);
+  CHECK(clean->resumed_at_step == 0);
 }
 
 TEST_CASE("resume refuses an empty directory and a checkpoint of another shape") {
@@ -166,6 +168,7 @@ TEST_CASE("keel train killed with SIGKILL mid-run resumes with --resume DIR, bit
   auto [status2, out2] = run_keel("train --resume " + dir.path().string());
   REQUIRE_MESSAGE(status2 == 0, out2);
   CHECK(sha_in(out2) == sha_in(clean_out));
+  CHECK(out2.find("rollbacks, resumed at step ") != std::string::npos);
   CHECK(out2.find("exactly once: every parameter equals") != std::string::npos);
 
   // A resume of a directory keel train did not write names the missing file.

@@ -1,0 +1,220 @@
+// `keel cluster` end to end: real `keel node` processes on 127.0.0.1 with
+// OS-picked ports, whole processes lost to real signals (SIGKILL, SIGSTOP
+// past the connection timeout, SIGSTOP then SIGCONT), a node restarted on
+// its port, and a coordinator killed with SIGKILL and resumed. Every run
+// must end with every acknowledged push applied exactly once and, under BSP,
+// with the params_sha256 of the same run in one process without faults.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "cluster_fixture.hpp"
+
+extern char** environ;
+
+using namespace keel;
+using namespace keel::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct run_result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs `keel ARGS` to its end (at most 120 s: `timeout` ends a hang with
+// status 124); standard error is folded into the output.
+run_result run_keel(const std::string& arguments) {
+  std::string cmd = "timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments + " 2>&1";
+  run_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int raw = ::pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+std::string sha_in(const std::string& out) {
+  auto at = out.find("params_sha256 ");
+  REQUIRE_MESSAGE(at != std::string::npos, out);
+  return out.substr(at + 14, 64);
+}
+
+// The number right after `label` in `out` (no std::regex: its
+// -Wmaybe-uninitialized under ASan).
+long number_after(const std::string& out, const std::string& label) {
+  auto at = out.find(label);
+  REQUIRE_MESSAGE(at != std::string::npos, ("no '" + label + "' in: " + out));
+  at += label.size();
+  auto end = out.find_first_not_of("0123456789", at);
+  REQUIRE_MESSAGE(end > at, out);
+  return std::stol(out.substr(at, end - at));
+}
+
+// "pushes acked A, applied B" -> {A, B}.
+std::pair<long, long> acked_applied(const std::string& out) {
+  return {number_after(out, "pushes acked "), number_after(out, ", applied ")};
+}
+
+// The run's promises: it ended well, applied what it acknowledged exactly
+// once, and (BSP) reached the fault-free single-process parameters.
+void check_promises(const run_result& r, const std::string& reference_sha) {
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  auto [acked, applied] = acked_applied(r.out);
+  CHECK(acked > 0);
+  CHECK_MESSAGE(acked == applied, r.out);
+  CHECK_MESSAGE(r.out.find("exactly once: every parameter equals") != std::string::npos, r.out);
+  CHECK_MESSAGE(sha_in(r.out) == reference_sha, r.out);
+}
+
+std::string reference_sha(const std::string& train_flags) {
+  auto r = run_keel("train " + train_flags + " --quiet");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  return sha_in(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("a 2-node cluster loses the node of shard:1 to kill -9 mid-run and ends bit-identical") {
+  const std::string train = "--model probe --steps 300 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster --nodes 2 " + train + " --kill node:1@150");
+  check_promises(r, sha);
+  // The node's death was seen and its children (shard:1, worker:1) were
+  // started again on node:0.
+  CHECK_MESSAGE(r.out.find("node_down node:1: lost") != std::string::npos, r.out);
+  CHECK(r.out.find("shard:1") != std::string::npos);
+  CHECK_MESSAGE(r.out.find("spawned shard 'shard:1' (incarnation 2)") != std::string::npos, r.out);
+  CHECK(r.out.find("children restarted on the other nodes") != std::string::npos);
+}
+
+TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection timeout ends bit-identical") {
+  const std::string train = "--model probe --steps 300 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster --nodes 3 --node-timeout-ms 600 " + train + " --faults stop:node:0@150");
+  check_promises(r, sha);
+  // A stopped process closes no connection: only the timeout can find it.
+  CHECK_MESSAGE(r.out.find("node_down node:0: lost") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("spawned shard 'shard:0' (incarnation 2)") != std::string::npos, r.out);
+}
+
+TEST_CASE("a node killed with kill -9 and started again on its port is used again, bit-identical") {
+  const std::string train = "--model probe --steps 1500 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster --nodes 2 --respawn-nodes " + train + " --kill node:0@100");
+  check_promises(r, sha);
+  auto port = std::to_string(number_after(r.out, "node:0 listening on 127.0.0.1:"));
+  // Announced back at the same address, after it was lost.
+  auto down = r.out.find("node_down node:0");
+  auto up = r.out.find("node_up node:0: back at 127.0.0.1:" + port);
+  CHECK_MESSAGE(down != std::string::npos, r.out);
+  CHECK_MESSAGE(up != std::string::npos, r.out);
+  CHECK(down < up);
+}
+
+TEST_CASE("a node cut off (SIGSTOP, then SIGCONT after the timeout) drops its stale actors and rejoins") {
+  const std::string train = "--model probe --steps 1500 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  // node:0 holds shard:0 and worker:1: both supervisors restart at once.
+  auto r = run_keel("cluster --nodes 3 " + train + " --faults cut:node:0@100+1200ms");
+  check_promises(r, sha);
+  CHECK_MESSAGE(r.out.find("node_down node:0: lost") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("node_up node:0: back at") != std::string::npos, r.out);
+  // Back from its stop, the node finds the job gone from its connection and
+  // stops the actors the job has already restarted elsewhere.
+  CHECK_MESSAGE(r.out.find("stopping its") != std::string::npos, r.out);
+}
+
+TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical") {
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto n1 = f.start_node();
+  const std::string train = "--model probe --steps 4000 --checkpoint-every 10";
+  auto sha = reference_sha(train);
+  auto connect = "--connect 127.0.0.1:" + std::to_string(n0->port()) + ",127.0.0.1:" +
+                 std::to_string(n1->port()) + " --secret-file " + f.secret_file;
+  auto dir = (f.dir / "run").string();
+
+  std::vector<std::string> argv_s = {KEEL_BINARY, "cluster"};
+  for (auto flags : {connect, train + " --quiet --checkpoint-dir " + dir}) {
+    std::istringstream in(flags);
+    for (std::string w; in >> w;) argv_s.push_back(w);
+  }
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(::posix_spawn(&pid, KEEL_BINARY, nullptr, nullptr, argv.data(), environ) == 0);
+  auto manifests = [&] {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(dir, ec)) n += e.path().extension() == ".manifest";
+    return n;
+  };
+  int status = 0;
+  bool exited = false;
+  bool checkpointed = wait_until(
+    [&] {
+      exited = exited || ::waitpid(pid, &status, WNOHANG) == pid;
+      return exited || manifests() >= 3;
+    },
+    60s);
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  REQUIRE(checkpointed);
+  REQUIRE_MESSAGE(!exited, "keel cluster finished before it could be killed; raise --steps");
+  REQUIRE(WIFSIGNALED(status));
+
+  // Each node stops the dead job's actors once it loses the coordinator.
+  CHECK_MESSAGE(n0->wait_log("is gone", 10s), n0->log());
+  CHECK_MESSAGE(n1->wait_log("is gone", 10s), n1->log());
+
+  auto r = run_keel("cluster " + connect + " --resume " + dir);
+  check_promises(r, sha);
+  // It continued from a checkpoint of the killed run, not from step 0.
+  CHECK(number_after(r.out, "rollbacks, resumed at step ") >= 30);
+  // The nodes served both coordinators and are still up.
+  CHECK(!n0->wait_exit(0ms));
+  CHECK(!n1->wait_exit(0ms));
+}
+
+TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and a wrong secret, naming each") {
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto at = "127.0.0.1:" + std::to_string(n0->port());
+
+  auto bad_address = run_keel("cluster --connect 127.0.0.1:99999 --model probe --steps 10");
+  CHECK(bad_address.status == 2);
+  CHECK_MESSAGE(bad_address.out.find("'127.0.0.1:99999' is not HOST:PORT") != std::string::npos, bad_address.out);
+
+  auto node_fault = run_keel("cluster --connect " + at + " --secret-file " + f.secret_file +
+                             " --model probe --steps 10 --kill node:0@5");
+  CHECK(node_fault.status == 2);
+  CHECK_MESSAGE(node_fault.out.find("node faults (node:N) need nodes this keel cluster started") !=
+                  std::string::npos,
+                node_fault.out);
+
+  auto no_secret = run_keel("cluster --connect " + at + " --model probe --steps 10");
+  CHECK(no_secret.status == 2);
+  CHECK_MESSAGE(no_secret.out.find("no cluster secret") != std::string::npos, no_secret.out);
+
+  auto wrong = write_secret(f.dir, "wrong", "not-the-cluster-secret-at-all-0123");
+  auto refused = run_keel("cluster --connect " + at + " --secret-file " + wrong + " --model probe --steps 10");
+  CHECK(refused.status == 1);
+  CHECK_MESSAGE(refused.out.find("did not prove the cluster secret") != std::string::npos, refused.out);
+  CHECK(!n0->wait_exit(0ms));  // the node serves on
+}
