@@ -1,5 +1,8 @@
 #include "actors/cluster_placement.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -12,6 +15,7 @@ using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
 
 struct cluster_placement::state {
   mutable std::mutex mtx;
+  std::condition_variable changed;  // a node came back
   cluster_placement_config cfg;
   std::vector<node_handle> handles;  // by node index
   std::vector<bool> alive;
@@ -93,6 +97,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
           st->handles[i] = *h;
           st->alive[i] = true;
         }
+        st->changed.notify_all();
         tell_job(st, event_kind::node_up, i,
                  "back at " + addr.host + ":" + std::to_string(addr.port) + " (node " + h->node + ")");
       }
@@ -161,23 +166,36 @@ caf::expected<caf::actor> cluster_placement::start(const std::string& name, uint
     if (auto it = state_->placed.find(name); it != state_->placed.end() && req.incarnation > 1)
       preferred = it->second + 1;
   }
+  // With no live node (every one lost at once, one restarting), waits up to
+  // spawn_timeout for the watcher to bring one back.
+  auto deadline = std::chrono::steady_clock::now() + cfg_.spawn_timeout;
   std::string tried;
-  for (uint32_t k = 0; k < n; ++k) {
-    auto i = (preferred + k) % n;
-    node_handle h;
-    {
-      std::lock_guard<std::mutex> guard(state_->mtx);
-      if (!state_->alive[i])
-        continue;
-      h = state_->handles[i];
+  for (;;) {
+    bool any_live = false;
+    for (uint32_t k = 0; k < n; ++k) {
+      auto i = (preferred + k) % n;
+      node_handle h;
+      {
+        std::lock_guard<std::mutex> guard(state_->mtx);
+        if (!state_->alive[i])
+          continue;
+        h = state_->handles[i];
+      }
+      any_live = true;
+      auto child = spawn_on(h, req, cfg_.spawn_timeout);
+      if (child) {
+        std::lock_guard<std::mutex> guard(state_->mtx);
+        state_->placed[name] = i;
+        return child;
+      }
+      tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
     }
-    auto child = spawn_on(h, req, cfg_.spawn_timeout);
-    if (child) {
-      std::lock_guard<std::mutex> guard(state_->mtx);
-      state_->placed[name] = i;
-      return child;
-    }
-    tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
+    if (any_live)
+      break;
+    std::unique_lock<std::mutex> lock(state_->mtx);
+    auto live = [&] { return std::find(state_->alive.begin(), state_->alive.end(), true) != state_->alive.end(); };
+    if (!state_->changed.wait_until(lock, deadline, live))
+      break;
   }
   return make_error(errc::not_found, "cannot start " + name + " on any node (" +
                                        (tried.empty() ? "none is live" : tried) + ")");

@@ -223,6 +223,11 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   }
   if (auto err = check_fault_plan(c.faults, c.shards, c.workers, c.placement ? c.placement->nodes() : 0))
     return err;
+  for (auto& f : c.faults)
+    if (f.when == trigger::step && f.at_step > c.steps)
+      return make_error(errc::invalid_argument, "fault '" + to_string(f) + "': step " + std::to_string(f.at_step) +
+                                                  " is past the run's last step " + std::to_string(c.steps) +
+                                                  " (it would never fire)");
   p->checkpoints.emplace(c.checkpoint_every, c.checkpoint_timeout);
   p->rollbacks.emplace(c.max_restarts, c.restart_period);
   // A fault that fires after N messages of a kind: the link that counts the

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "actors/keel.hpp"
+#include "actors/placement.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"
 #include "train_args.hpp"
@@ -94,7 +95,7 @@ int train_with(const args& given, const std::string& program, const job_setup& s
      "add a random fault plan drawn from this seed")
     ("fault-rate", number_flag(&fault_rate, "R", 0.01, 100.0), "random faults per 100 steps")
     ("fault-mix", text_flag(&mix_text, "FAMILIES"),
-     "random fault families: kills,supervisors,messages,storage,timed or all")
+     "random fault families: kills,supervisors,messages,storage,timed or all; and nodes (keel cluster)")
     ("request-timeout", number_flag<uint64_t>(&request_timeout_ms, "MS", 1, 3600000),
      "milliseconds before a worker retries a pull or push")
     ("report", text_flag(&report_path, "FILE", false), "write a JSON report here (keel plot draws it)")
@@ -159,6 +160,12 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     steps = epochs * spe;
   }
   cfg.steps = steps;
+  // A cluster's placement first: random plans may target its nodes.
+  if (setup)
+    if (auto err = setup(cfg, model_name, mo)) {
+      std::cerr << program << ": " << describe(err) << "\n";
+      return 1;
+    }
   if (vm.count("random-faults")) {
     fault_mix mix;
     if (auto err = parse_fault_families(mix_text, mix))
@@ -168,6 +175,9 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     mix.last_step = std::max<uint64_t>(mix.first_step, steps - 1);
     mix.shards = cfg.shards;
     mix.workers = cfg.workers;
+    mix.nodes = cfg.placement ? cfg.placement->nodes() : 0;
+    if (mix.node_faults && mix.nodes == 0)
+      return usage_error("train", "--fault-mix", "the nodes family needs node processes (keel cluster)");
     auto plan = random_fault_plan(random_seed, mix);
     if (!vm.count("quiet"))
       std::cout << "keel train: random faults from seed " << random_seed << ": " << to_string(plan)
@@ -206,11 +216,6 @@ int train_with(const args& given, const std::string& program, const job_setup& s
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
               << " lr " << cfg.optimizer.lr << ", " << steps << " steps of batch " << cfg.batch_size
               << ", checkpoints in " << checkpoint_dir << std::endl;
-  if (setup)
-    if (auto err = setup(cfg, model_name, mo)) {
-      std::cerr << program << ": " << describe(err) << "\n";
-      return 1;
-    }
   auto j = job::start(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";

@@ -304,7 +304,7 @@ std::string to_string(const std::vector<fault>& plan) {
 }
 
 caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
-  mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = false;
+  mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = mix.node_faults = false;
   size_t pos = 0;
   while (pos <= text.size()) {
     auto comma = text.find(',', pos);
@@ -321,17 +321,19 @@ caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
       mix.storage = true;
     else if (word == "timed")
       mix.timed = true;
+    else if (word == "nodes")
+      mix.node_faults = true;
     else
       return make_error(errc::invalid_argument,
                         "fault mix '" + text + "': unknown family '" + word +
-                          "' (kills, supervisors, messages, storage, timed, all)");
+                          "' (kills, supervisors, messages, storage, timed, nodes, all)");
     if (comma == std::string::npos)
       break;
     pos = comma + 1;
   }
-  if (!mix.kills && !mix.messages && !mix.storage)
+  if (!mix.kills && !mix.messages && !mix.storage && !mix.node_faults)
     return make_error(errc::invalid_argument,
-                      "fault mix '" + text + "' names no kind of fault (kills, messages or storage)");
+                      "fault mix '" + text + "' names no kind of fault (kills, messages, storage or nodes)");
   return {};
 }
 
@@ -347,15 +349,27 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
     fault probe;
     probe.kind = k;
     if ((probe.is_kill() && mix.kills) || (probe.is_message_fault() && mix.messages) ||
-        (storage && mix.storage))
+        (storage && mix.storage) || (probe.is_node_fault() && mix.node_faults && mix.nodes > 0))
       kinds.push_back(k);
   }
   std::vector<fault> plan;
+  bool stopped_one = false;
   for (uint32_t i = 0; i < mix.faults && !kinds.empty(); ++i) {
     fault f;
     f.kind = kinds[pick(kinds.size())];
+    if (f.kind == fault_kind::stop && (stopped_one || mix.nodes < 2))
+      f.kind = fault_kind::cut;
     f.at_step = mix.first_step + pick(mix.last_step - mix.first_step + 1);
     switch (f.kind) {
+      case fault_kind::kill9:
+      case fault_kind::stop:
+      case fault_kind::cut:
+        f.target = "node:" + std::to_string(pick(mix.nodes));
+        stopped_one = stopped_one || f.kind == fault_kind::stop;
+        if (f.kind == fault_kind::cut)
+          f.delay_ms = static_cast<uint32_t>(200 + pick(1301));
+        plan.push_back(f);  // at a step: a node's process has no message counts
+        continue;
       case fault_kind::kill:
       case fault_kind::exit:
       case fault_kind::raise: {

@@ -104,6 +104,11 @@ struct fault_mix {
   bool messages = true;
   bool storage = true;
   bool timed = true;             // some faults fire at a time or a message count
+  // Node faults (family "nodes"), for a job over `nodes` node processes:
+  // kill9 (the cluster should restart the node), cut (+200..1500 ms), and
+  // at most one stop per plan, so that some node always comes back.
+  bool node_faults = false;
+  uint32_t nodes = 0;
 };
 
 // Checks a message fault's target ("A>B", "A", with "*" for either end)
@@ -117,8 +122,8 @@ caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uin
                             uint32_t nodes = 0);
 
 // Sets which families a random plan draws from: a comma-separated subset of
-// kills, supervisors, messages, storage, timed (or "all"); the error names an
-// unknown family.
+// kills, supervisors, messages, storage, timed, nodes (or "all", which is
+// every family but nodes); the error names an unknown family.
 caf::error parse_fault_families(const std::string& text, fault_mix& mix);
 
 // A plan drawn from `seed`: the same seed and mix give the same plan.

@@ -4,6 +4,8 @@
 // flips; at steps, times and message counts) against short runs of the probe and
 // the sparse model, each checking keel's promises (actors/faults/chaos.hpp). A
 // failing seed prints the plan that reproduces it.
+#include <map>
+
 #include "job_fixture.hpp"
 
 using namespace keel;
@@ -68,6 +70,44 @@ TEST_CASE("a fault plan survives its text form and bad plans are refused with th
   }
 }
 
+
+TEST_CASE("the nodes family draws node faults against the job's nodes: kill9, cuts with a duration, one stop at most") {
+  fault_mix mix;
+  REQUIRE(!parse_fault_families("kills,nodes", mix));
+  CHECK(mix.node_faults);
+  CHECK(mix.kills);
+  mix.nodes = 3;
+  mix.faults = 8;
+  std::map<fault_kind, int> seen;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    auto plan = random_fault_plan(seed, mix);
+    int stops = 0;
+    for (auto& f : plan) {
+      if (!f.is_node_fault())
+        continue;
+      ++seen[f.kind];
+      stops += f.kind == fault_kind::stop;
+      CHECK((f.target == "node:0" || f.target == "node:1" || f.target == "node:2"));
+      CHECK(f.when == trigger::step);
+      if (f.kind == fault_kind::cut)
+        CHECK((f.delay_ms >= 200 && f.delay_ms <= 1500));
+    }
+    CHECK(stops <= 1);
+    CHECK(!check_fault_plan(plan, mix.shards, mix.workers, mix.nodes));
+    auto back = parse_fault_plan(to_string(plan));
+    REQUIRE_MESSAGE(back, describe(back.error()));
+    CHECK(to_string(*back) == to_string(plan));
+  }
+  CHECK(seen[fault_kind::kill9] > 0);
+  CHECK(seen[fault_kind::stop] > 0);
+  CHECK(seen[fault_kind::cut] > 0);
+  // Without nodes (a job in one process) the family draws nothing.
+  mix.nodes = 0;
+  for (auto& f : random_fault_plan(7, mix)) CHECK(!f.is_node_fault());
+  auto unknown = parse_fault_families("kills,planets", mix);
+  REQUIRE(unknown);
+  CHECK(describe(unknown).find("nodes") != std::string::npos);
+}
 
 TEST_CASE("seeded kill storms beyond the restart intensity escalate, naming who gave up") {
   // Invariant 3's other half: a plan that kills faster than the intensity

@@ -131,6 +131,13 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   auto ok = parse_kill_shorthand("shard:0@step=40,worker:1@90");
   REQUIRE(ok);
   CHECK(to_string(*ok) == "kill:shard:0@40,kill:worker:1@90");
+  // A fault planned past the run's last step would silently never fire.
+  auto late = config_for(probe(), dir, 10);
+  late.faults = {kill_at("shard:0", 11)};
+  auto refused = job::start(late);
+  REQUIRE(!refused);
+  CHECK(describe(refused.error()).find("'kill:shard:0@11': step 11 is past the run's last step 10") !=
+        std::string::npos);
 }
 
 TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none twice") {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <map>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -190,6 +191,34 @@ TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --co
   // The nodes served both coordinators and are still up.
   CHECK(!n0->wait_exit(0ms));
   CHECK(!n1->wait_exit(0ms));
+}
+
+TEST_CASE("chaos over node faults: 20 seeded plans of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  // 3 nodes restarted after kill -9 (--respawn-nodes); each plan holds about
+  // four faults drawn from the seed: node faults (kill9, one stop at most,
+  // cuts of 200..1500 ms) and kills of shards, workers, the checkpointer and
+  // supervisors. A failing seed's plan is in the message: rerun it with
+  // keel cluster --faults PLAN.
+  const std::string train = "--model probe --steps 400 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  std::map<std::string, int> node_faults;  // kill9, stop, cut -> how many the plans held
+  for (int seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
+                      " --fault-mix kills,supervisors,nodes --fault-rate 1");
+    check_promises(r, sha);
+    auto at = r.out.find("random faults from seed ");
+    REQUIRE_MESSAGE(at != std::string::npos, r.out);
+    auto plan = r.out.substr(at, r.out.find('\n', at) - at);
+    for (const char* kind : {"kill9:node:", "stop:node:", "cut:node:"})
+      for (auto p = plan.find(kind); p != std::string::npos; p = plan.find(kind, p + 1))
+        ++node_faults[kind];
+  }
+  // The tier exercised every kind of node fault, and plenty of them.
+  CHECK(node_faults["kill9:node:"] >= 3);
+  CHECK(node_faults["stop:node:"] >= 3);
+  CHECK(node_faults["cut:node:"] >= 3);
+  CHECK(node_faults["kill9:node:"] + node_faults["stop:node:"] + node_faults["cut:node:"] >= 20);
 }
 
 TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and a wrong secret, naming each") {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Node failover of `keel cluster`: how long until a lost node process is
+# seen (detection) and until its shards and workers serve again on the other
+# nodes (kill -> training resumed), beside the middleman's heartbeat
+# interval and connection timeout of the same run.
+#   bench/cluster/node_failover.sh [KEEL_BINARY] [RUNS]
+# kill9: SIGKILL closes the node's sockets, so the loss is seen at once;
+# stop: SIGSTOP closes nothing, so only the connection timeout finds it
+# (its ceiling is that timeout plus one heartbeat interval).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+keel="${1:-$root/build/demos/keel}"
+runs="${2:-3}"
+[ -x "$keel" ] || { echo "node_failover: no keel binary at $keel (build first: bash scripts/build.sh)" >&2; exit 1; }
+
+printf '%-6s %12s %11s %8s %14s %14s %22s\n' fault heartbeat_ms timeout_ms runs detect_ms_med resumed_ms_med "detect / ceiling"
+for hb in 50 100 200; do
+  timeout_ms=$((hb * 4))
+  for fault in kill9 stop; do
+    detect=()
+    resumed=()
+    for ((i = 0; i < runs; i++)); do
+      out="$("$keel" cluster --nodes 3 --node-heartbeat-ms "$hb" --node-timeout-ms "$timeout_ms" \
+               --model probe --steps 3000 --checkpoint-every 50 --quiet --faults "$fault:node:1@500" 2>/dev/null)"
+      line="$(grep -F "node:1 $fault:node:1@500" <<<"$out" || true)"
+      if [ -z "$line" ]; then
+        echo "node_failover: no recovery line for $fault (hb $hb ms):" >&2
+        echo "$out" >&2
+        exit 1
+      fi
+      detect+=("$(sed -n 's/.*seen down after \([0-9.]*\) ms.*/\1/p' <<<"$line")")
+      resumed+=("$(sed -n 's/.*serving again after \([0-9.]*\) ms.*/\1/p' <<<"$line")")
+    done
+    med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+    d="$(med "${detect[@]}")"
+    r="$(med "${resumed[@]}")"
+    if [ "$fault" = kill9 ]; then ceiling=$hb; else ceiling=$((timeout_ms + hb)); fi
+    ratio="$(awk -v d="$d" -v c="$ceiling" 'BEGIN {printf "%.2f of %d ms", d / c, c}')"
+    printf '%-6s %12d %11d %8d %14s %14s %22s\n' "$fault" "$hb" "$timeout_ms" "$runs" "$d" "$r" "$ratio"
+  done
+done
