@@ -21,7 +21,7 @@ for hb in 50 100 200; do
     resumed=()
     for ((i = 0; i < runs; i++)); do
       out="$("$keel" cluster --nodes 3 --node-heartbeat-ms "$hb" --node-timeout-ms "$timeout_ms" \
-               --model probe --steps 3000 --checkpoint-every 50 --quiet --faults "$fault:node:1@500" 2>/dev/null)"
+               --model probe --steps 3000 --checkpoint-every 50 --faults "$fault:node:1@500" 2>/dev/null)"
       line="$(grep -F "node:1 $fault:node:1@500" <<<"$out" || true)"
       if [ -z "$line" ]; then
         echo "node_failover: no recovery line for $fault (hb $hb ms):" >&2
