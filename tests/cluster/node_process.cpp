@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -35,11 +34,21 @@ std::unique_ptr<node_process> node_process::start(const std::vector<std::string>
   auto p = launch(args);
   auto line = p->wait_stdout("keel node: listening on ", timeout);
   REQUIRE_MESSAGE(line, "no listening line from keel node within " << timeout.count() << " ms; its log:\n" << p->log());
-  std::smatch m;
-  static const std::regex listening(R"(listening on [^ ]+:(\d+) \(node ([^)]+)\))");
-  REQUIRE_MESSAGE(std::regex_search(*line, m, listening), "unexpected listening line: " << *line);
-  p->port_ = static_cast<uint16_t>(std::stoul(m[1]));
-  p->node_id_ = m[2];
+  // "keel node: listening on HOST:PORT (node ID)" (no std::regex: its
+  // -Wmaybe-uninitialized under ASan breaks the warnings-as-errors build).
+  auto on = line->find("listening on ");
+  auto space = line->find(' ', on + 13);
+  auto colon = line->rfind(':', space);
+  auto id_at = line->find("(node ", space);
+  auto id_end = line->find(')', id_at);
+  REQUIRE_MESSAGE((space != std::string::npos && colon != std::string::npos && colon > on &&
+                   id_at != std::string::npos && id_end != std::string::npos),
+                  "unexpected listening line: " << *line);
+  auto port = line->substr(colon + 1, space - colon - 1);
+  REQUIRE_MESSAGE((!port.empty() && port.find_first_not_of("0123456789") == std::string::npos),
+                  "unexpected listening line: " << *line);
+  p->port_ = static_cast<uint16_t>(std::stoul(port));
+  p->node_id_ = line->substr(id_at + 6, id_end - id_at - 6);
   return p;
 }
 
