@@ -199,13 +199,3 @@ struct NodeJoin {
   }
 }
 
-# Ask a node agent to start an actor of a registered type under a stable name.
-# `args` is an opaque capnp message the actor type defines.
-struct SpawnRequest {
-  version @0 :UInt16;
-  actorType @1 :Text;
-  name @2 :Text;
-  incarnation @3 :UInt64;
-  args @4 :Data;
-  snapshotFile @5 :Text;     # empty: start fresh
-}

@@ -18,7 +18,6 @@ template <> struct schema_name<schema::CheckpointManifest> { static constexpr co
 template <> struct schema_name<schema::DirectoryUpdate> { static constexpr const char* value = "keel.DirectoryUpdate"; };
 template <> struct schema_name<schema::Heartbeat> { static constexpr const char* value = "keel.Heartbeat"; };
 template <> struct schema_name<schema::NodeJoin> { static constexpr const char* value = "keel.NodeJoin"; };
-template <> struct schema_name<schema::SpawnRequest> { static constexpr const char* value = "keel.SpawnRequest"; };
 
 using push_msg = msg<schema::Push>;
 using push_ack_msg = msg<schema::PushAck>;
@@ -30,7 +29,6 @@ using checkpoint_manifest_msg = msg<schema::CheckpointManifest>;
 using directory_update_msg = msg<schema::DirectoryUpdate>;
 using heartbeat_msg = msg<schema::Heartbeat>;
 using node_join_msg = msg<schema::NodeJoin>;
-using spawn_request_msg = msg<schema::SpawnRequest>;
 
 // Builds a message of schema S: `build<schema::Push>(hint, [](auto b) {...})`
 // hands `fill` the root builder (version already set) and returns the msg.

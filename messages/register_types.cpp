@@ -19,7 +19,7 @@ void add_all(caf::actor_system_config& cfg) {
 void register_message_types(caf::actor_system_config& cfg) {
   add_all<schema::Push, schema::PushAck, schema::PullRequest, schema::PullReply,
           schema::SnapshotRequest, schema::ShardSnapshot, schema::CheckpointManifest,
-          schema::DirectoryUpdate, schema::Heartbeat, schema::NodeJoin, schema::SpawnRequest>(cfg);
+          schema::DirectoryUpdate, schema::Heartbeat, schema::NodeJoin>(cfg);
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return describe(caf::error(code, error_category(), ctx));
   });

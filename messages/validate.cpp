@@ -348,14 +348,5 @@ caf::error validate(schema::NodeJoin::Reader m, const decode_limits& limits) {
   return {};
 }
 
-caf::error validate(schema::SpawnRequest::Reader m, const decode_limits& limits) {
-  if (auto err = check_version("keel.SpawnRequest", m.getVersion()))
-    return err;
-  if (auto err = check_text("keel.SpawnRequest.actorType", m.getActorType(), limits, true))
-    return err;
-  if (auto err = check_text("keel.SpawnRequest.name", m.getName(), limits, true))
-    return err;
-  return check_text("keel.SpawnRequest.snapshotFile", m.getSnapshotFile(), limits, false);
-}
 
 }  // namespace keel

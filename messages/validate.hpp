@@ -37,7 +37,6 @@ caf::error validate(schema::CheckpointManifest::Reader m, const decode_limits& l
 caf::error validate(schema::DirectoryUpdate::Reader m, const decode_limits& limits);
 caf::error validate(schema::Heartbeat::Reader m, const decode_limits& limits);
 caf::error validate(schema::NodeJoin::Reader m, const decode_limits& limits);
-caf::error validate(schema::SpawnRequest::Reader m, const decode_limits& limits);
 
 // Size in bytes of one element of a dtype; 0 for a value this build does not know.
 size_t dtype_size(schema::DType t);

@@ -19,7 +19,7 @@ namespace keel::fuzz {
 
 // Byte 0 picks the schema (byte % 11, in the order of messages/protocol.hpp:
 // Push, PushAck, PullRequest, PullReply, SnapshotRequest, ShardSnapshot,
-// CheckpointManifest, DirectoryUpdate, Heartbeat, NodeJoin, SpawnRequest);
+// CheckpointManifest, DirectoryUpdate, Heartbeat, NodeJoin);
 // the rest is a capnp stream encoding given to frame::parse_copy and then to
 // decode<S>. Invariants: a parsed frame re-encodes to the very bytes it was
 // parsed from (but for the segment table's padding); an accepted message is

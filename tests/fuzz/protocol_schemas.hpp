@@ -24,7 +24,7 @@ struct schema_list {
 using protocol_schemas =
   schema_list<schema::Push, schema::PushAck, schema::PullRequest, schema::PullReply,
               schema::SnapshotRequest, schema::ShardSnapshot, schema::CheckpointManifest,
-              schema::DirectoryUpdate, schema::Heartbeat, schema::NodeJoin, schema::SpawnRequest>;
+              schema::DirectoryUpdate, schema::Heartbeat, schema::NodeJoin>;
 
 constexpr size_t protocol_schema_count = protocol_schemas::size;
 

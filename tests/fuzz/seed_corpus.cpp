@@ -180,13 +180,7 @@ std::vector<message_seed> message_seeds() {
     types.set(1, "worker");
     types.set(2, "checkpointer");
   }));
-  out.push_back(seed<schema::SpawnRequest>("spawn-request", 32, [](schema::SpawnRequest::Builder b) {
-    b.setActorType("worker");
-    b.setName("worker:3");
-    b.setIncarnation(1);
-    b.initArgs(6)[0] = 1;
-    b.setSnapshotFile("ckpt-1.shard-0.snap");
-  }));
+
   return out;
 }
 

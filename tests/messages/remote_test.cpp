@@ -43,7 +43,6 @@ caf::behavior echo_server() {
     [=](const directory_update_msg& m) { return echo(m); },
     [=](const heartbeat_msg& m) { return echo(m); },
     [=](const node_join_msg& m) { return echo(m); },
-    [=](const spawn_request_msg& m) { return echo(m); },
   };
 }
 
@@ -87,8 +86,7 @@ TEST_CASE("two nodes connected over loopback exchange every message type intact,
   exchange(sample_directory_update(), [](auto r) { CHECK(r.getIncarnation() == 3); });
   exchange(sample_heartbeat(), [](auto r) { CHECK(r.getNode() == "node-a"); });
   exchange(sample_node_join(), [](auto r) { CHECK(r.getPort() == 4242); });
-  exchange(sample_spawn_request(), [](auto r) { CHECK(r.getName() == "shard:0"); });
-  CHECK(answered == 11);
+  CHECK(answered == 10);
 
   self->send_exit(*remote, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(server, caf::exit_reason::user_shutdown);

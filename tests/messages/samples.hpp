@@ -172,13 +172,5 @@ inline node_join_msg sample_node_join() {
   });
 }
 
-inline spawn_request_msg sample_spawn_request() {
-  return build<schema::SpawnRequest>(32, [](schema::SpawnRequest::Builder b) {
-    b.setActorType("shard");
-    b.setName("shard:0");
-    b.setIncarnation(2);
-    b.initArgs(5);
-  });
-}
 
 }  // namespace keel::test
