@@ -10,7 +10,7 @@ namespace keel {
 using status_atom = caf::atom_constant<caf::atom("status")>;      // ask a shard what it has of a worker
 using params_atom = caf::atom_constant<caf::atom("params")>;      // read a shard's state as a snapshot
 using truncate_atom = caf::atom_constant<caf::atom("truncate")>;  // a checkpoint covers logged pushes
-using step_atom = caf::atom_constant<caf::atom("step")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;          // (epoch, worker, step, loss as IEEE bits)
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;          // a worker finished its steps
 using replay_atom = caf::atom_constant<caf::atom("replay")>;      // resend the log to a restarted shard

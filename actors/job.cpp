@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "actors/checkpointer.hpp"
 #include "actors/placement.hpp"
@@ -344,9 +345,11 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       },
       [&](supervision::directory_update& u) { j.on_directory(u); },
       [&](checkpoint_committed& c) { j.on_committed(c); },
-      [&](step_atom, uint32_t epoch, uint32_t worker, uint64_t step, double loss) {
+      [&](step_atom, uint32_t epoch, uint32_t worker, uint64_t step, uint64_t loss_bits) {
         if (epoch != j.epoch || worker >= j.worker_step.size())
           return;
+        double loss = 0;
+        std::memcpy(&loss, &loss_bits, sizeof loss);
         j.worker_step[worker] = step;
         j.loss_sum += loss;
         ++j.loss_count;

@@ -1,6 +1,7 @@
 #include "actors/worker.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
@@ -115,8 +116,12 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
 // The step is complete: tell the job, go on.
 void step_done(worker_actor* self) {
   auto& st = self->state;
-  self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.core.step(),
-             st.core.report().last_loss);
+  // The loss as its bits (see double_bits): a diverging run's infinite loss
+  // would hang CAF 0.17's serializer on the way to a remote job.
+  uint64_t loss_bits = 0;
+  double loss = st.core.report().last_loss;
+  std::memcpy(&loss_bits, &loss, sizeof loss_bits);
+  self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.core.step(), loss_bits);
   start_step(self);
 }
 
