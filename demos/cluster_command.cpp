@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "actors/cluster_placement.hpp"
+#include "cli_flags.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "node_processes.hpp"
@@ -155,7 +156,7 @@ int cluster(const args& a) {
     }
   auto flags = parse(a);
   if (!flags) {
-    std::cerr << "keel cluster: " << describe(flags.error()) << "\n";
+    std::cerr << "keel cluster: " << error_text(flags.error()) << "\n";
     return 2;
   }
   bool connect = !flags->connect.empty();
@@ -218,27 +219,26 @@ int cluster(const args& a) {
     timers.clear();
   };
   cluster_placement_config pc;
-  if (connect) {
-    pc.nodes = flags->connect;
-    for (size_t i = 0; i < pc.nodes.size(); ++i)
-      std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
-                << std::endl;
-  }
-  for (uint32_t i = 0; !connect && i < flags->nodes; ++i) {
-    auto port = procs.start(i, std::chrono::seconds(10));
-    if (!port) {
-      std::cerr << "keel cluster: " << describe(port.error()) << "\n";
-      return 1;
-    }
-    pc.nodes.push_back({"127.0.0.1", *port});
-    std::cout << "keel cluster: node:" << i << " listening on 127.0.0.1:" << *port << " (pid " << procs.pid(i)
-              << ")" << std::endl;
-  }
   pc.secret = *secret;
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
   bool respawn = flags->respawn;
+  // Called once keel train's flags are good: only then do nodes start.
   auto setup = [&](job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
+    if (connect) {
+      pc.nodes = flags->connect;
+      for (size_t i = 0; i < pc.nodes.size(); ++i)
+        std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
+                  << std::endl;
+    }
+    for (uint32_t i = 0; !connect && i < flags->nodes; ++i) {
+      auto port = procs.start(i, std::chrono::seconds(10));
+      if (!port)
+        return port.error();
+      pc.nodes.push_back({"127.0.0.1", *port});
+      std::cout << "keel cluster: node:" << i << " listening on 127.0.0.1:" << *port << " (pid " << procs.pid(i)
+                << ")" << std::endl;
+    }
     pc.model.name = model_name;
     pc.model.data_dir = mo.data_dir.string();
     pc.model.mnist_train_limit = mo.mnist_limits.train;
@@ -275,8 +275,8 @@ int cluster(const args& a) {
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
   join_timers();
-  if (!connect)
-    std::cout << "keel cluster: " << flags->nodes << " nodes stopped\n";
+  if (procs.size() > 0)
+    std::cout << "keel cluster: " << procs.size() << " nodes stopped\n";
   return status;
 }
 

@@ -226,6 +226,12 @@ TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and
   auto n0 = f.start_node();
   auto at = "127.0.0.1:" + std::to_string(n0->port());
 
+  // A bad training flag is refused before any node starts.
+  auto bad_flag = run_keel("cluster --nodes 2 --model probe --steps 10 --bogus");
+  CHECK(bad_flag.status == 2);
+  CHECK_MESSAGE(bad_flag.out.find("--bogus: unknown flag") != std::string::npos, bad_flag.out);
+  CHECK_MESSAGE(bad_flag.out.find("listening on") == std::string::npos, bad_flag.out);
+
   auto bad_address = run_keel("cluster --connect 127.0.0.1:99999 --model probe --steps 10");
   CHECK(bad_address.status == 2);
   CHECK_MESSAGE(bad_address.out.find("'127.0.0.1:99999' is not HOST:PORT") != std::string::npos, bad_address.out);
