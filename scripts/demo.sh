@@ -8,6 +8,6 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/build.sh" --target keel
 bash "$root/scripts/fetch-mnist.sh"
 if [ "$#" -eq 0 ]; then
-  set -- --epochs 5 --lr 0.1 --kill shard:0@step=1200,worker:1@step=2400
+  set -- --kill shard:0@step=1200,worker:1@step=2400
 fi
 exec "$root/build/demos/keel" train "$@"
