@@ -94,6 +94,8 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
         self->monitor(h->agent);
         {
           std::lock_guard<std::mutex> guard(st->mtx);
+          if (i >= st->handles.size())  // detached meanwhile
+            return;
           st->handles[i] = *h;
           st->alive[i] = true;
         }
@@ -120,9 +122,12 @@ cluster_placement::~cluster_placement() {
 
 void cluster_placement::detach() {
   caf::actor watcher;
+  std::vector<node_handle> handles;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     std::swap(watcher, state_->watcher);
+    std::swap(handles, state_->handles);  // proxies of the system going away
+    state_->alive.assign(state_->alive.size(), false);
     state_->job = caf::actor{};
   }
   if (watcher)
