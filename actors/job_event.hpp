@@ -10,11 +10,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
-#include <type_traits>
 
 #include <caf/meta/type_name.hpp>
+
+#include "actors/wire_bits.hpp"
 
 namespace keel {
 
@@ -75,33 +75,12 @@ struct job_event {
   uint64_t pushes_applied = 0;
 };
 
-// A double as its IEEE bit pattern on the wire: CAF 0.17's serializer packs
-// doubles with a routine that turns NaN into a finite number and never
-// returns for an infinity, so values cross processes as bits.
-struct double_bits {
-  double& value;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, double_bits& x) {
-  if constexpr (std::is_same<typename Inspector::result_type, void>::value) {
-    return f(x.value);
-  } else {
-    uint64_t b = 0;
-    std::memcpy(&b, &x.value, sizeof b);
-    auto err = f(b);
-    if constexpr (!Inspector::reads_state)
-      std::memcpy(&x.value, &b, sizeof b);
-    return err;
-  }
-}
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_event& x) {
-  double_bits loss{x.loss}, accuracy{x.accuracy}, sps{x.samples_per_second};
+  using wire::bits;  // doubles as their bits (actors/wire_bits.hpp)
   return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.at_us,
-           x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, loss,
-           accuracy, sps, x.pushes_acked, x.pushes_applied);
+           x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, bits(x.loss),
+           bits(x.accuracy), bits(x.samples_per_second), x.pushes_acked, x.pushes_applied);
 }
 
 // An event of `kind` about `actor`; the job stamps its time on receipt.

@@ -61,53 +61,76 @@ caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
     // A shard (or the whole tree) restarting now answers later: the caller
     // reads again after its next messages.
     auto name = "shard:" + std::to_string(i);
-    auto shard = resolve(name, std::chrono::seconds(2));
-    if (!shard && !stop_at_incomplete)
-      return make_error(errc::not_found, name + " is restarting; its parameters cannot be read now");
-    if (!shard)
-      return false;
-    if (!complete && stop_at_incomplete)
-      break;
-    self->request(*shard, std::chrono::seconds(5), params_atom::value)
-      .receive(
-        [&](const shard_snapshot_msg& m) {
-          auto d = decode(m);
-          if (!d) {
-            failure = d.error();
-            return;
-          }
-          auto s = d->root();
-          auto range = parts[i].dense;
-          if (auto err = find_tensor(s, "dense", result.dense.data() + range.begin, range.size() * 4)) {
-            failure = err;
-            return;
-          }
-          auto rows = tensor_rows(s, "sparse.keys");
-          std::vector<uint64_t> keys(rows);
-          std::vector<float> entries(rows * 3);
-          if (auto err = find_tensor(s, "sparse.keys", keys.data(), rows * 8)) {
-            failure = err;
-            return;
-          }
-          if (auto err = find_tensor(s, "sparse.entries", entries.data(), rows * 12)) {
-            failure = err;
-            return;
-          }
-          for (size_t k = 0; k < rows; ++k)
-            if (keys[k] >= dense_size && keys[k] - dense_size < result.sparse.size())
-              result.sparse[keys[k] - dense_size] = entries[3 * k];
-          for (auto a : s.getApplied()) {
-            result.pushes_applied += a.getSeq();
-            complete = complete && a.getSeq() == cfg.steps;
-          }
-        },
-        [&](caf::error& err) {
-          // The shard died under the request (a kill, a crash): it restarts
-          // and the read-out tries again.
-          complete = false;
-          if (!stop_at_incomplete)
-            failure = make_error(errc::not_found, name + " did not answer: " + describe(err));
-        });
+    // The directory may still name an incarnation that has just died (its
+    // down not yet seen); a mid-run read then waits for the next one, once.
+    uint64_t incarnation = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      caf::expected<caf::actor> shard = make_error(errc::not_found, name + " has no entry");
+      if (!tree) {
+        shard = make_error(errc::not_found, "'" + name + "': the job is not running");
+      } else if (auto entry = supervision::lookup(*sys, tree->directory(), name, std::chrono::seconds(2));
+                 entry && entry->state == supervision::name_state::up && entry->incarnation > incarnation) {
+        shard = entry->handle;
+        incarnation = entry->incarnation;
+      } else {
+        shard = supervision::await_name(*sys, tree->directory(), name, incarnation + 1, std::chrono::seconds(2));
+        if (shard)
+          if (auto again = supervision::lookup(*sys, tree->directory(), name, std::chrono::seconds(2)))
+            incarnation = again->incarnation;
+      }
+      if (!shard && !stop_at_incomplete)
+        return make_error(errc::not_found, name + " is restarting; its parameters cannot be read now");
+      if (!shard)
+        return false;
+      if (!complete && stop_at_incomplete)
+        break;
+      bool receiver_down = false;
+      bool was_complete = complete;
+      self->request(*shard, std::chrono::seconds(5), params_atom::value)
+        .receive(
+          [&](const shard_snapshot_msg& m) {
+            auto d = decode(m);
+            if (!d) {
+              failure = d.error();
+              return;
+            }
+            auto s = d->root();
+            auto range = parts[i].dense;
+            if (auto err = find_tensor(s, "dense", result.dense.data() + range.begin, range.size() * 4)) {
+              failure = err;
+              return;
+            }
+            auto rows = tensor_rows(s, "sparse.keys");
+            std::vector<uint64_t> keys(rows);
+            std::vector<float> entries(rows * 3);
+            if (auto err = find_tensor(s, "sparse.keys", keys.data(), rows * 8)) {
+              failure = err;
+              return;
+            }
+            if (auto err = find_tensor(s, "sparse.entries", entries.data(), rows * 12)) {
+              failure = err;
+              return;
+            }
+            for (size_t k = 0; k < rows; ++k)
+              if (keys[k] >= dense_size && keys[k] - dense_size < result.sparse.size())
+                result.sparse[keys[k] - dense_size] = entries[3 * k];
+            for (auto a : s.getApplied()) {
+              result.pushes_applied += a.getSeq();
+              complete = complete && a.getSeq() == cfg.steps;
+            }
+          },
+          [&](caf::error& err) {
+            // The shard died under the request (a kill, a crash): it restarts
+            // and the read-out tries again (mid-run: once, right away).
+            complete = false;
+            receiver_down = err == caf::sec::request_receiver_down;
+            if (!stop_at_incomplete && !(receiver_down && attempt == 0))
+              failure = make_error(errc::not_found, name + " did not answer: " + describe(err));
+          });
+      if (!receiver_down || stop_at_incomplete)
+        break;
+      complete = was_complete;  // the retry decides
+    }
   }
   if (failure)
     return failure;

@@ -116,7 +116,7 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
 // The step is complete: tell the job, go on.
 void step_done(worker_actor* self) {
   auto& st = self->state;
-  // The loss as its bits (see double_bits): a diverging run's infinite loss
+  // The loss as its bits (see actors/wire_bits.hpp): a diverging run's infinite loss
   // would hang CAF 0.17's serializer on the way to a remote job.
   uint64_t loss_bits = 0;
   double loss = st.core.report().last_loss;

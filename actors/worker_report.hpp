@@ -6,7 +6,7 @@
 #include <caf/meta/type_name.hpp>
 #include <cstdint>
 
-#include "actors/job_event.hpp"  // double_bits
+#include "actors/wire_bits.hpp"
 
 namespace keel {
 
@@ -23,9 +23,9 @@ struct worker_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
-  double_bits last_loss{x.last_loss};
+  using wire::bits;
   return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
-           x.retries, x.skipped_steps, x.replayed, last_loss);
+           x.retries, x.skipped_steps, x.replayed, bits(x.last_loss));
 }
 
 }  // namespace keel

@@ -25,7 +25,7 @@ install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
 # schemas, storage, supervision stay inside the libraries).
 # tests/embedding_check.sh builds an application against exactly these.
 set(KEEL_PUBLIC_HEADERS
-  actors/job.hpp actors/job_event.hpp actors/consistency.hpp actors/optimizer.hpp
+  actors/job.hpp actors/job_event.hpp actors/wire_bits.hpp actors/consistency.hpp actors/optimizer.hpp
   actors/faults/fault_plan.hpp actors/faults/recovery.hpp
   actors/metrics.hpp actors/metrics_http.hpp actors/metrics_file.hpp
   messages/errors.hpp
