@@ -41,7 +41,8 @@ struct cluster_flags {
 };
 
 const char* cluster_help =
-  "keel cluster: train across node processes on this machine\n"
+  "keel cluster: train across keel node processes: N started on this machine, or running\n"
+  "  ones anywhere (--connect); node faults by real signals, the recovery timeline printed\n"
   "  --nodes N (=3)                 keel node processes to start on 127.0.0.1\n"
   "  --respawn-nodes                start a node killed with kill9 again, on its port\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"

@@ -21,7 +21,7 @@ const command commands[] = {
   {"inspect", "list and verify the checkpoints in a directory", keel::cli::inspect},
   {"plot", "draw a run's report (keel train --report) as SVG", keel::cli::plot},
   {"node", "run this process as a cluster node (serves a coordinator)", keel::cli::node},
-  {"cluster", "train across N keel node processes on this machine, killing nodes as a plan says",
+  {"cluster", "train across keel node processes (started here, or running anywhere with --connect)",
    keel::cli::cluster},
 };
 
