@@ -19,6 +19,7 @@ worker_core::worker_core(worker_core_config cfg) : cfg_(std::move(cfg)) {
   log_ = replay_log(n);
   max_acked_.assign(n, 0);
   resume_from_.assign(n, 0);
+  prev_cover_.assign(n, 0);
   report_.worker = cfg_.worker;
 }
 
@@ -313,7 +314,10 @@ bool worker_core::step_pushed(uint32_t shard) {
 }
 
 bool worker_core::checkpoint_committed(uint32_t shard, uint64_t covered) {
-  log_.truncate(shard, covered);
+  if (shard < prev_cover_.size()) {
+    log_.truncate(shard, prev_cover_[shard]);
+    prev_cover_[shard] = std::max(prev_cover_[shard], covered);
+  }
   // A checkpoint holding this step's push means the shard applied it, even
   // if its ack never arrived; the log no longer holds it to resend.
   if (shard >= num_shards() || phase_ != worker_phase::pushing || covered < step_ + 1)

@@ -158,9 +158,13 @@ class worker_core {
   // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted or
   // for an unknown shard. Fails when the shard rejected the push.
   caf::expected<ack_outcome> acked(uint32_t shard, schema::PushAck::Reader ack);
-  // A committed checkpoint covers `shard`'s pushes up to seq `covered`: the
-  // log drops them, and if one is the step's push the shard counts as having
-  // acknowledged it. True when that completes the step.
+  // A committed checkpoint covers `shard`'s pushes up to seq `covered`. The
+  // log drops what the checkpoint before it covered, not more: a shard
+  // restarted while this one was being committed restores the one before
+  // (the newest committed then) and needs the pushes since, which a log cut
+  // at `covered` would have lost to a needless rollback. If one is the
+  // step's push the shard counts as having acknowledged it. True when that
+  // completes the step.
   bool checkpoint_committed(uint32_t shard, uint64_t covered);
 
   enum class retry_action { none, pull, status, push };
@@ -193,6 +197,7 @@ class worker_core {
   replay_log log_{0};
   std::vector<uint64_t> max_acked_;    // per shard
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume
+  std::vector<uint64_t> prev_cover_;   // per shard: the checkpoint before the last one's cover
   std::string rollback_reason_;
   worker_report report_;
 };

@@ -144,6 +144,13 @@ std::vector<uint64_t> seqs(const std::vector<push_msg>& pushes) {
   return out;
 }
 
+// Two checkpoints covering `covered`: the log keeps what lies after the
+// previous checkpoint's cover, so only the second one cuts it there.
+void cut_log(worker_core& c, uint32_t shard, uint64_t covered) {
+  c.checkpoint_committed(shard, covered);
+  c.checkpoint_committed(shard, covered);
+}
+
 }  // namespace
 
 TEST_CASE("a worker resolves until the directory names every shard, then asks each its status") {
@@ -443,7 +450,7 @@ TEST_CASE(
     "log") {
   auto c = started();
   run_step(c);  // pulling step 1: seq 1 is the last sent
-  c.checkpoint_committed(0, 1);
+  cut_log(c, 0, 1);
   REQUIRE(c.log().first_seq(0) == 0);
   auto out = c.acked(0, ack(0, 1, Status::OUT_OF_ORDER, 2).root());
   REQUIRE(out);
@@ -456,7 +463,7 @@ TEST_CASE("an out-of-order ack for a push the log no longer holds needs a rollba
   auto c = started();
   run_step(c);
   run_step(c);
-  c.checkpoint_committed(0, 1);
+  cut_log(c, 0, 1);
   auto out = c.acked(0, ack(0, 2, Status::OUT_OF_ORDER, 1).root());
   REQUIRE(out);
   CHECK(out->rollback == "shard-0 needs push 1 of worker 7, which its log no longer holds");
@@ -464,13 +471,36 @@ TEST_CASE("an out-of-order ack for a push the log no longer holds needs a rollba
   CHECK(c.phase() == phase::halted);
 }
 
-TEST_CASE("a committed checkpoint truncates the log to the shard's snapshot step") {
+TEST_CASE("a shard restarted from the checkpoint before the one just committed is replayed, not rolled back") {
+  // The race: shard 0 dies and restarts from checkpoint 1 (the newest
+  // committed then) while checkpoint 2 commits; the commit reaches this
+  // worker before the restarted shard's status does.
+  auto c = started();
+  for (int i = 0; i < 3; ++i) run_step(c);
+  c.checkpoint_committed(0, 1);
+  c.checkpoint_committed(0, 2);
+  auto plan = c.replay(0, 1);
+  CHECK(plan.rollback.empty());
+  REQUIRE(plan.resend.size() == 2);  // seqs 2 and 3
+  CHECK(c.phase() != phase::halted);
+}
+
+TEST_CASE("a committed checkpoint truncates the log to the shard's previous checkpoint") {
   auto c = started();
   for (int i = 0; i < 3; ++i) run_step(c);
   CHECK(c.log().size() == 6);
+  // The first checkpoint cuts nothing: a shard restarted while it was being
+  // committed restored from the one before (here: none) and needs it all.
+  CHECK(!c.checkpoint_committed(0, 1));
+  CHECK(c.log().first_seq(0) == 1);
+  CHECK(c.log().size() == 6);
+  // The next one cuts what the first covered.
   CHECK(!c.checkpoint_committed(0, 2));
+  CHECK(c.log().first_seq(0) == 2);
+  CHECK(c.log().first_seq(1) == 1);  // each shard's log follows its own checkpoints
+  CHECK(c.log().size() == 5);
+  CHECK(!c.checkpoint_committed(0, 3));
   CHECK(c.log().first_seq(0) == 3);
-  CHECK(c.log().first_seq(1) == 1);  // each shard's log follows its own snapshot
   CHECK(c.log().size() == 4);
 }
 
@@ -480,7 +510,7 @@ TEST_CASE("a checkpoint covering the step's push counts as its acknowledgement")
   c.begin_push(gradient(c, 1.0f));
   CHECK(!c.checkpoint_committed(0, 1));  // shard 1 still owes its ack
   CHECK(c.max_acked(0) == 1);
-  CHECK(c.log().first_seq(0) == 0);
+  CHECK(c.log().first_seq(0) == 1);  // kept until the next checkpoint
   auto out = c.acked(1, ack(1, 1).root());
   REQUIRE(out);
   CHECK(out->step_complete);
@@ -515,7 +545,7 @@ TEST_CASE("a restarted shard that has not answered the step's pull is pulled aga
 TEST_CASE("a shard restored behind the log's first seq needs a rollback") {
   auto c = started();
   for (int i = 0; i < 3; ++i) run_step(c);
-  c.checkpoint_committed(0, 2);
+  cut_log(c, 0, 2);
   auto plan = c.replay(0, 1);
   CHECK(plan.rollback == "shard-0 restored to seq 1 of worker 7, whose log starts at 3");
   CHECK(plan.resend.empty());
@@ -527,7 +557,7 @@ TEST_CASE(
     "a shard restored with everything this worker sent needs nothing, even with an empty log") {
   auto c = started();
   for (int i = 0; i < 2; ++i) run_step(c);
-  c.checkpoint_committed(0, 2);
+  cut_log(c, 0, 2);
   CHECK(c.log().first_seq(0) == 0);
   auto plan = c.replay(0, 2);
   CHECK(plan.rollback.empty());
