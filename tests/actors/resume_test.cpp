@@ -2,15 +2,13 @@
 // (job_config::resume, keel train --resume DIR) and ends BSP bit-identical to
 // a run never interrupted. The CLI test kills a real `keel train` process
 // with SIGKILL once it has committed checkpoints.
-#include <array>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <fstream>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <thread>
 
+#include "cli_run.hpp"
 #include "job_fixture.hpp"
 
 extern char** environ;
@@ -38,17 +36,9 @@ size_t committed_checkpoints(const std::filesystem::path& dir) {
 
 // Runs `keel ARGS` to its end; returns its exit status and output.
 std::pair<int, std::string> run_keel(const std::string& arguments) {
-  std::string cmd = std::string(KEEL_CLI_PATH) + " " + arguments + " 2>&1";
-  std::string output;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    output.append(buf.data(), n);
-  int raw = ::pclose(p);
-  REQUIRE(WIFEXITED(raw));
-  return {WEXITSTATUS(raw), output};
+  auto r = run_command(std::string(KEEL_CLI_PATH) + " " + arguments);
+  REQUIRE(r.exited);
+  return {r.status, r.output};
 }
 
 std::string sha_in(const std::string& output) {
@@ -146,16 +136,14 @@ TEST_CASE("keel train killed with SIGKILL mid-run resumes with --resume DIR, bit
   pid_t pid = 0;
   REQUIRE(::posix_spawn(&pid, KEEL_CLI_PATH, nullptr, nullptr, argv.data(), environ) == 0);
   // Wait (bounded) until it has committed checkpoints, then kill it hard.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int status = 0;
   bool exited = false;
-  while (committed_checkpoints(dir.path()) < 3 && std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling the store, not a sync
-  }
+  wait_until(
+    [&] {
+      exited = exited || ::waitpid(pid, &status, WNOHANG) == pid;
+      return exited || committed_checkpoints(dir.path()) >= 3;
+    },
+    std::chrono::seconds(60), std::chrono::milliseconds(2));
   if (!exited) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);

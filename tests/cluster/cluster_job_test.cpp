@@ -8,9 +8,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include <array>
 #include <map>
-#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -32,19 +30,10 @@ struct run_result {
 };
 
 // Runs `keel ARGS` to its end (at most 120 s: `timeout` ends a hang with
-// status 124); standard error is folded into the output.
+// SIGKILL); standard error is folded into the output.
 run_result run_keel(const std::string& arguments) {
-  std::string cmd = "timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments + " 2>&1";
-  run_result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int raw = ::pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return r;
+  auto r = run_command("timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments);
+  return {r.status, r.output};
 }
 
 std::string sha_in(const std::string& out) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.hpp"  // wait_until
+
 namespace keel::test {
 
 class node_process {
@@ -55,21 +57,4 @@ class node_process {
   std::optional<int> status_;
 };
 
-// Polls `pred` every few milliseconds until it holds or `timeout` passes.
-template <class Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds timeout);
-
 }  // namespace keel::test
-
-#include <thread>
-
-template <class Pred>
-bool keel::test::wait_until(Pred pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}

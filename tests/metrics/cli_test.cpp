@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "../actors/job_fixture.hpp"
+#include "cli_run.hpp"
 #include "json_check.hpp"
 #include "scrape.hpp"
 
@@ -30,18 +31,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
-}
-
-// Polls `ready` every 20 ms until it holds or `limit` passes.
-template <class F>
-bool eventually(F ready, std::chrono::seconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 // The metrics URL `keel train` printed, if it has yet.
@@ -105,16 +94,16 @@ TEST_CASE("keel train --metrics-port 0 serves live metrics that count the kill o
        "--checkpoint-dir", (dir.path() / "ckpt").string(), "--metrics-port", "0"},
       dir.path() / "out.txt");
   std::string url;
-  REQUIRE_MESSAGE(eventually([&] { return !(url = printed_url(keel.output())).empty(); },
-                             std::chrono::seconds(60)),
+  REQUIRE_MESSAGE(wait_until([&] { return !(url = printed_url(keel.output())).empty(); },
+                             std::chrono::seconds(60), std::chrono::milliseconds(20)),
                   keel.output());
   exposition e;
-  bool restarted = eventually(
+  bool restarted = wait_until(
       [&] {
         e = read_exposition(curl(url).body);
         return e.at("keel_restarts_total{actor=\"shard:0\"}") == 1.0;
       },
-      std::chrono::seconds(60));
+      std::chrono::seconds(60), std::chrono::milliseconds(20));
   CAPTURE(keel.output());
   CHECK(restarted);
   CHECK_MESSAGE(e.error.empty(), e.error);

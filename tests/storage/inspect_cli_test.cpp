@@ -1,13 +1,10 @@
 // Runs the real `keel inspect` binary (KEEL_CLI_PATH) on a store written by
 // the tests, then on the same store damaged, and checks exit status and output.
-#include <array>
 #include <fstream>
-#include <cstdio>
-
-#include <sys/wait.h>
 
 #include <doctest/doctest.h>
 
+#include "cli_run.hpp"
 #include "storage/file_damage.hpp"
 #include "storage/store_layout.hpp"
 #include "storage_fixtures.hpp"
@@ -17,24 +14,11 @@ using namespace keel::test;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-run_result run_keel(const std::string& arguments) {
-  std::string cmd = std::string(KEEL_CLI_PATH) + " " + arguments + " 2>&1";
-  run_result out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    out.output.append(buf.data(), n);
-  int raw = ::pclose(p);
-  REQUIRE(WIFEXITED(raw));
-  out.status = WEXITSTATUS(raw);
-  return out;
+// Runs `keel ARGUMENTS` to its end, standard error folded into the output.
+command_result run_keel(const std::string& arguments) {
+  auto r = run_command(std::string(KEEL_CLI_PATH) + " " + arguments);
+  REQUIRE(r.exited);
+  return r;
 }
 
 void make_store(const fs::path& dir) {
