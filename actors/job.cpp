@@ -37,6 +37,17 @@ caf::error check(const job_config& c) {
   if (c.shards > dense + c.training_model->layout().sparse_key_count())
     return bad("job: " + std::to_string(c.shards) + " shards for only " + std::to_string(dense) +
                " parameters");
+  // The fault plan: every target exists, every fault can fire.
+  if (auto err = check_fault_plan(c.faults, c.shards, c.workers, c.placement ? c.placement->nodes() : 0))
+    return err;
+  for (auto& f : c.faults) {
+    if (f.when == trigger::step && f.at_step > c.steps)
+      return bad("fault '" + to_string(f) + "': step " + std::to_string(f.at_step) +
+                 " is past the run's last step " + std::to_string(c.steps) + " (it would never fire)");
+    if (f.is_node_fault() && !c.node_faults)
+      return bad("fault '" + to_string(f) + "': nothing carries out node faults here "
+                 "(job_config::node_faults; keel cluster does for the nodes it starts)");
+  }
   return {};
 }
 
@@ -222,13 +233,6 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
     sc.optimizer = c.optimizer;
     p->shard_cfgs.push_back(sc);
   }
-  if (auto err = check_fault_plan(c.faults, c.shards, c.workers, c.placement ? c.placement->nodes() : 0))
-    return err;
-  for (auto& f : c.faults)
-    if (f.when == trigger::step && f.at_step > c.steps)
-      return make_error(errc::invalid_argument, "fault '" + to_string(f) + "': step " + std::to_string(f.at_step) +
-                                                  " is past the run's last step " + std::to_string(c.steps) +
-                                                  " (it would never fire)");
   p->checkpoints.emplace(c.checkpoint_every, c.checkpoint_timeout);
   p->rollbacks.emplace(c.max_restarts, c.restart_period);
   // A fault that fires after N messages of a kind: the link that counts the

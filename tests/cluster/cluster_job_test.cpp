@@ -14,7 +14,10 @@
 
 #include <doctest/doctest.h>
 
+#include "actors/cluster_placement.hpp"
+#include "actors/job.hpp"
 #include "cluster_fixture.hpp"
+#include "models/model_registry.hpp"
 
 extern char** environ;
 
@@ -246,4 +249,24 @@ TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and
   CHECK(refused.status == 1);
   CHECK_MESSAGE(refused.out.find("did not prove the cluster secret") != std::string::npos, refused.out);
   CHECK(!n0->wait_exit(0ms));  // the node serves on
+}
+
+TEST_CASE("a job over nodes refuses node faults nothing would carry out, before it connects to any node") {
+  // No node listens at port 1: the refusal must come from the plan alone.
+  cluster_fixture f;
+  cluster_placement_config pc;
+  pc.nodes = {{"127.0.0.1", 1}};
+  pc.secret = f.secret;
+  pc.model.name = "probe";
+  job_config c;
+  c.training_model = *make_model("probe", model_options{});
+  c.checkpoint_dir = f.dir / "run";
+  c.steps = 20;
+  c.placement = std::make_shared<cluster_placement>(pc);
+  c.faults = *parse_fault_plan("kill9:node:0@5");
+  auto j = job::start(c);
+  REQUIRE(!j);
+  CHECK_MESSAGE(describe(j.error()).find("'kill9:node:0@5': nothing carries out node faults here") !=
+                  std::string::npos,
+                describe(j.error()));
 }
