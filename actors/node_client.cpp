@@ -4,6 +4,11 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/io/basp_broker.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
@@ -66,10 +71,19 @@ void configure_cluster_system(caf::actor_system_config& cfg, const cluster_setti
   cfg.set("middleman.workers", size_t{0});
 }
 
+void exempt_caf_network_layer_from_leak_checks([[maybe_unused]] caf::actor_system& sys) {
+#if defined(__SANITIZE_ADDRESS__)
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  if (basp)
+    __lsan_ignore_object(caf::actor_cast<caf::abstract_actor*>(basp));
+#endif
+}
+
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                                         const cluster_secret& secret, std::chrono::milliseconds timeout,
                                         const join_identity& me) {
   auto at = where(host, port);
+  exempt_caf_network_layer_from_leak_checks(sys);
   auto agent = sys.middleman().remote_actor(host, port);
   if (!agent)
     return make_error(errc::not_found, "cannot reach a node at " + at + ": " + sys.render(agent.error()));

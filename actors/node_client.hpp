@@ -35,6 +35,15 @@ struct cluster_settings {
 // and registers every type a node exchanges.
 void configure_cluster_system(caf::actor_system_config& cfg, const cluster_settings& s = {});
 
+// In sanitizer builds, keeps CAF's BASP broker (and what only it reaches) out
+// of LeakSanitizer's report. CAF 0.17.6 sometimes shuts its middleman down
+// without finalizing the broker when a peer died during the run (seen after
+// kill -9 of a node, about 1 run in 20 under load): the broker, its mailbox
+// and its proxies' bookkeeping stay in a reference cycle at exit. Our own
+// leaks stay reported. A no-op in other builds; called by connect_node and
+// by keel node once it listens.
+void exempt_caf_network_layer_from_leak_checks(caf::actor_system& sys);
+
 // A connected, mutually authenticated node.
 struct node_handle {
   caf::actor agent;

@@ -92,6 +92,7 @@ int run_node(const node_flags& f) {
   caf::actor_system_config cfg;
   configure_cluster_system(cfg, f.settings);
   caf::actor_system sys{cfg};
+  exempt_caf_network_layer_from_leak_checks(sys);
   node_agent_config ac;
   ac.host = f.listen.host;
   ac.secret = f.secret;

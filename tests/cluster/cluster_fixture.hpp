@@ -42,6 +42,7 @@ struct cluster_fixture {
   cluster_fixture() {
     configure_cluster_system(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
+    exempt_caf_network_layer_from_leak_checks(*sys);  // tests use remote_actor directly too
   }
   ~cluster_fixture() {
     std::error_code ec;

@@ -136,6 +136,7 @@ TEST_CASE("an exit_reason::kill from an unauthenticated peer stops the agent (CA
   caf::actor_system_config cfg;
   configure_cluster_system(cfg);
   caf::actor_system outsider{cfg};
+  exempt_caf_network_layer_from_leak_checks(outsider);
   auto agent = outsider.middleman().remote_actor("127.0.0.1", n->port());
   REQUIRE(agent);
   caf::scoped_actor self{outsider};
