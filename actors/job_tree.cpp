@@ -36,10 +36,7 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
     auto d = decode<schema::ShardSnapshot>(f);
     if (!d)
       return d.error();
-    auto restored = restore_shard(cfg, d->root());
-    if (!restored)
-      return restored.error();
-    return {};
+    return check_shard_snapshot(cfg, d->root());
   };
 }
 
@@ -58,12 +55,15 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     shard_options o;
     o.config = cfg;
+    // The supervisor hands over a snapshot its validator (validate: every
+    // CRC) accepted; the restore need not check the CRCs again.
     o.snapshot = ctx.from.as<frame>();
     // A first start of a restarted shard supervisor has no snapshot from its
     // supervisor, but the job's last committed checkpoint is still the state
     // to continue from.
     if (!o.snapshot)
       o.snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
+    o.snapshot_crcs_checked = o.snapshot != nullptr;
     if (!o.snapshot)
       o.snapshot = initial;
     if (!o.snapshot) {

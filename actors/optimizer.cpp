@@ -1,6 +1,7 @@
 #include "actors/optimizer.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "messages/errors.hpp"
 
@@ -43,24 +44,32 @@ float initial_slot(const optimizer_config& c, size_t i) {
   return c.kind == optimizer_kind::adagrad && i == 0 ? c.initial_accumulator : 0.0f;
 }
 
-void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
-                  const float* g, size_t n) {
+namespace {
+
+// The rules over any gradient source: G(i) is the gradient of parameter i.
+// One streaming pass over p (and the slots) each; the compiler vectorises
+// both sources (a float array, or little-endian floats in a message's bytes
+// read with memcpy).
+template <class G>
+void update(const optimizer_config& c, uint64_t t, float* __restrict__ p, float* __restrict__ s1,
+            float* __restrict__ s2, G g, size_t n) {
   const float lr = c.lr;
   switch (c.kind) {
     case optimizer_kind::sgd:
       for (size_t i = 0; i < n; ++i)
-        p[i] -= lr * g[i];
+        p[i] -= lr * g(i);
       return;
     case optimizer_kind::momentum:
       for (size_t i = 0; i < n; ++i) {
-        s1[i] = c.momentum * s1[i] + g[i];
+        s1[i] = c.momentum * s1[i] + g(i);
         p[i] -= lr * s1[i];
       }
       return;
     case optimizer_kind::adagrad:
       for (size_t i = 0; i < n; ++i) {
-        s1[i] += g[i] * g[i];
-        p[i] -= lr * g[i] / (std::sqrt(s1[i]) + c.epsilon);
+        float gi = g(i);
+        s1[i] += gi * gi;
+        p[i] -= lr * gi / (std::sqrt(s1[i]) + c.epsilon);
       }
       return;
     case optimizer_kind::adam: {
@@ -70,13 +79,32 @@ void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, fl
       float c2 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta2), tt));
       float step = lr * std::sqrt(c2) / c1;
       for (size_t i = 0; i < n; ++i) {
-        s1[i] = c.beta1 * s1[i] + (1.0f - c.beta1) * g[i];
-        s2[i] = c.beta2 * s2[i] + (1.0f - c.beta2) * g[i] * g[i];
+        float gi = g(i);
+        s1[i] = c.beta1 * s1[i] + (1.0f - c.beta1) * gi;
+        s2[i] = c.beta2 * s2[i] + (1.0f - c.beta2) * gi * gi;
         p[i] -= step * s1[i] / (std::sqrt(s2[i]) + c.epsilon);
       }
       return;
     }
   }
+}
+
+}  // namespace
+
+void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                  const float* g, size_t n) {
+  update(c, t, p, s1, s2, [g](size_t i) { return g[i]; }, n);
+}
+
+void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                        const unsigned char* g, size_t n) {
+  update(c, t, p, s1, s2,
+         [g](size_t i) {
+           float v;
+           std::memcpy(&v, g + 4 * i, 4);
+           return v;
+         },
+         n);
 }
 
 }  // namespace keel

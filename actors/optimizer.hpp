@@ -41,4 +41,9 @@ float initial_slot(const optimizer_config& c, size_t i);
 void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                   const float* g, size_t n);
 
+// The same with the gradient as `n` little-endian floats in bytes (a push's
+// values as they sit in its frame), read in place, with no copy first.
+void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                        const unsigned char* g, size_t n);
+
 }  // namespace keel

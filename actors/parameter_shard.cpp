@@ -291,7 +291,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     auto snap = decode<schema::ShardSnapshot>(opts.snapshot);
     if (!snap)
       return snap.error();
-    auto restored = restore_shard(opts.config, snap->root());
+    auto restored = restore_shard(opts.config, snap->root(),
+                                  opts.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums);
     if (!restored)
       return restored.error();
     core.emplace(std::move(*restored));

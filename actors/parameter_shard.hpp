@@ -36,6 +36,10 @@ struct shard_options {
   shard_config config;
   std::vector<float> initial_dense;  // cfg.dense.size() values, used without a snapshot
   frame_ptr snapshot;                // restart from this snapshot when set
+  // The snapshot's CRCs were checked already (a supervisor's validator ran
+  // check_shard_snapshot on this very frame, which is immutable): the
+  // restore skips that pass. Never set for bytes from another process.
+  bool snapshot_crcs_checked = false;
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)

@@ -44,6 +44,14 @@ shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
     slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
 }
 
+shard_core::shard_core(shard_config cfg, state s) : cfg_(std::move(cfg)) {
+  if (s.dense.size() != cfg_.dense.size())
+    throw std::invalid_argument("shard_core: " + std::to_string(s.dense.size()) +
+                                " restored values for a dense range of " +
+                                std::to_string(cfg_.dense.size()) + " keys");
+  assign(std::move(s));
+}
+
 caf::error shard_core::check_keys(schema::Push::Reader p) const {
   for (auto r : p.getDense())
     if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
@@ -106,6 +114,16 @@ uint64_t shard_core::apply_complete_steps() {
         // still blocks it: BSP waits for every worker's step-k push.
         return steps;
       }
+    if (held_.size() == 1) {
+      // One worker: its push is the step's sum, applied from its frame.
+      auto p = held_[0].front().root();
+      apply_now(p);
+      applied_[0] = p.getSeq();
+      held_[0].pop_front();
+      ++bsp_clock_;
+      ++steps;
+      continue;
+    }
     // Sum the step's gradients in worker-id order, then apply once.
     // Reused across steps: a fresh vector per step would page-fault anew.
     auto& sum = scratch_;
@@ -155,13 +173,8 @@ uint64_t shard_core::apply_complete_steps() {
 
 void shard_core::apply_now(schema::Push::Reader p) {
   ++optimizer_steps_;
-  auto& g = scratch_;
-  for (auto r : p.getDense()) {
-    auto v = r.getValues();
-    g.resize(r.getEnd() - r.getBegin());
-    std::memcpy(g.data(), v.begin(), g.size() * 4);
-    apply_dense(r.getBegin(), g.data(), g.size());
-  }
+  for (auto r : p.getDense())
+    apply_dense_bytes(r.getBegin(), r.getValues().begin(), r.getEnd() - r.getBegin());
   auto keys = p.getSparse().getKeys();
   auto vals = p.getSparse().getValues();
   for (unsigned i = 0; i < keys.size(); ++i)
@@ -174,6 +187,13 @@ void shard_core::apply_dense(uint64_t begin, const float* g, size_t n) {
   apply_update(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
                slot1_.empty() ? nullptr : slot1_.data() + off,
                slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+}
+
+void shard_core::apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n) {
+  size_t off = begin - cfg_.dense.begin;
+  apply_update_bytes(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+                     slot1_.empty() ? nullptr : slot1_.data() + off,
+                     slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
 }
 
 void shard_core::apply_sparse(uint64_t key, float g) {

@@ -102,12 +102,15 @@ class shard_core {
     uint64_t version = 0, bsp_clock = 0, optimizer_steps = 0;
   };
   void assign(state s);
+  // A shard holding `s` (restore): s.dense must have cfg.dense.size() values.
+  shard_core(shard_config cfg, state s);
 
  private:
   caf::error check_keys(schema::Push::Reader p) const;
   void apply_now(schema::Push::Reader p);
   uint64_t apply_complete_steps();
   void apply_dense(uint64_t begin, const float* g, size_t n);
+  void apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n);
   void apply_sparse(uint64_t key, float g);
 
   shard_config cfg_;

@@ -1,6 +1,9 @@
 #include "actors/shard_snapshot.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,11 +33,28 @@ tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
   return {name, schema::DType::INT64, {v.size()}, v.data(), v.size() * 8};
 }
 
+// Asks the kernel to back a large fresh allocation with transparent huge
+// pages before its first touch: a restore copies the whole tensor into new
+// memory, and 4 KiB page faults (microseconds each on VMs) were most of a
+// 10 M-parameter restore (bench/actors/recovery_bench). Advice only; a
+// kernel that refuses it changes nothing.
+void prefer_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t huge = uintptr_t{2} << 20;
+  if (bytes < 2 * huge)
+    return;
+  auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
+  auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
+  if (end > begin)
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#endif
+}
+
 // Finds tensor `name` and checks its dtype and shape against what `cfg`
-// implies, then copies it into `out`.
+// implies, then copies it into `out` (when given; else only checks it).
 template <class T>
 caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
-                const std::vector<uint64_t>& shape, std::vector<T>& out) {
+                const std::vector<uint64_t>& shape, std::vector<T>* out) {
   for (auto t : snap.getTensors()) {
     if (t.getName() != name)
       continue;
@@ -49,8 +69,34 @@ caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DT
     uint64_t n = 1;
     for (auto d : shape)
       n *= d;
-    out.resize(n);
-    return copy_tensor(t, out.data(), n * sizeof(T));
+    // Each walk over the chunks counts against the reader's traversal limit
+    // (messages/decode.hpp), so this one both sizes and classifies them.
+    uint64_t bytes = 0;
+    bool whole_values = true;
+    for (auto c : t.getChunks()) {
+      bytes += c.size();
+      whole_values = whole_values && c.size() % sizeof(T) == 0;
+    }
+    if (bytes != n * sizeof(T))
+      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(snap.getShard()) +
+                                                  ": tensor '" + name + "' holds " + std::to_string(bytes) +
+                                                  " bytes for " + std::to_string(n) + " values");
+    if (!out)
+      return {};
+    // One pass straight from the chunks (capnp Data is word-aligned), not a
+    // zero-filled vector copied over afterwards.
+    if (!whole_values) {
+      out->resize(n);
+      return copy_tensor(t, out->data(), n * sizeof(T));
+    }
+    out->clear();
+    out->reserve(n);
+    prefer_huge_pages(out->data(), n * sizeof(T));
+    for (auto c : t.getChunks()) {
+      auto first = reinterpret_cast<const T*>(c.begin());
+      out->insert(out->end(), first, first + c.size() / sizeof(T));
+    }
+    return {};
   }
   return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
                                             ": tensor '" + name + "' is missing");
@@ -99,32 +145,35 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
 
 namespace {
 
-caf::expected<shard_core> restore_unguarded(const shard_config& cfg,
-                                            schema::ShardSnapshot::Reader snap) {
+// Checks everything restore_shard checks; with `restore`, also builds the
+// shard (the dense tensors are copied only then).
+caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                                            bool restore, verify_mode mode) {
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
-  if (auto err = verify_checksums(snap))
-    return err;
+  if (mode == verify_mode::checksums)
+    if (auto err = verify_checksums(snap))
+      return err;
   shard_core::state s;
   uint64_t n = cfg.dense.size();
-  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, s.dense))
+  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr))
     return err;
   auto slots = slots_per_parameter(cfg.optimizer.kind);
   if (slots >= 1)
-    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, s.slot1))
+    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr))
       return err;
   if (slots >= 2)
-    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, s.slot2))
+    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr))
       return err;
   std::vector<uint64_t> keys;
   std::vector<float> entries;
   for (auto t : snap.getTensors())
     if (t.getName() == t_sparse_keys && t.getShape().size() == 1)
       keys.resize(t.getShape()[0]);
-  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, keys))
+  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, &keys))
     return err;
-  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, entries))
+  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, &entries))
     return err;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!cfg.sparse.contains(keys[i]) || (i > 0 && keys[i] <= keys[i - 1]))
@@ -133,10 +182,10 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg,
                                                   " is out of order or not this shard's");
     s.sparse.emplace(keys[i], sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
   }
-  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, s.worker_clock))
+  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, &s.worker_clock))
     return err;
   std::vector<uint64_t> counters;
-  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, counters))
+  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, &counters))
     return err;
   s.version = counters[0];
   s.bsp_clock = counters[1];
@@ -151,21 +200,32 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg,
                                                 std::to_string(cfg.num_workers) + " workers");
     s.applied[a.getWorker()] = a.getSeq();
   }
-  shard_core core(cfg, std::vector<float>(n, 0.0f));
-  core.assign(std::move(s));
-  return core;
+  if (!restore)
+    return shard_core{};
+  return shard_core(cfg, std::move(s));
 }
 
 }  // namespace
 
-caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                                        verify_mode mode) {
   // A validated snapshot can still be hostile: chunk pointers that share one
   // blob make every walk over a tensor read it many times, and the reader's
   // traversal limit throws part-way through a copy (see
   // tests/fuzz/regressions/fuzz_snapshot_file). Refuse it as damage, as a
   // value, so the caller can fall back to an older snapshot.
   try {
-    return restore_unguarded(cfg, snap);
+    return restore_unguarded(cfg, snap, true, mode);
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
+}
+
+caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+  try {
+    auto checked = restore_unguarded(cfg, snap, false, verify_mode::checksums);
+    return checked ? caf::error{} : checked.error();
   } catch (const kj::Exception& e) {
     return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
                                                 " is unreadable: " + e.getDescription().cStr());

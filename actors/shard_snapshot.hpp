@@ -13,13 +13,22 @@
 #include <caf/expected.hpp>
 
 #include "actors/shard_core.hpp"
+#include "storage/checkpoint_files.hpp"  // verify_mode
 
 namespace keel {
 
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms);
 
+// `mode` structure skips the CRCs: only for a frame check_shard_snapshot
+// accepted already (frames are immutable).
 caf::expected<shard_core> restore_shard(const shard_config& cfg,
-                                        schema::ShardSnapshot::Reader snap);
+                                        schema::ShardSnapshot::Reader snap,
+                                        verify_mode mode = verify_mode::checksums);
+
+// Every check restore_shard makes (CRCs, dtypes, shapes, sparse keys,
+// workers), without copying the parameters: whether a shard of `cfg` could
+// restore from `snap`. What a supervisor's snapshot validator runs.
+caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::Reader snap);
 
 }  // namespace keel

@@ -134,16 +134,20 @@ size_t dtype_size(schema::DType t) {
 
 bool all_finite(const void* p, size_t n) {
   // A float32 is NaN or infinite iff its exponent bits are all ones. The OR
-  // over a block lets the compiler vectorise; memcpy keeps unaligned input legal.
+  // over a block lets the compiler vectorise the scan, reading the values in
+  // place (memcpy per value keeps unaligned input legal and compiles to
+  // plain loads); a bad value ends the scan at the end of its block.
   const auto* bytes = static_cast<const unsigned char*>(p);
-  constexpr size_t block = 1024;
-  uint32_t tmp[block];
+  constexpr size_t block = 4096;
   for (size_t i = 0; i < n; i += block) {
-    size_t m = n - i < block ? n - i : block;
-    std::memcpy(tmp, bytes + i * 4, m * 4);
+    const size_t m = n - i < block ? n - i : block;
+    const unsigned char* b = bytes + i * 4;
     uint32_t bad_any = 0;
-    for (size_t j = 0; j < m; ++j)
-      bad_any |= static_cast<uint32_t>((tmp[j] & 0x7f800000u) == 0x7f800000u);
+    for (size_t j = 0; j < m; ++j) {
+      uint32_t v;
+      std::memcpy(&v, b + j * 4, 4);
+      bad_any |= static_cast<uint32_t>((v & 0x7f800000u) == 0x7f800000u);
+    }
     if (bad_any != 0)
       return false;
   }

@@ -1,71 +1,165 @@
-// Training throughput of keel (2 shards, 2 workers, BSP, checkpoints every
-// 100 steps) beside the ceiling measured in the same run: a plain
-// single-threaded SGD loop of the same model over the same number of
-// examples (models/plain_trainer.hpp). Also prints each one's test accuracy.
-// Usage: training_bench [model=mnist-mlp] [epochs=1]   (MNIST needs
-// `bash scripts/fetch-mnist.sh` first)
+// Training figures of keel, each beside a ceiling measured in the same run
+// (issue 11's P4, P5 and scaling table):
+//  - time to 97% test accuracy and samples/s: keel with `keel train`'s
+//    defaults (2 shards, 2 workers, BSP, lr 0.1, batch 32, checkpoints every
+//    50 steps) beside the plain single-threaded SGD loop of the same model
+//    (models/plain_trainer.hpp), both scored after every epoch. The plain
+//    loop's time excludes its scoring; keel's is the wall time of the run
+//    up to the epoch's progress event, scoring of earlier epochs included.
+//  - the cost of checkpoints every second: runs without checkpoints
+//    alternate with runs checkpointing every ~1 s of training (the interval
+//    in steps taken from the run before); medians of each.
+//  - scaling: samples/s and push throughput (gradient bytes the workers
+//    pushed per second) for 1, 2, 4 workers x 1, 2, 4 shards, beside the
+//    plain loop's samples/s.
+// Usage: training_bench [model=mnist-mlp] [epochs=6] [repeats=3]
+//   (MNIST needs `bash scripts/fetch-mnist.sh` first)
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "actors/keel.hpp"
 #include "models/plain_trainer.hpp"
 
 using namespace keel;
 
+namespace {
+
+[[noreturn]] void fail(const caf::error& e) {
+  std::fprintf(stderr, "training_bench: %s\n", describe(e).c_str());
+  std::exit(1);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct run_figures {
+  job_result result;
+  double seconds_to_target = NAN;  // first epoch scored >= target; NaN: never
+};
+
+run_figures run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uint32_t shards, uint64_t epochs,
+                     uint64_t checkpoint_every, float lr, bool score_epochs, double target) {
+  job_config cfg;
+  cfg.training_model = m;
+  cfg.workers = workers;
+  cfg.shards = shards;
+  cfg.batch_size = 32;
+  cfg.optimizer.lr = lr;
+  auto spe = steps_per_epoch(m->num_train_examples(), workers, cfg.batch_size);
+  cfg.steps = epochs * spe;
+  cfg.checkpoint_every = checkpoint_every;
+  cfg.checkpoint_dir = std::filesystem::temp_directory_path() / ("keel-training-bench-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(cfg.checkpoint_dir);
+  if (score_epochs) {
+    cfg.progress_every = spe;
+    cfg.progress_accuracy = true;
+  }
+  auto j = job::start(cfg);
+  if (!j)
+    fail(j.error());
+  run_figures out;
+  (*j)->on_event([&](const job_event& e) {
+    if (e.kind == event_kind::progress && !std::isnan(e.accuracy) && e.accuracy >= target &&
+        std::isnan(out.seconds_to_target))
+      out.seconds_to_target = static_cast<double>(e.at_us) / 1e6;
+  });
+  auto r = (*j)->wait(std::chrono::hours(1));
+  if (!r)
+    fail(r.error());
+  j->reset();
+  std::filesystem::remove_all(cfg.checkpoint_dir);
+  out.result = std::move(*r);
+  return out;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string name = argc > 1 ? argv[1] : "mnist-mlp";
-  uint64_t epochs = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  uint64_t epochs = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 6;
+  size_t repeats = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 3;
+  if (epochs == 0 || repeats == 0) {
+    std::fprintf(stderr, "training_bench: epochs and repeats must be positive numbers\n");
+    return 2;
+  }
   model_options mo;
   mo.data_dir = default_data_dir();
-  auto m = make_model(name, mo);
-  if (!m) {
-    std::fprintf(stderr, "training_bench: %s\n", describe(m.error()).c_str());
-    return 1;
-  }
-  const uint32_t batch = 32, workers = 2;
+  auto made = make_model(name, mo);
+  if (!made)
+    fail(made.error());
+  std::shared_ptr<const model> m = std::move(*made);
   const float lr = name == "mnist-softmax" ? 0.05f : 0.1f;
+  const double target = 0.97;
+  const double param_bytes = static_cast<double>(m->layout().dense_size()) * 4;
 
+  // P5: time to the target accuracy, keel's defaults beside the plain loop.
   plain_trainer_config pc;
   pc.lr = lr;
-  pc.batch_size = batch;
+  pc.batch_size = 32;
   pc.epochs = epochs;
-  auto plain = train_plain(**m, pc);
-  if (!plain) {
-    std::fprintf(stderr, "training_bench: %s\n", describe(plain.error()).c_str());
-    return 1;
+  pc.evaluate_each_epoch = true;
+  auto plain = train_plain(*m, pc);
+  if (!plain)
+    fail(plain.error());
+  double plain_to_target = NAN, plain_t = 0;
+  for (auto& e : plain->epochs) {
+    plain_t += e.train_seconds;
+    if (std::isnan(plain_to_target) && e.test && e.test->accuracy && *e.test->accuracy >= target)
+      plain_to_target = plain_t;
   }
-
-  job_config cfg;
-  cfg.training_model = *m;
-  cfg.workers = workers;
-  cfg.shards = 2;
-  cfg.batch_size = batch;
-  cfg.optimizer.lr = lr;
-  cfg.steps = epochs * steps_per_epoch((*m)->num_train_examples(), workers, batch);
-  cfg.checkpoint_every = 100;
-  cfg.checkpoint_dir = std::filesystem::temp_directory_path() / "keel-training-bench";
-  std::filesystem::remove_all(cfg.checkpoint_dir);
-  auto j = job::start(cfg);
-  if (!j) {
-    std::fprintf(stderr, "training_bench: %s\n", describe(j.error()).c_str());
-    return 1;
-  }
-  auto r = (*j)->wait(std::chrono::hours(1));
-  if (!r) {
-    std::fprintf(stderr, "training_bench: %s\n", describe(r.error()).c_str());
-    return 1;
-  }
-  std::filesystem::remove_all(cfg.checkpoint_dir);
+  auto keel_run = run_keel(m, 2, 2, epochs, 50, lr, true, target);
   auto acc = [](const evaluation& e) { return e.accuracy ? *e.accuracy : -1.0; };
-  std::printf("%-14s %-40s %12s %10s\n", "model", "run", "samples/s", "test acc");
-  std::printf("%-14s %-40s %12.0f %10.4f\n", name.c_str(), "plain single-thread SGD (ceiling)",
-              plain->examples_per_second, acc(plain->final_test));
-  std::printf("%-14s %-40s %12.0f %10.4f\n", name.c_str(), "keel 2 shards, 2 workers, BSP",
-              r->samples_per_second, acc(r->quality));
-  std::printf("ratio keel / plain: %.2f (wall time incl. start, checkpoints every 100 steps: %llu)\n",
-              r->samples_per_second / plain->examples_per_second,
-              static_cast<unsigned long long>(r->checkpoints));
+  std::printf("== time to %.0f%% test accuracy (%s, %llu epochs, scored after each)\n", target * 100, name.c_str(),
+              static_cast<unsigned long long>(epochs));
+  std::printf("%-46s %12s %10s %14s\n", "run", "samples/s", "test acc", "s to target");
+  std::printf("%-46s %12.0f %10.4f %14.2f\n", "plain single-thread SGD (ceiling)", plain->examples_per_second,
+              acc(plain->final_test), plain_to_target);
+  std::printf("%-46s %12.0f %10.4f %14.2f\n", "keel train defaults: 2 shards, 2 workers, BSP",
+              keel_run.result.samples_per_second, acc(keel_run.result.quality), keel_run.seconds_to_target);
+  std::printf("ratio keel / plain: samples/s %.2f, time to target %.2f (<= 1 is the goal)\n\n",
+              keel_run.result.samples_per_second / plain->examples_per_second,
+              keel_run.seconds_to_target / plain_to_target);
+
+  // P4: checkpoints every second, against none, alternating.
+  std::vector<double> without, with;
+  uint64_t every = 0, committed = 0;
+  for (size_t i = 0; i < repeats; ++i) {
+    auto a = run_keel(m, 2, 2, 2, 0, lr, false, target);
+    without.push_back(a.result.samples_per_second);
+    double steps_per_s = static_cast<double>(a.result.steps) / a.result.seconds;
+    every = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(steps_per_s)));
+    auto b = run_keel(m, 2, 2, 2, every, lr, false, target);
+    with.push_back(b.result.samples_per_second);
+    committed = b.result.checkpoints;
+  }
+  double w0 = median(without), w1 = median(with);
+  std::printf("== checkpoints every second (2 shards, 2 workers, 2 epochs, median of %zu)\n", repeats);
+  std::printf("%-46s %12s\n", "run", "samples/s");
+  std::printf("%-46s %12.0f\n", "no checkpoints (ceiling)", w0);
+  std::printf("%-46s %12.0f\n", ("checkpoint every " + std::to_string(every) + " steps (~1 s)").c_str(), w1);
+  std::printf("ratio %.3f: checkpoints cost %.1f%% of throughput (%llu committed in the last run; goal <= 2%%)\n\n",
+              w1 / w0, 100.0 * (1.0 - w1 / w0), static_cast<unsigned long long>(committed));
+
+  // Scaling: 1, 2, 4 workers x 1, 2, 4 shards, one epoch each.
+  std::printf("== scaling (1 epoch each, checkpoints every 50 steps; ceiling: plain loop %.0f samples/s)\n",
+              plain->examples_per_second);
+  std::printf("%-8s %-7s %12s %8s %14s\n", "workers", "shards", "samples/s", "ratio", "push GB/s");
+  for (uint32_t w : {1u, 2u, 4u}) {
+    for (uint32_t s : {1u, 2u, 4u}) {
+      auto r = run_keel(m, w, s, 1, 50, lr, false, target).result;
+      double push_gbps = static_cast<double>(r.steps) * w * param_bytes / r.seconds / 1e9;
+      std::printf("%-8u %-7u %12.0f %8.2f %14.3f\n", w, s, r.samples_per_second,
+                  r.samples_per_second / plain->examples_per_second, push_gbps);
+    }
+  }
   return 0;
 }

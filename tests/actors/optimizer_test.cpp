@@ -1,4 +1,6 @@
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -50,4 +52,29 @@ TEST_CASE("optimizer and slot counts are parsed by name, unknown names refused")
   auto bad = parse_optimizer("rmsprop");
   REQUIRE(!bad);
   CHECK(describe(bad.error()).find("unknown optimizer 'rmsprop'") != std::string::npos);
+}
+
+TEST_CASE("every optimizer gives the same bits from a float array and from a message's bytes") {
+  const size_t n = 1000;  // long enough for the vectorised loop and its tail
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i)
+    g[i] = std::sin(static_cast<float>(i)) * 0.01f;
+  std::vector<unsigned char> bytes(n * 4);
+  std::memcpy(bytes.data(), g.data(), bytes.size());
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam}) {
+    CAPTURE(to_string(kind));
+    optimizer_config c;
+    c.kind = kind;
+    c.lr = 0.05f;
+    std::vector<float> p1(n, 0.25f), a1(n, initial_slot(c, 0)), b1(n, initial_slot(c, 1));
+    auto p2 = p1, a2 = a1, b2 = b1;
+    for (uint64_t t = 1; t <= 3; ++t) {
+      apply_update(c, t, p1.data(), a1.data(), b1.data(), g.data(), n);
+      apply_update_bytes(c, t, p2.data(), a2.data(), b2.data(), bytes.data(), n);
+    }
+    CHECK(std::memcmp(p1.data(), p2.data(), n * 4) == 0);
+    CHECK(std::memcmp(a1.data(), a2.data(), n * 4) == 0);
+    CHECK(std::memcmp(b1.data(), b2.data(), n * 4) == 0);
+    CHECK(p1[7] != 0.25f);  // it did update
+  }
 }

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cstring>
+
 #include <doctest/doctest.h>
 
 #include "actors/shard_core.hpp"
@@ -198,4 +201,70 @@ TEST_CASE("restoring a snapshot into a shard of another shape is refused, naming
   REQUIRE(!b);
   CHECK(is(b.error(), errc::shape_mismatch));
   CHECK(describe(b.error()).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
+}
+
+TEST_CASE("a one-worker BSP shard applies each step from the push as an ASP shard does, bit for bit") {
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::adam}) {
+    CAPTURE(to_string(kind));
+    auto cfg = config(consistency_kind::bsp, 1);
+    cfg.optimizer.kind = kind;
+    cfg.optimizer.lr = 0.1f;
+    shard_core bsp(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
+    cfg.rule = {consistency_kind::asp, 0};
+    shard_core asp(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
+    for (uint64_t step = 0; step < 4; ++step) {
+      std::vector<float> g = {0.1f * static_cast<float>(step + 1), -0.3f, 0.7f, 1e-3f};
+      sparse_grad sp{{1000 + step, 1500}, {0.5f, -0.5f}};
+      auto ob = bsp.offer(make_push(0, step + 1, step, 10, g, sp));
+      auto oa = asp.offer(make_push(0, step + 1, step, 10, g, sp));
+      CHECK(ob.status == Status::ACCEPTED);
+      CHECK(ob.steps_applied == 1);
+      CHECK(oa.status == Status::APPLIED);
+    }
+    CHECK(bsp.bsp_clock() == 4);
+    CHECK(bsp.version() == asp.version());
+    CHECK(bsp.optimizer_steps() == asp.optimizer_steps());
+    CHECK(bsp.applied(0) == 4);
+    CHECK(std::memcmp(bsp.dense().data(), asp.dense().data(), 16) == 0);
+    CHECK(std::memcmp(bsp.dense_slot(0).data(), asp.dense_slot(0).data(), bsp.dense_slot(0).size() * 4) == 0);
+    CHECK(bsp.sparse().at(1500).value == asp.sparse().at(1500).value);
+    CHECK(bsp.dense()[1] != -0.25f);
+  }
+}
+
+TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flipped value by its CRC") {
+  auto cfg = config(consistency_kind::asp, 1);
+  const std::vector<float> values = {0.5f, -0.5f, 1.25f, 2.0f};
+  shard_core a(cfg, values);
+  auto snap = snapshot_of(a, 1, 0);
+  REQUIRE(snap);
+  auto d = decode(*snap);
+  REQUIRE(d);
+  CHECK_FALSE(check_shard_snapshot(cfg, d->root()));
+  auto other = cfg;
+  other.dense = {10, 16};
+  auto err = check_shard_snapshot(other, d->root());
+  REQUIRE(err);
+  CHECK(describe(err).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
+
+  // The same snapshot with one parameter's bytes changed after its CRC was taken.
+  const auto& f = *snap->frame();
+  std::vector<unsigned char> bytes(f.encoded_size_bytes());
+  f.encode_to(bytes.data());
+  auto at = std::search(bytes.begin(), bytes.end(), reinterpret_cast<const unsigned char*>(values.data()),
+                        reinterpret_cast<const unsigned char*>(values.data()) + 16);
+  REQUIRE(at != bytes.end());
+  at[8] ^= 0x01;  // 1.25f becomes another finite value
+  auto changed = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE(changed);
+  auto cd = decode(shard_snapshot_msg(*changed));
+  REQUIRE_MESSAGE(cd, describe(cd.error()));
+  auto refused = check_shard_snapshot(cfg, cd->root());
+  REQUIRE(refused);
+  CHECK(is(refused, errc::damaged_snapshot));
+  CHECK_FALSE(restore_shard(cfg, cd->root()));
+  // verify_mode::structure is for frames already checked: it skips the CRCs.
+  auto unchecked = restore_shard(cfg, cd->root(), verify_mode::structure);
+  REQUIRE(unchecked);
+  CHECK(unchecked->dense()[2] != 1.25f);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every keel benchmark in turn and prints each figure beside its
+# ceiling, measured in the same run (bench/README.md explains each table).
+# Installs what is missing and builds the Release tree first, and fetches
+# MNIST for the training figures.
+#   bash bench/run_all.sh           everything (about 10 minutes on 2 cores)
+#   bash bench/run_all.sh --quick   fewer repetitions (about 3 minutes)
+# Run it on an otherwise idle machine: the ratios compare runs of the same
+# process, but other load makes both sides noisy.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "run_all: unknown argument '$1' (expected nothing or --quick)" >&2; exit 2 ;;
+esac
+
+bash "$root/scripts/build.sh" >/dev/null
+bash "$root/scripts/fetch-mnist.sh" >/dev/null
+b="$root/build/bench"
+section() { printf '\n######## %s\n' "$1"; }
+
+if [ "$quick" = 1 ]; then
+  pushes=16; snap_mb=64; snap_reps=3; crashes=200; restart_mb=32; epochs=6; repeats=1; failover_runs=1
+else
+  pushes=64; snap_mb=256; snap_reps=5; crashes=1000; restart_mb=100; epochs=6; repeats=3; failover_runs=3
+fi
+
+section "P1, P2: push throughput, local and across processes (bench/messages/push_bench)"
+"$b/messages/push_bench" "$pushes"
+section "P2: shard apply (bench/actors/apply_bench)"
+"$b/actors/apply_bench" 32 5
+section "P3: snapshot write and validated read (bench/storage/snapshot_bench)"
+"$b/storage/snapshot_bench" "$snap_mb" "$snap_reps"
+section "P3: shard recovery from its snapshot (bench/actors/recovery_bench)"
+"$b/actors/recovery_bench"
+section "P3: supervised restart from an in-memory snapshot (bench/supervision/restart_bench)"
+"$b/supervision/restart_bench" "$crashes" "$restart_mb"
+section "P4, P5, scaling: training (bench/training/training_bench)"
+"$b/training/training_bench" mnist-mlp "$epochs" "$repeats"
+section "node failover of keel cluster (bench/cluster/node_failover.sh)"
+bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
