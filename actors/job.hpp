@@ -48,7 +48,11 @@ struct job_config {
   // to one never interrupted. Without it, a directory holding checkpoints is
   // refused.
   bool resume = false;
-  uint64_t checkpoint_every = 50;                // BSP steps between checkpoints; 0: none
+  // BSP steps between checkpoints; 0: none. Workers keep their pushes since
+  // the checkpoint before the last one, to replay to a restarted shard; with
+  // none they keep every push of the run (its gradients: memory grows with
+  // steps x model size).
+  uint64_t checkpoint_every = 50;
   size_t keep_checkpoints = 3;
   std::vector<fault> faults;                     // actors/faults/fault_plan.hpp (kill_at for kills)
   int max_restarts = 20;                         // per supervisor, within restart_period

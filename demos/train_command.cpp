@@ -93,7 +93,7 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     ("checkpoint-dir", text_flag(&checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir)")
     ("resume", text_flag(&resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", number_flag(&cfg.checkpoint_every, "N"), "steps between checkpoints (0: none)")
+    ("checkpoint-every", number_flag(&cfg.checkpoint_every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch)")
     ("kill", text_flag(&kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", text_flag(&faults_text, "PLAN", false), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "

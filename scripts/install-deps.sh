@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages keel builds and tests with, if any is missing.
 # Idempotent: runs `apt-get update` only when something must be installed.
+#   KEEL_FUZZ=1 bash scripts/install-deps.sh   also clang and its libFuzzer
+#   runtime, for the optional fuzz build (tests/fuzz/README.md); the build
+#   and the test suite do not need them.
 set -euo pipefail
 
 packages=(
@@ -11,8 +14,10 @@ packages=(
   nlohmann-json3-dev
   doctest-dev
   curl
-  clang libclang-rt-14-dev
 )
+if [ "${KEEL_FUZZ:-0}" = 1 ]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
