@@ -359,8 +359,12 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
         ++j.loss_count;
         auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
         if (j.cfg.progress_every > 0 && slowest >= j.last_progress + j.cfg.progress_every) {
-          j.last_progress = slowest;
-          j.report_progress(slowest);
+          // Progress points sit on the multiples of progress_every. The
+          // slowest worker's step can move by more than one (a restarted
+          // worker resumes where its shards need it); a point set at that
+          // step shifted every later one, and the run's last was lost.
+          j.last_progress = slowest - slowest % j.cfg.progress_every;
+          j.report_progress(j.last_progress);
         }
       },
       [&](fire_atom, uint64_t i) { j.faults->count_reached(i); },
