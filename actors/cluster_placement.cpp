@@ -240,6 +240,14 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, co
   w.epoch = o.epoch;
   w.rule = o.rule;
   w.windowed = o.windowed;
+  {
+    // Every node's data plane, so the worker's pushes and pulls go straight
+    // to whichever node runs a shard (now or after a restart).
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    for (auto& h : state_->handles)
+      if (h.data_port != 0)
+        w.routes.push_back(data_route{h.node, h.host, h.data_port});
+  }
   auto req = make_spawn_request(name, std::move(w));
   req.incarnation = incarnation;
   // Workers start after the shards' nodes, so a small cluster mixes both.

@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/data_plane.hpp"
 #include "actors/node_protocol.hpp"
 #include "actors/node_spawn.hpp"
 #include "messages/decode.hpp"
@@ -104,6 +105,7 @@ node_join_msg own_join(agent_actor* self, const std::vector<uint8_t>& challenge,
     b.setChallenge(kj::arrayPtr(challenge.data(), challenge.size()));
     b.setProof(kj::arrayPtr(proof.data(), proof.size()));
     b.setRole(schema::NodeJoin::Role::NODE);
+    b.setDataPort(st.cfg.plane ? st.cfg.plane->port() : 0);
   });
 }
 
@@ -176,7 +178,7 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   if (auto err = check_request_frames(req))
     return ban(self, *from, "frame in a spawn request", std::move(err));
   auto what = req.kind + " '" + req.name + "' (incarnation " + std::to_string(req.incarnation) + ")";
-  auto child = start_requested(self->system(), req, st.cfg.data_dir);
+  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane);
   if (!child) {
     ++st.stats.rejected;
     log(self, "rejected spawn of " + what + " from node " + to_string(*from) + ": " + describe(child.error()));

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -60,6 +61,8 @@
 
 namespace keel {
 
+class data_plane;
+
 struct node_agent_config {
   std::string host = "127.0.0.1";  // where the agent is published (for NodeJoin)
   uint16_t port = 0;               // set once published (see node_listening_atom)
@@ -68,6 +71,9 @@ struct node_agent_config {
   // A joined node without a heartbeat this long is no longer listed as live.
   std::chrono::milliseconds peer_timeout{800};
   std::filesystem::path data_dir;  // MNIST data for models built here
+  // The node's data plane (actors/data_plane.hpp), announced in its joins:
+  // shards started here are served on it, workers use it. Null: none.
+  std::shared_ptr<data_plane> plane;
   // One line per event (joins, refusals, spawns, nodes lost); must be
   // thread-safe. Null: standard error, prefixed "keel node: ".
   std::function<void(const std::string&)> log;

@@ -103,6 +103,7 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
   if (r.getNode() != node_id || !equal_in_constant_time(proof.begin(), proof.size(), expected.data(), expected.size()))
     return make_error(errc::not_authenticated,
                       "node at " + at + " did not prove the cluster secret (do both sides use the same secret?)");
+  uint16_t data_port = r.getDataPort();
   auto their_challenge = r.getChallenge();
   if (their_challenge.size() != 32)
     return make_error(errc::invalid_field, "node at " + at + " sent a challenge of " +
@@ -113,7 +114,7 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
                               join_message(sys, me, {}, &mine), me.agent);
   if (!ok)
     return ok.error();
-  return node_handle{*agent, node_id, host, port};
+  return node_handle{*agent, node_id, host, port, data_port};
 }
 
 caf::expected<caf::actor> spawn_on(const node_handle& node, const spawn_request& req,

@@ -50,6 +50,7 @@ struct node_handle {
   std::string node;  // its CAF node id
   std::string host;
   uint16_t port = 0;
+  uint16_t data_port = 0;  // its data plane (actors/data_plane.hpp); 0: none
 };
 
 // Who is connecting: a client (a coordinator) by default; a node joining

@@ -65,6 +65,13 @@ struct shard_spawn {
   caf::actor directory;              // where it finds "checkpointer" (may be invalid)
 };
 
+// Where a node's data plane listens (actors/data_plane.hpp).
+struct data_route {
+  std::string node;  // its CAF node id, as to_string renders it
+  std::string host;
+  uint16_t port = 0;
+};
+
 struct worker_spawn {
   uint32_t worker = 0;
   uint32_t num_workers = 1;
@@ -82,6 +89,7 @@ struct worker_spawn {
   uint32_t epoch = 0;
   consistency_kind rule = consistency_kind::bsp;
   bool windowed = false;
+  std::vector<data_route> routes;  // the nodes' data planes when the job started
 };
 
 struct checkpointer_spawn {
@@ -178,10 +186,14 @@ typename I::result_type inspect(I& f, shard_spawn& x) {
            x.snapshot_every_steps, x.directory);
 }
 template <class I>
+typename I::result_type inspect(I& f, data_route& x) {
+  return f(caf::meta::type_name("keel.data_route"), x.node, x.host, x.port);
+}
+template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {
   return f(caf::meta::type_name("keel.worker_spawn"), x.worker, x.num_workers, x.model, x.parts,
            x.shard_names, x.directory, x.job, x.seed, x.batch_size, x.total_steps, x.request_timeout_ms,
-           x.retry_min_ms, x.retry_max_ms, x.epoch, x.rule, x.windowed);
+           x.retry_min_ms, x.retry_max_ms, x.epoch, x.rule, x.windowed, x.routes);
 }
 template <class I>
 typename I::result_type inspect(I& f, checkpointer_spawn& x) {

@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/checkpointer.hpp"
+#include "actors/data_plane.hpp"
 #include "actors/parameter_shard.hpp"
 #include "actors/worker.hpp"
 #include "messages/decode.hpp"
@@ -22,6 +23,7 @@ constexpr uint32_t max_workers = 1u << 16;
 constexpr uint32_t max_shards = 1u << 16;
 constexpr uint64_t max_dense_keys = uint64_t{1} << 28;
 constexpr uint64_t max_keep_last = 1000;
+constexpr size_t max_routes = 4096;
 
 caf::error bad(const std::string& where, const std::string& what) {
   return make_error(errc::invalid_argument, where + ": " + what);
@@ -72,7 +74,8 @@ caf::error check_shard(const shard_spawn& s) {
   return {};
 }
 
-caf::expected<caf::actor> start_shard(caf::actor_system& sys, const shard_spawn& s) {
+caf::expected<caf::actor> start_shard(caf::actor_system& sys, const shard_spawn& s,
+                                      const std::shared_ptr<data_plane>& plane) {
   if (auto err = check_shard(s))
     return err;
   shard_options o;
@@ -81,7 +84,10 @@ caf::expected<caf::actor> start_shard(caf::actor_system& sys, const shard_spawn&
   o.snapshot = s.snapshot.frame();
   o.snapshot_every_steps = s.snapshot_every_steps;
   o.directory = s.directory;
-  return spawn_parameter_shard(sys, std::move(o));
+  auto shard = spawn_parameter_shard(sys, std::move(o));
+  if (shard && plane)
+    plane->serve(*shard);
+  return shard;
 }
 
 caf::error check_worker(const worker_spawn& w) {
@@ -111,6 +117,14 @@ caf::error check_worker(const worker_spawn& w) {
                "need a positive timeout and 0 < retry_min_ms <= retry_max_ms");
   if (static_cast<unsigned>(w.rule) > static_cast<unsigned>(consistency_kind::asp))
     return bad("worker.rule", "unknown rule " + std::to_string(static_cast<unsigned>(w.rule)));
+  if (w.routes.size() > max_routes)
+    return bad("worker.routes", std::to_string(w.routes.size()) + " routes (at most " + std::to_string(max_routes) + ")");
+  for (size_t i = 0; i < w.routes.size(); ++i) {
+    auto& r = w.routes[i];
+    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0)
+      return bad("worker.routes[" + std::to_string(i) + "]",
+                 "needs a node id and a host (1 to 256 characters each) and a port");
+  }
   return {};
 }
 
@@ -133,7 +147,8 @@ caf::expected<std::shared_ptr<const model>> build_model(const model_spec& spec,
 }
 
 caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spawn& w,
-                                       const std::filesystem::path& data_dir) {
+                                       const std::filesystem::path& data_dir,
+                                       const std::shared_ptr<data_plane>& plane) {
   if (auto err = check_worker(w))
     return err;
   auto m = build_model(w.model, data_dir);
@@ -156,6 +171,12 @@ caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spaw
   o.epoch = w.epoch;
   o.rule = w.rule;
   o.windowed = w.windowed;
+  if (plane) {
+    for (auto& r : w.routes)
+      if (r.node != plane->node())
+        plane->add_route(r.node, r.host, r.port);
+    o.plane = plane;
+  }
   return spawn_worker(sys, std::move(o));
 }
 
@@ -192,11 +213,12 @@ caf::error check_request_frames(const spawn_request& req) {
 }
 
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
-                                          const std::filesystem::path& data_dir) {
+                                          const std::filesystem::path& data_dir,
+                                          const std::shared_ptr<data_plane>& plane) {
   if (req.kind == "shard")
-    return start_shard(sys, req.shard);
+    return start_shard(sys, req.shard, plane);
   if (req.kind == "worker")
-    return start_worker(sys, req.worker, data_dir);
+    return start_worker(sys, req.worker, data_dir, plane);
   if (req.kind == "checkpointer")
     return start_checkpointer(sys, req.checkpointer);
   return bad("spawn_request.kind", "unknown kind '" + req.kind + "' (a node starts shard, worker or checkpointer)");

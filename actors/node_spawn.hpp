@@ -5,6 +5,7 @@
 // not found); only a request that passes every check starts anything.
 
 #include <filesystem>
+#include <memory>
 
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
@@ -12,6 +13,8 @@
 #include "actors/node_protocol.hpp"
 
 namespace keel {
+
+class data_plane;
 
 // Decodes every capnp frame the request carries with the validating decoder
 // (the snapshot of a shard restart). An error here means bad bytes from the
@@ -22,7 +25,10 @@ caf::error check_request_frames(const spawn_request& req);
 // folder, used when the request's model names none. Errors:
 // invalid_argument (unknown kind, a field out of range: the text names it),
 // not_found (no such model), and whatever the actor's own start reports.
+// With a data plane, a shard is served on it and a worker uses it (with the
+// request's routes) for its pushes and pulls.
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
-                                          const std::filesystem::path& data_dir);
+                                          const std::filesystem::path& data_dir,
+                                          const std::shared_ptr<data_plane>& plane = nullptr);
 
 }  // namespace keel

@@ -5,6 +5,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
+#include "actors/data_plane.hpp"
 #include "actors/job_event.hpp"
 #include "actors/faults/link_hold.hpp"
 #include "actors/worker_state.hpp"
@@ -61,10 +62,22 @@ void start_step(worker_actor* self) {
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 
+// A request to a shard: over the data plane when it routes to the shard's
+// process, else straight to the shard through CAF. The answer (or error) is
+// the shard's either way.
+template <class Msg>
+auto ask_shard(worker_actor* self, uint32_t shard, const Msg& m) {
+  auto& st = self->state;
+  auto& dest = st.shards[shard];
+  auto via = st.opt.plane ? st.opt.plane->route(dest) : caf::actor{};
+  return via ? self->request(via, st.opt.request_timeout, dp_forward_atom::value, dest, m)
+             : self->request(dest, st.opt.request_timeout, m);
+}
+
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  self->request(st.shards[shard], st.opt.request_timeout, st.core.pull_request(shard))
+  ask_shard(self, shard, st.core.pull_request(shard))
       .then(
           [self, shard, gen](const pull_reply_msg& m) {
             if (!self->state.core.pull_open(gen, shard))
@@ -175,7 +188,7 @@ void refresh(worker_actor* self, uint32_t shard) {
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  self->request(st.shards[shard], st.opt.request_timeout, m)
+  ask_shard(self, shard, m)
       .then(
           [self, shard](const push_ack_msg& ack) {
             if (self->state.core.phase() == worker_phase::halted)

@@ -33,6 +33,7 @@
 namespace keel {
 
 class link_faults;
+class data_plane;
 
 struct worker_options {
   uint32_t worker = 0;
@@ -55,6 +56,9 @@ struct worker_options {
   // ahead of the last checkpoint, which bounds the replay logs.
   bool windowed = false;
   std::shared_ptr<link_faults> faults;   // message faults to inject (may be null)
+  // Pushes and pulls to shards in other processes go over it where it has a
+  // route (actors/data_plane.hpp); null or no route: CAF's middleman.
+  std::shared_ptr<data_plane> plane;
 };
 
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);

@@ -33,6 +33,7 @@ namespace {
 struct cluster_flags {
   uint32_t nodes = 3;
   bool respawn = false;
+  bool no_data_plane = false;
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
   std::vector<node_address> connect;  // use these nodes, start none
@@ -45,6 +46,8 @@ const char* cluster_help =
   "  ones anywhere (--connect); node faults by real signals, the recovery timeline printed\n"
   "  --nodes N (=3)                 keel node processes to start on 127.0.0.1\n"
   "  --respawn-nodes                start a node killed with kill9 again, on its port\n"
+  "  --no-data-plane                the nodes carry pushes and pulls over CAF's middleman\n"
+  "                                 instead of their data plane (for comparison)\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
   "  --connect HOST:PORT,...        use running keel node processes; start none\n"
@@ -101,6 +104,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.timeout_ms = *n;
     else if (x == "--respawn-nodes")
       f.respawn = true;
+    else if (x == "--no-data-plane")
+      f.no_data_plane = true;
     else if ((x == "--connect" || x == "--secret-file") && i + 1 >= a.size())
       return make_error(errc::invalid_argument, x + ": missing value (see keel cluster --help)");
     else if (x == "--connect") {
@@ -212,6 +217,8 @@ int cluster(const args& a) {
   }
   std::vector<std::string> node_flags = {"--heartbeat-ms", std::to_string(flags->heartbeat_ms),
                                          "--connection-timeout-ms", std::to_string(flags->timeout_ms)};
+  if (flags->no_data_plane)
+    node_flags.push_back("--no-data-plane");
   node_processes procs(self_program(), secret_path, node_flags);
   std::mutex procs_mtx;
   std::vector<std::thread> timers;  // SIGCONTs of cuts, joined before the nodes go

@@ -1,6 +1,8 @@
 // `keel node`: runs this process as a cluster node. It publishes a node
 // agent (actors/node_agent.hpp) on --listen, prints
 //   keel node: listening on HOST:PORT (node NODE_ID)
+// and, unless --no-data-plane,
+//   keel node: data plane on HOST:PORT
 // on standard output, optionally joins another node (printing
 //   keel node: joined node NODE_ID at HOST:PORT), and serves until SIGTERM
 // or SIGINT (or standard input's end with --exit-on-stdin-eof), then stops
@@ -18,6 +20,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/data_plane.hpp"
 #include "actors/node_agent.hpp"
 #include "actors/node_client.hpp"
 #include "commands.hpp"
@@ -81,6 +84,8 @@ struct node_flags {
   cluster_settings settings;
   std::string data_dir;
   bool stdin_eof = false;
+  uint16_t data_port = 0;
+  bool no_data_plane = false;
 };
 
 int run_node(const node_flags& f) {
@@ -99,6 +104,21 @@ int run_node(const node_flags& f) {
   ac.heartbeat_interval = f.settings.heartbeat_interval;
   ac.peer_timeout = f.settings.connection_timeout;
   ac.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
+  std::shared_ptr<data_plane> plane;
+  if (!f.no_data_plane) {
+    data_plane_config dc;
+    dc.host = f.listen.host;
+    dc.port = f.data_port;
+    dc.secret = f.secret;
+    dc.log = [](const std::string& line) { std::cerr << "keel node: data plane: " + line + "\n"; };
+    auto started = data_plane::start(sys, dc);
+    if (!started) {
+      std::cerr << "keel node: " << describe(started.error()) << "\n";
+      return 1;
+    }
+    plane = *started;
+    ac.plane = plane;
+  }
   auto agent = spawn_node_agent(sys, ac);
   if (!agent) {
     std::cerr << "keel node: " << describe(agent.error()) << "\n";
@@ -131,6 +151,8 @@ int run_node(const node_flags& f) {
   self->send(*agent, node_listening_atom::value, *port);
   std::cout << "keel node: listening on " << f.listen.host << ":" << *port << " (node " << to_string(sys.node())
             << ")" << std::endl;
+  if (plane)
+    std::cout << "keel node: data plane on " << f.listen.host << ":" << plane->port() << std::endl;
   if (f.join) {
     join_identity me{*agent, f.listen.host, *port};
     auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me);
@@ -151,6 +173,13 @@ int run_node(const node_flags& f) {
   stop_agent();
   self->receive([](caf::down_msg&) {},
                 caf::after(std::chrono::seconds(10)) >> [] { std::cerr << "keel node: the agent did not stop\n"; });
+  if (plane) {
+    plane->stop();
+    auto s = plane->stats();
+    std::cerr << "keel node: data plane carried " << s.requests_out << " requests out and " << s.requests_in
+              << " in (" << (s.bytes_out + s.bytes_in) / 1000000 << " MB) over " << s.connections_out << " + "
+              << s.connections_in << " connections\n";
+  }
   return 0;
 }
 
@@ -169,6 +198,10 @@ int node(const args& a) {
     ("connection-timeout-ms", po::value(&timeout_ms)->default_value(timeout_ms),
      "a peer silent this long is down")
     ("data-dir", po::value(&f.data_dir), "dataset cache for MNIST models built here")
+    ("data-port", po::value(&f.data_port)->default_value(0),
+     "port of the data plane that carries pushes and pulls between nodes (0: any)")
+    ("no-data-plane", po::bool_switch(&f.no_data_plane),
+     "carry pushes and pulls over CAF's middleman like all other messages")
     ("exit-on-stdin-eof", po::bool_switch(&f.stdin_eof), "also stop when standard input ends");
   po::variables_map vm;
   try {

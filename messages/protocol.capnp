@@ -192,6 +192,7 @@ struct NodeJoin {
   challenge @6 :Data;
   proof @7 :Data;
   role @8 :Role;             # a client (a coordinator) listens nowhere: port 0
+  dataPort @9 :UInt16;       # the node's data plane (actors/data_plane.hpp); 0: none
 
   enum Role {
     node @0;

@@ -98,6 +98,24 @@ TEST_CASE("a 2-node cluster loses the node of shard:1 to kill -9 mid-run and end
   CHECK_MESSAGE(line.find("serving again after") != std::string::npos, line);
 }
 
+TEST_CASE("pushes and pulls between nodes go over the nodes' data planes, bit-identical to a run over CAF's middleman") {
+  const std::string train = "--model probe --steps 300 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto over_plane = run_keel("cluster --nodes 3 " + train);
+  check_promises(over_plane, sha);
+  CHECK_MESSAGE(over_plane.out.find("keel node: data plane: connected to node") != std::string::npos, over_plane.out);
+  // Every node prints what its data plane carried when it stops; the
+  // shards' nodes took requests in.
+  long carried_in = 0;
+  for (size_t at = over_plane.out.find("data plane carried "); at != std::string::npos;
+       at = over_plane.out.find("data plane carried ", at + 1))
+    carried_in += number_after(over_plane.out.substr(at), " requests out and ");
+  CHECK_MESSAGE(carried_in > 0, over_plane.out);
+  auto over_caf = run_keel("cluster --nodes 3 --no-data-plane " + train);
+  check_promises(over_caf, sha);
+  CHECK_MESSAGE(over_caf.out.find("data plane") == std::string::npos, over_caf.out);
+}
+
 TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection timeout ends bit-identical") {
   const std::string train = "--model probe --steps 300 --checkpoint-every 20";
   auto sha = reference_sha(train);

@@ -1,0 +1,324 @@
+// The data plane's listening side against a peer played by the test over a
+// raw socket: the handshake both ways, requests to a real shard, and every
+// kind of bad input (wrong secret, bad header, bad frame, unknown target).
+// Two processes using it end to end are in tests/cluster/cluster_job_test.cpp.
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+
+#include "actors/atoms.hpp"
+#include "actors/data_plane.hpp"
+#include "actors/data_plane_wire.hpp"
+#include "actors/parameter_shard.hpp"
+#include "cli_run.hpp"
+#include "messages/register_types.hpp"
+#include "storage/snapshot.hpp"
+
+using namespace keel;
+using namespace std::chrono_literals;
+using Status = schema::PushAck::Status;
+
+namespace {
+
+cluster_secret secret(const std::string& text) {
+  auto s = cluster_secret::from_bytes(text, "test");
+  REQUIRE(s);
+  return *s;
+}
+
+push_msg push(uint32_t worker, uint64_t seq, float g) {
+  return build<schema::Push>(64, [&](schema::Push::Builder b) {
+    b.setWorker(worker);
+    b.setSeq(seq);
+    b.setStep(seq - 1);
+    auto r = b.initDense(1)[0];
+    r.setBegin(0);
+    r.setEnd(2);
+    float v[2] = {g, g};
+    std::memcpy(r.initValues(8).begin(), v, 8);
+  });
+}
+
+pull_request_msg pull(uint32_t worker) {
+  return build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
+    b.setWorker(worker);
+    b.setClock(0);
+    auto r = b.initDense(1)[0];
+    r.setBegin(0);
+    r.setEnd(2);
+  });
+}
+
+struct plane_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor shard;
+  std::shared_ptr<data_plane> plane;
+  std::mutex log_mtx;
+  std::string log;
+
+  plane_fixture() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    shard_options o;
+    o.config.num_workers = 1;
+    o.config.dense = {0, 2};
+    o.config.rule = {consistency_kind::asp, 0};
+    o.config.optimizer.lr = 1.0f;
+    o.initial_dense = {0.0f, 0.0f};
+    auto s = spawn_parameter_shard(*sys, std::move(o));
+    REQUIRE(s);
+    shard = *s;
+    data_plane_config dc;
+    dc.secret = secret("the cluster secret, 32 bytes ok");
+    dc.connect_timeout = 2000ms;
+    dc.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> guard(log_mtx);
+      log += line + "\n";
+    };
+    auto p = data_plane::start(*sys, dc);
+    REQUIRE_MESSAGE(p, describe(p.error()));
+    plane = *p;
+    plane->serve(shard);
+  }
+  ~plane_fixture() {
+    plane->stop();
+    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  }
+
+  std::string logged() {
+    std::lock_guard<std::mutex> guard(log_mtx);
+    return log;
+  }
+
+  float param0() {
+    caf::scoped_actor self{*sys};
+    float v[2] = {-1, -1};
+    self->request(shard, 10s, params_atom::value)
+      .receive(
+        [&](const shard_snapshot_msg& m) {
+          auto d = decode(m);
+          REQUIRE(d);
+          for (auto t : d->root().getTensors())
+            if (t.getName() == "dense")
+              REQUIRE(!copy_tensor(t, v, sizeof(v)));
+        },
+        [&](caf::error& e) { FAIL(describe(e)); });
+    return v[0];
+  }
+};
+
+// A peer: connects and, unless told otherwise, passes the handshake.
+struct peer {
+  dp::socket_fd fd;
+
+  peer(plane_fixture& f, const cluster_secret& s, caf::error* handshake = nullptr) {
+    auto c = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
+    REQUIRE_MESSAGE(c, describe(c.error()));
+    fd = std::move(*c);
+    auto err = dp::handshake_client(fd.get(), s, "test-peer", f.plane->node());
+    if (handshake)
+      *handshake = err;
+    else
+      REQUIRE_MESSAGE(!err, describe(err));
+  }
+
+  void send(dp::kind k, uint64_t slot, uint64_t target, const frame_ptr& f) {
+    REQUIRE(dp::write_frame(fd.get(), dp::header{k, slot, target, 0}, *f));
+  }
+
+  // The next answer's header, and its frame or text.
+  dp::header answer(frame_ptr& f, std::string& text) {
+    unsigned char raw[dp::header_bytes];
+    REQUIRE(dp::read_exact(fd.get(), raw, sizeof raw));
+    auto h = dp::decode_header(raw);
+    REQUIRE_MESSAGE(h, describe(h.error()));
+    if (h->k == dp::kind::error) {
+      auto t = dp::read_text(fd.get(), *h);
+      REQUIRE(t);
+      text = *t;
+    } else {
+      auto got = dp::read_frame(fd.get(), *h);
+      REQUIRE_MESSAGE(got, describe(got.error()));
+      f = *got;
+    }
+    return *h;
+  }
+
+  Status push_status(uint64_t slot, uint64_t target, const push_msg& m) {
+    send(dp::kind::push, slot, target, m.frame());
+    frame_ptr f;
+    std::string text;
+    auto h = answer(f, text);
+    REQUIRE_MESSAGE(h.k == dp::kind::push_ack, text);
+    CHECK(h.slot == slot);
+    auto a = decode(push_ack_msg(f));
+    REQUIRE(a);
+    return a->root().getStatus();
+  }
+
+  // True once the listener has closed this connection.
+  bool closed_by_listener() {
+    unsigned char c;
+    dp::set_options(fd.get(), 5000ms);
+    return !dp::read_exact(fd.get(), &c, 1) && errno == 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("data plane headers: a bad magic, kind or length is refused with its reason") {
+  unsigned char raw[dp::header_bytes];
+  dp::encode_header(dp::header{dp::kind::push, 7, 9, 64}, raw);
+  auto ok = dp::decode_header(raw);
+  REQUIRE(ok);
+  CHECK(ok->k == dp::kind::push);
+  CHECK(ok->slot == 7);
+  CHECK(ok->target == 9);
+  CHECK(ok->length == 64);
+  auto refused = [](dp::header h, uint32_t magic, const std::string& what) {
+    unsigned char b[dp::header_bytes];
+    dp::encode_header(h, b);
+    if (magic != dp::header_magic)
+      std::memcpy(b, &magic, 4);
+    auto got = dp::decode_header(b);
+    REQUIRE(!got);
+    CHECK_MESSAGE(describe(got.error()).find(what) != std::string::npos, describe(got.error()));
+  };
+  refused({dp::kind::push, 1, 1, 64}, 0x12345678, "magic");
+  refused({static_cast<dp::kind>(9), 1, 1, 64}, dp::header_magic, "unknown message kind 9");
+  refused({dp::kind::push, 1, 1, 12}, dp::header_magic, "not a whole number of words");
+  refused({dp::kind::pull_reply, 1, 1, 0}, dp::header_magic, "not a whole number of words");
+  refused({dp::kind::push, 1, 1, max_frame_bytes + 8}, dp::header_magic, "exceeds the limit");
+  refused({dp::kind::error, 1, 0, dp::max_error_text + 1}, dp::header_magic, "error text of");
+}
+
+TEST_CASE("a peer that proves the secret pushes and pulls over the data plane, and the shard acks a duplicate and applies it once") {
+  plane_fixture f;
+  peer p(f, secret("the cluster secret, 32 bytes ok"));
+  CHECK(p.push_status(1, f.shard.id(), push(0, 1, -1.0f)) == Status::APPLIED);
+  CHECK(p.push_status(2, f.shard.id(), push(0, 1, -1.0f)) == Status::DUPLICATE);
+  CHECK(f.param0() == doctest::Approx(1.0f));
+  p.send(dp::kind::pull, 3, f.shard.id(), pull(0).frame());
+  frame_ptr fr;
+  std::string text;
+  auto h = p.answer(fr, text);
+  REQUIRE_MESSAGE(h.k == dp::kind::pull_reply, text);
+  CHECK(h.slot == 3);
+  auto r = decode(pull_reply_msg(fr));
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  auto values = r->root().getDense()[0].getValues();
+  float v[2];
+  REQUIRE(values.size() == sizeof v);
+  std::memcpy(v, values.begin(), sizeof v);
+  CHECK(v[0] == doctest::Approx(1.0f));
+  auto s = f.plane->stats();
+  CHECK(s.connections_in == 1);
+  CHECK(s.requests_in == 3);
+  CHECK(s.bytes_in > 0);
+  CHECK(s.bytes_out > 0);
+}
+
+TEST_CASE("a request for an actor the node does not serve gets an error naming it, and the connection goes on") {
+  plane_fixture f;
+  peer p(f, secret("the cluster secret, 32 bytes ok"));
+  p.send(dp::kind::push, 5, 424242, push(0, 1, -1.0f).frame());
+  frame_ptr fr;
+  std::string text;
+  auto h = p.answer(fr, text);
+  CHECK(h.k == dp::kind::error);
+  CHECK(h.slot == 5);
+  CHECK_MESSAGE(text.find("actor 424242 is not served") != std::string::npos, text);
+  CHECK(p.push_status(6, f.shard.id(), push(0, 1, -1.0f)) == Status::APPLIED);
+  // A shard that stopped is no longer served.
+  caf::scoped_actor self{*f.sys};
+  self->monitor(f.shard);
+  caf::anon_send_exit(f.shard, caf::exit_reason::user_shutdown);
+  self->receive([](caf::down_msg&) {});
+  p.send(dp::kind::push, 7, f.shard.id(), push(0, 2, -1.0f).frame());
+  h = p.answer(fr, text);
+  CHECK(h.k == dp::kind::error);
+  CHECK_MESSAGE(text.find("not served") != std::string::npos, text);
+}
+
+TEST_CASE("the data plane refuses a peer with the wrong secret, both ways, and logs it") {
+  plane_fixture f;
+  SUBCASE("the peer finds that the listener does not know its secret") {
+    caf::error err;
+    peer p(f, secret("another secret, also 32 bytes.."), &err);
+    REQUIRE(err);
+    CHECK_MESSAGE(describe(err).find("does not prove the cluster secret") != std::string::npos, describe(err));
+  }
+  SUBCASE("the listener finds that the peer does not know the secret") {
+    auto c = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
+    REQUIRE(c);
+    // A hello, then a proof of zeros over the listener's challenge.
+    std::string hello = "KEELDP01";
+    uint32_t n = 4;
+    hello.append(reinterpret_cast<const char*>(&n), 4);
+    hello += "liar";
+    hello.append(32, '\x01');
+    REQUIRE(dp::write_exact(c->get(), hello.data(), hello.size()));
+    std::vector<unsigned char> theirs(8 + 4 + f.plane->node().size() + 32 + 32);
+    REQUIRE(dp::read_exact(c->get(), theirs.data(), theirs.size()));
+    std::string zeros(32, '\0');
+    REQUIRE(dp::write_exact(c->get(), zeros.data(), zeros.size()));
+    unsigned char verdict;
+    CHECK(!dp::read_exact(c->get(), &verdict, 1));
+    CHECK(test::wait_until([&] { return f.plane->stats().refused == 1; }, 5s));
+    CHECK_MESSAGE(f.logged().find("node liar does not prove the cluster secret") != std::string::npos, f.logged());
+  }
+  CHECK(f.plane->stats().connections_in == 0);
+  CHECK(f.param0() == 0.0f);
+}
+
+TEST_CASE("bad bytes after the handshake close that connection, are logged, apply nothing, and others are served") {
+  plane_fixture f;
+  auto s = secret("the cluster secret, 32 bytes ok");
+  SUBCASE("a header out of sync") {
+    peer p(f, s);
+    std::string junk(dp::header_bytes, 'x');
+    REQUIRE(dp::write_exact(p.fd.get(), junk.data(), junk.size()));
+    CHECK(p.closed_by_listener());
+    CHECK(test::wait_until([&] { return f.logged().find("magic") != std::string::npos; }, 5s));
+  }
+  SUBCASE("a frame whose segment table claims more than it holds") {
+    peer p(f, s);
+    unsigned char raw[dp::header_bytes + 16] = {};
+    dp::encode_header(dp::header{dp::kind::push, 1, f.shard.id(), 16}, raw);
+    uint32_t table[2] = {0, 1000};  // one segment of 1000 words, in 8 bytes
+    std::memcpy(raw + dp::header_bytes, table, sizeof table);
+    REQUIRE(dp::write_exact(p.fd.get(), raw, sizeof raw));
+    CHECK(p.closed_by_listener());
+    CHECK(test::wait_until([&] { return f.logged().find("sent bad bytes") != std::string::npos; }, 5s));
+  }
+  SUBCASE("an answer sent where requests are expected") {
+    peer p(f, s);
+    p.send(dp::kind::push_ack, 1, 0, push(0, 1, -1.0f).frame());
+    CHECK(p.closed_by_listener());
+    CHECK(test::wait_until([&] { return f.logged().find("where requests are expected") != std::string::npos; }, 5s));
+  }
+  CHECK(f.plane->stats().refused == 1);
+  CHECK(f.param0() == 0.0f);
+  peer good(f, s);
+  CHECK(good.push_status(1, f.shard.id(), push(0, 1, -1.0f)) == Status::APPLIED);
+}
+
+TEST_CASE("stopping the data plane closes its connections and does not wait for peers") {
+  plane_fixture f;
+  peer p(f, secret("the cluster secret, 32 bytes ok"));
+  CHECK(p.push_status(1, f.shard.id(), push(0, 1, -1.0f)) == Status::APPLIED);
+  f.plane->stop();
+  CHECK(p.closed_by_listener());
+  f.plane->stop();  // idempotent
+  auto late = dp::connect_to("127.0.0.1", f.plane->port(), 500ms);
+  if (late) {  // the port may still accept into the backlog; nothing answers
+    caf::error err;
+    dp::set_options(late->get(), 500ms);
+    err = dp::handshake_client(late->get(), secret("the cluster secret, 32 bytes ok"), "late", "");
+    CHECK(err);
+  }
+}
