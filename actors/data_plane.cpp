@@ -165,7 +165,7 @@ struct data_plane::impl {
     if (cfg.log)
       cfg.log(line);
     else
-      std::cerr << "keel data plane: " << line << std::endl;
+      std::cerr << "keel data plane: " + line + "\n";
   }
 
   caf::actor lookup(uint64_t id) {

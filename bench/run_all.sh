@@ -22,13 +22,15 @@ b="$root/build/bench"
 section() { printf '\n######## %s\n' "$1"; }
 
 if [ "$quick" = 1 ]; then
-  pushes=16; snap_mb=64; snap_reps=3; crashes=200; restart_mb=32; epochs=6; repeats=1; failover_runs=1
+  pushes=16; snap_mb=64; snap_reps=3; crashes=200; restart_mb=32; epochs=6; repeats=1; failover_runs=1; rounds=1
 else
-  pushes=64; snap_mb=256; snap_reps=5; crashes=1000; restart_mb=100; epochs=6; repeats=3; failover_runs=3
+  pushes=64; snap_mb=256; snap_reps=5; crashes=1000; restart_mb=100; epochs=6; repeats=3; failover_runs=3; rounds=3
 fi
 
 section "P1, P2: push throughput, local and across processes (bench/messages/push_bench)"
 "$b/messages/push_bench" "$pushes"
+section "P1: pushes and pulls between processes, data plane and CAF middleman (bench/cluster/data_plane_bench)"
+"$b/cluster/data_plane_bench" "$((pushes / 2 > 8 ? pushes / 2 : 8))" "$rounds"
 section "P2: shard apply (bench/actors/apply_bench)"
 "$b/actors/apply_bench" 32 5
 section "P3: snapshot write and validated read (bench/storage/snapshot_bench)"
@@ -41,3 +43,5 @@ section "P4, P5, scaling: training (bench/training/training_bench)"
 "$b/training/training_bench" mnist-mlp "$epochs" "$repeats"
 section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
+section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"
+bash "$root/bench/cluster/cluster_training.sh" "$root/build/demos/keel" 1 "$repeats"
