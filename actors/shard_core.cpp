@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "actors/tensor_recycler.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -25,6 +26,12 @@ std::string range_text(uint64_t b, uint64_t e) {
 }
 
 }  // namespace
+
+shard_core::~shard_core() {
+  tensor_recycler::give(dense_);
+  tensor_recycler::give(slot1_);
+  tensor_recycler::give(slot2_);
+}
 
 shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
   : cfg_(cfg),

@@ -63,6 +63,13 @@ class shard_core {
   shard_core(shard_config cfg, std::vector<float> initial_dense);
   // An empty shard owning no keys (a placeholder to assign to).
   shard_core() = default;
+  shard_core(const shard_core&) = default;
+  shard_core(shard_core&&) = default;
+  shard_core& operator=(const shard_core&) = default;
+  shard_core& operator=(shard_core&&) = default;
+  // Hands its large arrays to the tensor recycler (actors/tensor_recycler.hpp),
+  // so the next incarnation restores into memory already faulted in.
+  ~shard_core();
 
   // Offers a validated push. Duplicates (seq already received) are
   // acknowledged again and not applied; a seq that skips ahead is refused as

@@ -1,15 +1,16 @@
 #include "actors/shard_snapshot.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <kj/exception.h>
 
+#include "actors/tensor_recycler.hpp"
 #include "messages/errors.hpp"
+#include "storage/crc32c.hpp"
 #include "storage/snapshot.hpp"
 
 namespace keel {
@@ -33,28 +34,14 @@ tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
   return {name, schema::DType::INT64, {v.size()}, v.data(), v.size() * 8};
 }
 
-// Asks the kernel to back a large fresh allocation with transparent huge
-// pages before its first touch: a restore copies the whole tensor into new
-// memory, and 4 KiB page faults (microseconds each on VMs) were most of a
-// 10 M-parameter restore (bench/actors/recovery_bench). Advice only; a
-// kernel that refuses it changes nothing.
-void prefer_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  constexpr uintptr_t huge = uintptr_t{2} << 20;
-  if (bytes < 2 * huge)
-    return;
-  auto begin = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
-  auto end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(huge - 1);
-  if (end > begin)
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#endif
-}
-
 // Finds tensor `name` and checks its dtype and shape against what `cfg`
 // implies, then copies it into `out` (when given; else only checks it).
+// With `check_crc`, it also checks the tensor's CRC32C on the bytes it copies,
+// a block at a time while they are in the CPU's cache, so a restore reads
+// them from memory once (verify_checksums then skips this tensor).
 template <class T>
 caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
-                const std::vector<uint64_t>& shape, std::vector<T>* out) {
+                const std::vector<uint64_t>& shape, std::vector<T>* out, bool check_crc = false) {
   for (auto t : snap.getTensors()) {
     if (t.getName() != name)
       continue;
@@ -87,16 +74,29 @@ caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DT
     // zero-filled vector copied over afterwards.
     if (!whole_values) {
       out->resize(n);
-      return copy_tensor(t, out->data(), n * sizeof(T));
+      if (auto err = copy_tensor(t, out->data(), n * sizeof(T)))
+        return err;
+      return check_crc ? check_tensor_crc(t, crc32c(out->data(), n * sizeof(T))) : caf::error{};
     }
-    out->clear();
+    // Into memory a stopped shard had faulted in, where there is some.
+    if constexpr (std::is_same<T, float>::value)
+      *out = tensor_recycler::take(n);
+    else
+      out->clear();
     out->reserve(n);
-    prefer_huge_pages(out->data(), n * sizeof(T));
+    constexpr size_t block = (size_t{64} << 10) / sizeof(T);  // well inside L2
+    uint32_t crc = crc32c_empty;
     for (auto c : t.getChunks()) {
       auto first = reinterpret_cast<const T*>(c.begin());
-      out->insert(out->end(), first, first + c.size() / sizeof(T));
+      auto count = c.size() / sizeof(T);
+      for (size_t at = 0; at < count; at += block) {
+        auto k = std::min(block, count - at);
+        out->insert(out->end(), first + at, first + at + k);
+        if (check_crc)
+          crc = crc32c_extend(crc, out->data() + out->size() - k, k * sizeof(T));
+      }
     }
-    return {};
+    return check_crc ? check_tensor_crc(t, crc) : caf::error{};
   }
   return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
                                             ": tensor '" + name + "' is missing");
@@ -152,19 +152,31 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
-  if (mode == verify_mode::checksums)
-    if (auto err = verify_checksums(snap))
+  // A restore checks the CRCs of the dense tensors it copies while it
+  // copies them; every other tensor and section is checked first.
+  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  bool fused = restore && mode == verify_mode::checksums;
+  if (mode == verify_mode::checksums) {
+    std::vector<std::string> copied_later;
+    if (fused) {
+      copied_later = {t_dense};
+      if (slots >= 1)
+        copied_later.push_back(t_slot1);
+      if (slots >= 2)
+        copied_later.push_back(t_slot2);
+    }
+    if (auto err = verify_checksums(snap, copied_later))
       return err;
+  }
   shard_core::state s;
   uint64_t n = cfg.dense.size();
-  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr))
+  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr, fused))
     return err;
-  auto slots = slots_per_parameter(cfg.optimizer.kind);
   if (slots >= 1)
-    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr))
+    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr, fused))
       return err;
   if (slots >= 2)
-    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr))
+    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr, fused))
       return err;
   std::vector<uint64_t> keys;
   std::vector<float> entries;

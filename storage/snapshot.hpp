@@ -68,6 +68,13 @@ caf::expected<shard_snapshot_msg> make_snapshot(
 // errc::damaged_snapshot "tensor 'w': CRC32C mismatch (...)". Never throws: a
 // snapshot its reader's traversal limit stops is errc::damaged_snapshot too.
 caf::error verify_checksums(schema::ShardSnapshot::Reader s);
+// The same, skipping the tensors named in `except`: for a caller that
+// checksums those itself while it copies them (a shard's restore), so their
+// bytes are read from memory once.
+caf::error verify_checksums(schema::ShardSnapshot::Reader s, const std::vector<std::string>& except);
+// The mismatch error verify_checksums gives for tensor `t` when `computed`
+// is not its stored CRC32C; no error when it is.
+caf::error check_tensor_crc(schema::Tensor::Reader t, uint32_t computed);
 
 // Bytes a tensor holds (the sum of its chunks).
 uint64_t tensor_bytes(schema::Tensor::Reader t);

@@ -5,6 +5,7 @@
 
 #include "actors/shard_core.hpp"
 #include "actors/shard_snapshot.hpp"
+#include "actors/tensor_recycler.hpp"
 #include "push_builder.hpp"
 
 using namespace keel;
@@ -273,4 +274,72 @@ TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flippe
   auto unchecked = restore_shard(cfg, cd->root(), verify_mode::structure);
   REQUIRE(unchecked);
   CHECK(unchecked->dense()[2] != 1.25f);
+}
+
+TEST_CASE("a restore checks the CRC of each dense tensor while it copies it, and reuses the arrays of a shard that went away") {
+  auto cfg = config(consistency_kind::asp, 1);
+  cfg.optimizer.kind = optimizer_kind::adam;  // two slot tensors
+  const size_t n = 400000;                   // 1.6 MB a tensor: several copy blocks, recycled
+  cfg.dense = {10, 10 + n};
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 1000) * 0.25f;
+  auto snap = [&] {
+    shard_core a(cfg, values);
+    auto s = snapshot_of(a, 1, 0);
+    REQUIRE(s);
+    return *s;
+  }();
+  // `a` went away: its arrays wait for the next restore.
+  auto kept = tensor_recycler::cached_bytes();
+  CHECK(kept >= 3 * n * sizeof(float));
+  auto d = decode(snap);
+  REQUIRE(d);
+  {
+    auto r = restore_shard(cfg, d->root());
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    CHECK(tensor_recycler::cached_bytes() + 3 * n * sizeof(float) <= kept);
+    CHECK(same_bits(r->dense(), values));
+  }
+  // One value flipped deep in dense (past the first copy blocks), then one
+  // in a slot: each restore refuses the snapshot naming that tensor.
+  const auto& f = *snap.frame();
+  std::vector<unsigned char> bytes(f.encoded_size_bytes());
+  f.encode_to(bytes.data());
+  auto flipped = [&](size_t byte_at, const char* tensor) {
+    auto copy = bytes;
+    copy[byte_at] ^= 0x01;
+    auto changed = frame::parse_copy(copy.data(), copy.size(), *buffer_pool::process_default());
+    REQUIRE(changed);
+    auto cd = decode(shard_snapshot_msg(*changed));
+    REQUIRE_MESSAGE(cd, describe(cd.error()));
+    auto r = restore_shard(cfg, cd->root());
+    REQUIRE(!r);
+    CHECK(is(r.error(), errc::damaged_snapshot));
+    CHECK_MESSAGE(describe(r.error()).find(std::string("tensor '") + tensor + "': CRC32C mismatch") !=
+                    std::string::npos,
+                  describe(r.error()));
+  };
+  // Where a tensor's last chunk ends in the encoded bytes (table, then segments).
+  auto end_of = [&](const char* tensor) -> size_t {
+    auto segs = f.segments();
+    size_t table = (segs.size() / 2 + 1) * 8;
+    for (auto t : d->root().getTensors()) {
+      if (t.getName() != tensor)
+        continue;
+      auto chunks = t.getChunks();
+      auto last = chunks[chunks.size() - 1];
+      auto p = reinterpret_cast<const capnp::word*>(last.end());
+      size_t before = table;
+      for (auto seg : segs) {
+        if (p > seg.begin() && p <= seg.end())
+          return before + static_cast<size_t>(reinterpret_cast<const unsigned char*>(p) -
+                                              reinterpret_cast<const unsigned char*>(seg.begin()));
+        before += seg.size() * sizeof(capnp::word);
+      }
+    }
+    FAIL("no tensor " << tensor);
+    return 0;
+  };
+  flipped(end_of("dense") - 9, "dense");
+  flipped(end_of("dense.slot2") - 5, "dense.slot2");
 }
