@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -36,12 +37,9 @@ tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
 
 // Finds tensor `name` and checks its dtype and shape against what `cfg`
 // implies, then copies it into `out` (when given; else only checks it).
-// With `check_crc`, it also checks the tensor's CRC32C on the bytes it copies,
-// a block at a time while they are in the CPU's cache, so a restore reads
-// them from memory once (verify_checksums then skips this tensor).
 template <class T>
 caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
-                const std::vector<uint64_t>& shape, std::vector<T>* out, bool check_crc = false) {
+                const std::vector<uint64_t>& shape, std::vector<T>* out) {
   for (auto t : snap.getTensors()) {
     if (t.getName() != name)
       continue;
@@ -74,9 +72,7 @@ caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DT
     // zero-filled vector copied over afterwards.
     if (!whole_values) {
       out->resize(n);
-      if (auto err = copy_tensor(t, out->data(), n * sizeof(T)))
-        return err;
-      return check_crc ? check_tensor_crc(t, crc32c(out->data(), n * sizeof(T))) : caf::error{};
+      return copy_tensor(t, out->data(), n * sizeof(T));
     }
     // Into memory a stopped shard had faulted in, where there is some.
     if constexpr (std::is_same<T, float>::value)
@@ -84,19 +80,11 @@ caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DT
     else
       out->clear();
     out->reserve(n);
-    constexpr size_t block = (size_t{64} << 10) / sizeof(T);  // well inside L2
-    uint32_t crc = crc32c_empty;
     for (auto c : t.getChunks()) {
       auto first = reinterpret_cast<const T*>(c.begin());
-      auto count = c.size() / sizeof(T);
-      for (size_t at = 0; at < count; at += block) {
-        auto k = std::min(block, count - at);
-        out->insert(out->end(), first + at, first + at + k);
-        if (check_crc)
-          crc = crc32c_extend(crc, out->data() + out->size() - k, k * sizeof(T));
-      }
+      out->insert(out->end(), first, first + c.size() / sizeof(T));
     }
-    return check_crc ? check_tensor_crc(t, crc) : caf::error{};
+    return {};
   }
   return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
                                             ": tensor '" + name + "' is missing");
@@ -145,6 +133,49 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
 
 namespace {
 
+// CRC32Cs of some tensors computed on a thread of their own. The chunks are
+// gathered on the caller's thread first (a capnp reader's traversal limit
+// is not for two threads); the thread reads only raw bytes. Joined by
+// finish() or, on an early return, by the destructor.
+class background_crcs {
+ public:
+  void start(schema::ShardSnapshot::Reader snap, const std::vector<std::string>& names) {
+    for (auto t : snap.getTensors()) {
+      if (std::find(names.begin(), names.end(), t.getName().cStr()) == names.end())
+        continue;
+      tensors_.push_back(t);
+      pieces_.emplace_back();
+      for (auto c : t.getChunks()) pieces_.back().push_back(c);
+    }
+    crcs_.assign(tensors_.size(), crc32c_empty);
+    worker_ = std::thread([this] {
+      for (size_t i = 0; i < pieces_.size(); ++i)
+        for (auto& c : pieces_[i]) crcs_[i] = crc32c_extend(crcs_[i], c.begin(), c.size());
+    });
+  }
+
+  caf::error finish() {
+    if (!worker_.joinable())
+      return {};
+    worker_.join();
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (auto err = check_tensor_crc(tensors_[i], crcs_[i]))
+        return err;
+    return {};
+  }
+
+  ~background_crcs() {
+    if (worker_.joinable())
+      worker_.join();
+  }
+
+ private:
+  std::vector<schema::Tensor::Reader> tensors_;
+  std::vector<std::vector<capnp::Data::Reader>> pieces_;
+  std::vector<uint32_t> crcs_;
+  std::thread worker_;
+};
+
 // Checks everything restore_shard checks; with `restore`, also builds the
 // shard (the dense tensors are copied only then).
 caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
@@ -152,32 +183,36 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
-  // A restore checks the CRCs of the dense tensors it copies while it
-  // copies them; every other tensor and section is checked first.
+  // A restore checks the CRCs of the dense tensors on a second thread
+  // while it copies them (each pass alone takes about as long as the
+  // other); every other tensor and section is checked first.
   auto slots = slots_per_parameter(cfg.optimizer.kind);
-  bool fused = restore && mode == verify_mode::checksums;
+  background_crcs dense_crcs;
   if (mode == verify_mode::checksums) {
-    std::vector<std::string> copied_later;
-    if (fused) {
-      copied_later = {t_dense};
+    std::vector<std::string> checked_aside;
+    if (restore) {
+      checked_aside = {t_dense};
       if (slots >= 1)
-        copied_later.push_back(t_slot1);
+        checked_aside.push_back(t_slot1);
       if (slots >= 2)
-        copied_later.push_back(t_slot2);
+        checked_aside.push_back(t_slot2);
+      dense_crcs.start(snap, checked_aside);
     }
-    if (auto err = verify_checksums(snap, copied_later))
+    if (auto err = verify_checksums(snap, checked_aside))
       return err;
   }
   shard_core::state s;
   uint64_t n = cfg.dense.size();
-  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr, fused))
+  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr))
     return err;
   if (slots >= 1)
-    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr, fused))
+    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr))
       return err;
   if (slots >= 2)
-    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr, fused))
+    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr))
       return err;
+  if (auto err = dense_crcs.finish())
+    return err;
   std::vector<uint64_t> keys;
   std::vector<float> entries;
   for (auto t : snap.getTensors())

@@ -276,7 +276,7 @@ TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flippe
   CHECK(unchecked->dense()[2] != 1.25f);
 }
 
-TEST_CASE("a restore checks the CRC of each dense tensor while it copies it, and reuses the arrays of a shard that went away") {
+TEST_CASE("a restore checks the CRC of each dense tensor beside its copy, and reuses the arrays of a shard that went away") {
   auto cfg = config(consistency_kind::asp, 1);
   cfg.optimizer.kind = optimizer_kind::adam;  // two slot tensors
   const size_t n = 400000;                   // 1.6 MB a tensor: several copy blocks, recycled
