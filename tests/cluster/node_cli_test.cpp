@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "actors/data_plane_wire.hpp"
 #include "cluster_fixture.hpp"
 
 using namespace keel;
@@ -49,4 +50,23 @@ TEST_CASE("keel node takes its secret from KEEL_CLUSTER_SECRET and stops with ex
   CHECK(h.node == n->node_id());
   n->close_stdin();
   CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
+}
+
+TEST_CASE("keel node announces its data plane, and one whose data port is taken exits 1 naming the address") {
+  auto dir = make_temp_dir();
+  ::unsetenv("KEEL_CLUSTER_SECRET");
+  auto secret = write_secret(dir, "ok", "0123456789abcdef0123");
+  uint16_t port = 0;
+  auto holder = dp::listen_on("127.0.0.1", port);
+  REQUIRE(holder);
+  auto [status, log] = run_to_exit({"--secret-file", secret, "--data-port", std::to_string(port)});
+  CHECK_MESSAGE(status == 1, log);
+  CHECK_MESSAGE(log.find("data plane: cannot listen on 127.0.0.1:" + std::to_string(port)) != std::string::npos, log);
+  auto [off_status, off_log] = run_to_exit({"--secret-file", secret, "--no-data-plane", "--data-port", "x"});
+  CHECK_MESSAGE(off_status == 2, off_log);  // a bad flag is still a bad flag
+  std::filesystem::remove_all(dir);
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto line = n->wait_stdout("keel node: data plane on 127.0.0.1:", patience);
+  CHECK_MESSAGE(line, n->log());
 }
