@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -200,6 +202,7 @@ struct data_plane::impl {
   }
 
   void start_threads(const connection_ptr& c);
+  bool start(const connection_ptr& c);
   void write_loop(const connection_ptr& c);
   void read_requests(const connection_ptr& c);
   void read_answers(const connection_ptr& c);
@@ -520,11 +523,32 @@ void data_plane::impl::accept_loop() {
       continue;
     }
     reap_locked();
+    auto inbound = std::count_if(all.begin(), all.end(), [](const connection_ptr& x) { return !x->outbound; });
+    if (static_cast<size_t>(inbound) >= cfg.max_incoming) {
+      ::close(fd);
+      ++refused;
+      log("refused a connection: " + std::to_string(inbound) + " incoming connections are open (the limit)");
+      continue;
+    }
     auto c = std::make_shared<connection>();
     c->fd = dp::socket_fd(fd);
     c->actor = sys.spawn(gateway, std::weak_ptr<connection>(c), cfg.answer_timeout);
-    start_threads(c);
+    if (!start(c))
+      continue;
     all.push_back(c);
+  }
+}
+
+bool data_plane::impl::start(const connection_ptr& c) {
+  try {
+    start_threads(c);
+    return true;
+  } catch (const std::system_error& e) {  // no thread to be had
+    log(std::string("cannot serve a connection: ") + e.what());
+    close(c, e.what());
+    if (c->writer.joinable())
+      c->writer.join();
+    return false;
   }
 }
 
@@ -604,7 +628,8 @@ caf::actor data_plane::route(const caf::actor& dest) {
   c->host = r->second.first;
   c->port = r->second.second;
   c->actor = p.sys.spawn(forwarder, std::weak_ptr<connection>(c), impl_ref(impl_), c->name());
-  p.start_threads(c);
+  if (!p.start(c))
+    return {};
   p.all.push_back(c);
   return c->actor;
 }

@@ -73,6 +73,9 @@ struct data_plane_config {
   // After a connection to a node fails, `route` answers "no route" (CAF's
   // path) for this long before trying again.
   std::chrono::milliseconds reconnect_after{1000};
+  // Incoming connections open at once (handshaking or served); more are
+  // refused and logged, so a flood cannot exhaust the node's threads.
+  size_t max_incoming = 256;
   // One line per event (connections, refusals, failures); thread-safe. Null:
   // standard error, prefixed "keel data plane: ".
   std::function<void(const std::string&)> log;

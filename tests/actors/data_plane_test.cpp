@@ -60,7 +60,7 @@ struct plane_fixture {
   std::mutex log_mtx;
   std::string log;
 
-  plane_fixture() {
+  explicit plane_fixture(size_t max_incoming = 256) {
     register_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     shard_options o;
@@ -75,6 +75,7 @@ struct plane_fixture {
     data_plane_config dc;
     dc.secret = secret("the cluster secret, 32 bytes ok");
     dc.connect_timeout = 2000ms;
+    dc.max_incoming = max_incoming;
     dc.log = [this](const std::string& line) {
       std::lock_guard<std::mutex> guard(log_mtx);
       log += line + "\n";
@@ -321,4 +322,31 @@ TEST_CASE("stopping the data plane closes its connections and does not wait for 
     err = dp::handshake_client(late->get(), secret("the cluster secret, 32 bytes ok"), "late", "");
     CHECK(err);
   }
+}
+
+TEST_CASE("connections beyond the data plane's limit are refused at once and logged, and a slot freed is used again") {
+  plane_fixture f(2);
+  auto s = secret("the cluster secret, 32 bytes ok");
+  auto first = std::make_unique<peer>(f, s);
+  peer second(f, s);
+  auto third = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
+  REQUIRE(third);
+  dp::set_options(third->get(), 5000ms);
+  unsigned char c;
+  CHECK(!dp::read_exact(third->get(), &c, 1));  // closed by the listener, not timed out
+  CHECK(errno == 0);
+  CHECK(test::wait_until([&] { return f.logged().find("(the limit)") != std::string::npos; }, 5s));
+  CHECK(f.plane->stats().refused == 1);
+  CHECK(second.push_status(1, f.shard.id(), push(0, 1, -1.0f)) == Status::APPLIED);
+  // The first peer leaves; once its connection is gone, a new one is served.
+  first.reset();
+  CHECK(test::wait_until(
+    [&] {
+      auto p = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
+      if (!p)
+        return false;
+      dp::set_options(p->get(), 2000ms);
+      return !dp::handshake_client(p->get(), s, "later", f.plane->node());
+    },
+    5s));
 }
