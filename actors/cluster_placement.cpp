@@ -44,6 +44,37 @@ void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string d
     caf::anon_send(st->job, std::move(e));
 }
 
+// Every live node's data plane address.
+std::vector<data_route> routes_of(const state_ptr& st) {
+  std::vector<data_route> out;
+  std::lock_guard<std::mutex> guard(st->mtx);
+  for (uint32_t i = 0; i < st->handles.size(); ++i)
+    if (st->alive[i] && st->handles[i].data_port != 0)
+      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port});
+  return out;
+}
+
+// Tells every live node where the others' data planes are now, so workers
+// started before a node came back reach its shards on it too.
+void tell_routes(caf::actor_system& sys, const state_ptr& st) {
+  auto routes = routes_of(st);
+  std::vector<caf::actor> agents;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (uint32_t i = 0; i < st->handles.size(); ++i)
+      if (st->alive[i])
+        agents.push_back(st->handles[i].agent);
+  }
+  // Not from the (detached) watcher itself: a detached actor whose handle
+  // went to another node stays in CAF 0.17's registry and its thread blocks
+  // the actor system's shutdown for good (upstream #1110, CAF017.md; seen
+  // here as a coordinator hanging at exit). A scoped actor, as connect_node
+  // uses, does not. A node that does not take them keeps using CAF's path.
+  caf::scoped_actor sender{sys};
+  for (auto& a : agents)
+    sender->send(a, node_routes_atom::value, routes);
+}
+
 // Watches every node's agent: a down agent is a lost node; lost nodes are
 // tried again at their address until one answers (restarted on its port).
 // Detached: reconnecting blocks.
@@ -100,6 +131,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
           st->alive[i] = true;
         }
         st->changed.notify_all();
+        tell_routes(self->system(), st);
         tell_job(st, event_kind::node_up, i,
                  "back at " + addr.host + ":" + std::to_string(addr.port) + " (node " + h->node + ")");
       }
@@ -240,14 +272,9 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, co
   w.epoch = o.epoch;
   w.rule = o.rule;
   w.windowed = o.windowed;
-  {
-    // Every node's data plane, so the worker's pushes and pulls go straight
-    // to whichever node runs a shard (now or after a restart).
-    std::lock_guard<std::mutex> guard(state_->mtx);
-    for (auto& h : state_->handles)
-      if (h.data_port != 0)
-        w.routes.push_back(data_route{h.node, h.host, h.data_port});
-  }
+  // Every node's data plane, so the worker's pushes and pulls go straight
+  // to whichever node runs a shard (now or after a restart).
+  w.routes = routes_of(state_);
   auto req = make_spawn_request(name, std::move(w));
   req.incarnation = incarnation;
   // Workers start after the shards' nodes, so a small cluster mixes both.

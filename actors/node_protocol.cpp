@@ -16,6 +16,7 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_info>("keel.node_info");
   cfg.add_message_type<std::vector<node_info>>("std::vector<keel.node_info>");
   cfg.add_message_type<node_status>("keel.node_status");
+  cfg.add_message_type<std::vector<data_route>>("std::vector<keel.data_route>");
   cfg.add_message_type<supervision::directory_update>("keel.directory_update");
   // What a job's remote shards and workers send its coordinator.
   cfg.add_message_type<job_event>("keel.job_event");

@@ -41,6 +41,9 @@ using auth_atom = caf::atom_constant<caf::atom("nd_auth")>;
 using spawn_atom = caf::atom_constant<caf::atom("nd_spawn")>;
 using nodes_atom = caf::atom_constant<caf::atom("nd_nodes")>;
 using node_status_atom = caf::atom_constant<caf::atom("nd_status")>;
+// (node_routes_atom, std::vector<data_route>) -> ok: where the nodes' data
+// planes listen now (a coordinator tells its nodes when one came back).
+using node_routes_atom = caf::atom_constant<caf::atom("nd_routes")>;
 
 // Labels that keep the two directions' proofs apart (no reflection).
 constexpr const char* agent_proof_label = "keel-node-agent-proof-v1";

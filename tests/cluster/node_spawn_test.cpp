@@ -251,6 +251,10 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   self->request(*agent, patience, spawn_atom::value, make_spawn_request("shard:0", probe_shard(caf::actor{})))
     .receive([&](const caf::actor&) { FAIL("the node spawned for an unauthenticated peer"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
+  std::vector<data_route> routes{{"some-node", "127.0.0.1", 9}};
+  self->request(*agent, patience, node_routes_atom::value, routes)
+    .receive([&](caf::ok_atom) { FAIL("the node took data plane routes from an unauthenticated peer"); },
+             [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
   CHECK_MESSAGE(n->wait_log("refused join from node " + me + ": wrong proof of the cluster secret", patience), n->log());
   CHECK_MESSAGE(n->wait_log("refused spawn from node " + me +
                               ": not authenticated (no valid proof of the cluster secret)", patience),
@@ -261,11 +265,14 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   CHECK_MESSAGE(n->wait_log("ignored an exit (exit_reason(user_shutdown)) sent by node " + me, patience), n->log());
 
   auto good = f.connect(*n);
+  CHECK(good.data_port != 0);  // announced in the node's join
+  self->request(good.agent, patience, node_routes_atom::value, routes)
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(describe(e)); });
   auto status = status_of(good, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
   CHECK(status->children == 0);
-  CHECK(status->refused == 3);
+  CHECK(status->refused == 4);
 }
 
 TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer, and the node serves others") {
