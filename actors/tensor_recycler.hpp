@@ -11,7 +11,7 @@
 
 namespace keel::tensor_recycler {
 
-constexpr size_t max_cached_bytes = size_t{1} << 30;
+constexpr size_t max_cached_bytes = size_t{512} << 20;  // as the buffer pool keeps
 
 // An empty vector with capacity for at least `n` floats: a kept one when one
 // fits (without wasting more than half of it), else a new one, advised to
