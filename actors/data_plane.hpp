@@ -24,8 +24,10 @@
 // A destination with no route (its node unknown, or its connection failed
 // in the last `reconnect_after`) gets an invalid handle from `route`: the
 // caller then uses CAF's path, so the data plane is never needed for
-// correctness. Routes come from the coordinator (each node's data-plane port
-// is in its NodeJoin; worker spawn requests carry them).
+// correctness. Routes come from the coordinator: each node's data-plane port
+// is in its NodeJoin, worker spawn requests carry every node's, and a node
+// that comes back is announced to the others (node_routes_atom). Threads:
+// one accepting, two per connection (writer, reader).
 //
 // Authentication: each connection starts with a challenge-response over the
 // cluster secret in both directions, bound to both sides' CAF node ids
