@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <system_error>
 
 #include "actors/data_plane_impl.hpp"
@@ -75,20 +75,44 @@ void data_plane::impl::write_loop(const connection_ptr& c) {
 
 namespace {
 
-// Reads one header; an empty optional with `why` set ends the connection.
-std::optional<dp::header> next_header(int fd, const connection& c, std::string& why, bool& bad) {
-  unsigned char raw[dp::header_bytes];
-  if (!dp::read_exact(fd, raw, sizeof raw)) {
-    why = errno == 0 ? c.name() + " closed the connection" : "reading from " + c.name() + ": " + std::strerror(errno);
-    return std::nullopt;
+struct read_end {
+  std::string why;   // how the connection ended
+  bool bad = false;  // the peer sent bytes that break the protocol
+};
+
+// Reads header after header with its body until the connection ends. A
+// frame of a kind in `frames` goes to on_frame(header, frame), an error
+// text (where `texts`) to on_text(header, text); any other kind is bad
+// bytes ("<unexpected> (kind N) where <expected> are expected").
+template <class OnFrame, class OnText>
+read_end read_frames(int fd, const connection& c, std::array<dp::kind, 2> frames, bool texts,
+                     const char* unexpected, const char* expected, std::atomic<uint64_t>& bytes_in,
+                     OnFrame on_frame, OnText on_text) {
+  for (;;) {
+    unsigned char raw[dp::header_bytes];
+    if (!dp::read_exact(fd, raw, sizeof raw))
+      return {errno == 0 ? c.name() + " closed the connection"
+                         : "reading from " + c.name() + ": " + std::strerror(errno)};
+    auto h = dp::decode_header(raw);
+    if (!h)
+      return {describe(h.error()), true};
+    if (texts && h->k == dp::kind::error) {
+      auto text = dp::read_text(fd, *h);
+      if (!text)
+        return {describe(text.error())};
+      on_text(*h, std::move(*text));
+      continue;
+    }
+    if (h->k != frames[0] && h->k != frames[1])
+      return {std::string(unexpected) + " (kind " + std::to_string(static_cast<uint32_t>(h->k)) + ") where " +
+                expected + " are expected",
+              true};
+    auto f = dp::read_frame(fd, *h);
+    if (!f)
+      return {describe(f.error()), is(f.error(), errc::malformed_message)};
+    bytes_in += h->length;
+    on_frame(*h, std::move(*f));
   }
-  auto h = dp::decode_header(raw);
-  if (!h) {
-    why = describe(h.error());
-    bad = true;
-    return std::nullopt;
-  }
-  return *h;
 }
 
 }  // namespace
@@ -111,81 +135,45 @@ void data_plane::impl::read_requests(const connection_ptr& c) {
     return;
   ++connections_in;
   log("connection from " + c->name());
-  std::string why;
-  bool bad = false;
-  for (;;) {
-    auto h = next_header(fd, *c, why, bad);
-    if (!h)
-      break;
-    if (h->k != dp::kind::push && h->k != dp::kind::pull) {
-      why = "an answer (kind " + std::to_string(static_cast<uint32_t>(h->k)) + ") where requests are expected";
-      bad = true;
-      break;
-    }
-    auto f = dp::read_frame(fd, *h);
-    if (!f) {
-      why = describe(f.error());
-      bad = is(f.error(), errc::malformed_message);
-      break;
-    }
-    bytes_in += h->length;
-    auto shard = lookup(h->target);
-    if (!shard) {
-      c->enqueue(outgoing{dp::header{dp::kind::error, h->slot, 0, 0}, nullptr,
-                          "actor " + std::to_string(h->target) + " is not served by node " + node +
-                            " (it stopped, or is not one of this node's shards)"});
-      continue;
-    }
-    ++requests_in;
-    if (h->k == dp::kind::push)
-      caf::anon_send(c->actor, dp_request_atom::value, h->slot, shard, push_msg(std::move(*f)));
-    else
-      caf::anon_send(c->actor, dp_request_atom::value, h->slot, shard, pull_request_msg(std::move(*f)));
-  }
-  if (bad) {
+  auto end = read_frames(
+    fd, *c, {dp::kind::push, dp::kind::pull}, false, "an answer", "requests", bytes_in,
+    [&](const dp::header& h, frame_ptr f) {
+      auto shard = lookup(h.target);
+      if (!shard) {
+        c->enqueue(outgoing{dp::header{dp::kind::error, h.slot, 0, 0}, nullptr,
+                            "actor " + std::to_string(h.target) + " is not served by node " + node +
+                              " (it stopped, or is not one of this node's shards)"});
+        return;
+      }
+      ++requests_in;
+      if (h.k == dp::kind::push)
+        caf::anon_send(c->actor, dp_request_atom::value, h.slot, shard, push_msg(std::move(f)));
+      else
+        caf::anon_send(c->actor, dp_request_atom::value, h.slot, shard, pull_request_msg(std::move(f)));
+    },
+    [](const dp::header&, std::string) {});
+  if (end.bad) {
     ++refused;
-    log(c->name() + " sent bad bytes (" + why + "); closing its connection");
+    log(c->name() + " sent bad bytes (" + end.why + "); closing its connection");
   }
-  close(c, why);
+  close(c, end.why);
 }
 
 void data_plane::impl::read_answers(const connection_ptr& c) {
-  int fd = c->socket();
-  std::string why;
-  bool bad = false;
-  for (;;) {
-    auto h = next_header(fd, *c, why, bad);
-    if (!h)
-      break;
-    if (h->k == dp::kind::error) {
-      auto text = dp::read_text(fd, *h);
-      if (!text) {
-        why = describe(text.error());
-        break;
-      }
-      caf::anon_send(c->actor, dp_error_atom::value, h->slot, std::move(*text));
-      continue;
-    }
-    if (h->k != dp::kind::push_ack && h->k != dp::kind::pull_reply) {
-      why = "a request (kind " + std::to_string(static_cast<uint32_t>(h->k)) + ") where answers are expected";
-      bad = true;
-      break;
-    }
-    auto f = dp::read_frame(fd, *h);
-    if (!f) {
-      why = describe(f.error());
-      bad = is(f.error(), errc::malformed_message);
-      break;
-    }
-    bytes_in += h->length;
-    if (h->k == dp::kind::push_ack)
-      caf::anon_send(c->actor, dp_reply_atom::value, h->slot, push_ack_msg(std::move(*f)));
-    else
-      caf::anon_send(c->actor, dp_reply_atom::value, h->slot, pull_reply_msg(std::move(*f)));
-  }
-  if (bad)
-    log(c->name() + " sent bad bytes (" + why + "); closing the connection");
-  close(c, why);
+  auto end = read_frames(
+    c->socket(), *c, {dp::kind::push_ack, dp::kind::pull_reply}, true, "a request", "answers", bytes_in,
+    [&](const dp::header& h, frame_ptr f) {
+      if (h.k == dp::kind::push_ack)
+        caf::anon_send(c->actor, dp_reply_atom::value, h.slot, push_ack_msg(std::move(f)));
+      else
+        caf::anon_send(c->actor, dp_reply_atom::value, h.slot, pull_reply_msg(std::move(f)));
+    },
+    [&](const dp::header& h, std::string text) {
+      caf::anon_send(c->actor, dp_error_atom::value, h.slot, std::move(text));
+    });
+  if (end.bad)
+    log(c->name() + " sent bad bytes (" + end.why + "); closing the connection");
+  close(c, end.why);
 }
 
 void data_plane::impl::accept_loop() {

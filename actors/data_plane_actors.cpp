@@ -54,27 +54,30 @@ bool fail_slot(Map& pending, uint64_t slot, const caf::error& err) {
   return true;
 }
 
+// Queues one request (`what`: "push" or "pull") and returns the promise
+// its answer, kept in `pending` under its slot, will fulfil.
+template <class Answer>
+caf::result<Answer> forward(forwarder_actor* self, const std::weak_ptr<connection>& wc, const impl_ref& wp,
+                            const std::string& peer, const char* what, dp::kind k, const caf::actor& dest,
+                            const frame_ptr& f,
+                            std::unordered_map<uint64_t, caf::typed_response_promise<Answer>>& pending) {
+  if (!f || !dest)
+    return make_error(errc::invalid_argument, std::string("data plane: an empty ") + what + " or no destination");
+  uint64_t slot = 0;
+  if (!queue_request(self, wc, wp, k, dest, f, slot))
+    return lost(peer, self->state.closed.empty() ? "closed" : self->state.closed);
+  auto rp = self->template make_response_promise<Answer>();
+  pending.emplace(slot, rp);
+  return rp;
+}
+
 caf::behavior forwarder(forwarder_actor* self, std::weak_ptr<connection> wc, impl_ref wp, std::string peer) {
   return {
     [=](dp_forward_atom, const caf::actor& dest, const push_msg& m) -> caf::result<push_ack_msg> {
-      if (m.empty() || !dest)
-        return make_error(errc::invalid_argument, "data plane: an empty push or no destination");
-      uint64_t slot = 0;
-      if (!queue_request(self, wc, wp, dp::kind::push, dest, m.frame(), slot))
-        return lost(peer, self->state.closed.empty() ? "closed" : self->state.closed);
-      auto rp = self->make_response_promise<push_ack_msg>();
-      self->state.pushes.emplace(slot, rp);
-      return rp;
+      return forward(self, wc, wp, peer, "push", dp::kind::push, dest, m.frame(), self->state.pushes);
     },
     [=](dp_forward_atom, const caf::actor& dest, const pull_request_msg& m) -> caf::result<pull_reply_msg> {
-      if (m.empty() || !dest)
-        return make_error(errc::invalid_argument, "data plane: an empty pull or no destination");
-      uint64_t slot = 0;
-      if (!queue_request(self, wc, wp, dp::kind::pull, dest, m.frame(), slot))
-        return lost(peer, self->state.closed.empty() ? "closed" : self->state.closed);
-      auto rp = self->make_response_promise<pull_reply_msg>();
-      self->state.pulls.emplace(slot, rp);
-      return rp;
+      return forward(self, wc, wp, peer, "pull", dp::kind::pull, dest, m.frame(), self->state.pulls);
     },
     [=](dp_reply_atom, uint64_t slot, const push_ack_msg& a) { deliver(self->state.pushes, slot, a); },
     [=](dp_reply_atom, uint64_t slot, const pull_reply_msg& r) { deliver(self->state.pulls, slot, r); },
