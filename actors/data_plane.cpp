@@ -261,11 +261,17 @@ void data_plane::serve(const caf::actor& local) {
 }
 
 void data_plane::add_route(const std::string& node, const std::string& host, uint16_t port) {
+  if (node == impl_->node)
+    return;  // its own shards are reached locally
   std::lock_guard<std::mutex> guard(impl_->mtx);
   auto& r = impl_->routes[node];
-  if (auto it = impl_->out.find(node); it != impl_->out.end() && (r.first != host || r.second != port)) {
-    impl_->close(it->second, "the node moved to " + host + ":" + std::to_string(port));
-    impl_->out.erase(it);  // its threads are reaped later
+  if (r.first != host || r.second != port) {
+    for (auto it = impl_->out.begin(); it != impl_->out.end(); ++it)
+      if (it->second->peer == node) {
+        impl_->close(it->second, "the node moved to " + host + ":" + std::to_string(port));
+        impl_->out.erase(it);  // its threads are reaped later
+        break;
+      }
   }
   r = {host, port};
 }
@@ -274,22 +280,23 @@ caf::actor data_plane::route(const caf::actor& dest) {
   auto& p = *impl_;
   if (!dest || dest.node() == p.sys.node())
     return {};
-  auto node = to_string(dest.node());
   std::lock_guard<std::mutex> guard(p.mtx);
   if (p.stopping)
     return {};
-  auto r = p.routes.find(node);
-  if (r == p.routes.end())
-    return {};
-  auto& c = p.out[node];
-  if (c) {
+  // The hot path (every push and pull): an open connection, found by node id.
+  if (auto it = p.out.find(dest.node()); it != p.out.end()) {
     steady::time_point closed_at;
-    if (!c->is_closed(&closed_at))
-      return c->actor;
+    if (!it->second->is_closed(&closed_at))
+      return it->second->actor;
     if (steady::now() - closed_at < p.cfg.reconnect_after)
       return {};
   }
+  auto node = to_string(dest.node());
+  auto r = p.routes.find(node);
+  if (r == p.routes.end())
+    return {};
   p.reap_locked();
+  auto& c = p.out[dest.node()];
   c = std::make_shared<connection>();
   c->outbound = true;
   c->peer = node;

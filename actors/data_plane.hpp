@@ -108,7 +108,8 @@ class data_plane {
   void serve(const caf::actor& local);
 
   // Where node `node` (its CAF node id as text) listens. A later call for
-  // the same node replaces the address.
+  // the same node replaces the address; a route to this process's own node
+  // is ignored (its shards are local).
   void add_route(const std::string& node, const std::string& host, uint16_t port);
 
   // The forwarder for `dest`'s node, or an invalid handle: dest is local or

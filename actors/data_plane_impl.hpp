@@ -159,7 +159,7 @@ struct data_plane::impl {
   std::mutex mtx;
   bool stopping = false;
   std::map<std::string, std::pair<std::string, uint16_t>> routes;  // node -> host, port
-  std::map<std::string, connection_ptr> out;                       // node -> its connection
+  std::map<caf::node_id, connection_ptr> out;                      // node -> its connection
   std::vector<connection_ptr> all;                                 // every connection with threads
   std::unordered_map<caf::actor_id, caf::actor> served;
 

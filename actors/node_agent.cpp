@@ -346,17 +346,13 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
       auto from = sender_node(self);
       if (!from || !trusted(self, *from))
         return refuse(self, "data plane routes", from);
-      auto& plane = self->state.cfg.plane;
-      if (routes.size() > 4096)
-        return make_error(errc::invalid_argument, "data plane routes: " + std::to_string(routes.size()) +
-                                                    " (at most 4096)");
-      size_t taken = 0;
-      for (auto& r : routes)
-        if (plane && !r.node.empty() && r.node != plane->node() && !r.host.empty() && r.port != 0) {
-          plane->add_route(r.node, r.host, r.port);
-          ++taken;
-        }
-      log(self, "data plane routes from node " + to_string(*from) + ": " + std::to_string(taken) + " other nodes");
+      if (auto err = check_routes(routes, "nd_routes")) {
+        log(self, "refused data plane routes from node " + to_string(*from) + ": " + describe(err));
+        return err;
+      }
+      if (auto& plane = self->state.cfg.plane)
+        for (auto& r : routes) plane->add_route(r.node, r.host, r.port);
+      log(self, "data plane routes from node " + to_string(*from) + ": " + std::to_string(routes.size()) + " nodes");
       return caf::ok_atom::value;
     },
     [=](node_status_atom) -> caf::result<node_status> {

@@ -117,15 +117,7 @@ caf::error check_worker(const worker_spawn& w) {
                "need a positive timeout and 0 < retry_min_ms <= retry_max_ms");
   if (static_cast<unsigned>(w.rule) > static_cast<unsigned>(consistency_kind::asp))
     return bad("worker.rule", "unknown rule " + std::to_string(static_cast<unsigned>(w.rule)));
-  if (w.routes.size() > max_routes)
-    return bad("worker.routes", std::to_string(w.routes.size()) + " routes (at most " + std::to_string(max_routes) + ")");
-  for (size_t i = 0; i < w.routes.size(); ++i) {
-    auto& r = w.routes[i];
-    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0)
-      return bad("worker.routes[" + std::to_string(i) + "]",
-                 "needs a node id and a host (1 to 256 characters each) and a port");
-  }
-  return {};
+  return check_routes(w.routes, "worker.routes");
 }
 
 caf::expected<std::shared_ptr<const model>> build_model(const model_spec& spec,
@@ -172,9 +164,7 @@ caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spaw
   o.rule = w.rule;
   o.windowed = w.windowed;
   if (plane) {
-    for (auto& r : w.routes)
-      if (r.node != plane->node())
-        plane->add_route(r.node, r.host, r.port);
+    for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port);
     o.plane = plane;
   }
   return spawn_worker(sys, std::move(o));
@@ -202,6 +192,18 @@ caf::expected<caf::actor> start_checkpointer(caf::actor_system& sys, const check
 }
 
 }  // namespace
+
+caf::error check_routes(const std::vector<data_route>& routes, const std::string& where) {
+  if (routes.size() > max_routes)
+    return bad(where, std::to_string(routes.size()) + " routes (at most " + std::to_string(max_routes) + ")");
+  for (size_t i = 0; i < routes.size(); ++i) {
+    auto& r = routes[i];
+    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0)
+      return bad(where + "[" + std::to_string(i) + "]",
+                 "needs a node id and a host (1 to 256 characters each) and a port");
+  }
+  return {};
+}
 
 caf::error check_request_frames(const spawn_request& req) {
   if (req.kind == "shard" && !req.shard.snapshot.empty()) {

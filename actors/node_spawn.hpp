@@ -16,6 +16,10 @@ namespace keel {
 
 class data_plane;
 
+// Checks data plane routes from a peer (a count bound; each with a node
+// id, a host and a port); the error names `where` and the bad entry.
+caf::error check_routes(const std::vector<data_route>& routes, const std::string& where);
+
 // Decodes every capnp frame the request carries with the validating decoder
 // (the snapshot of a shard restart). An error here means bad bytes from the
 // peer, which the agent treats as misbehaviour, not as a bad config.

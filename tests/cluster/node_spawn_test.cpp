@@ -268,6 +268,13 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   CHECK(good.data_port != 0);  // announced in the node's join
   self->request(good.agent, patience, node_routes_atom::value, routes)
     .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(describe(e)); });
+  std::vector<data_route> no_host{{"some-node", "", 9}};
+  self->request(good.agent, patience, node_routes_atom::value, no_host)
+    .receive([](caf::ok_atom) { FAIL("the node took a route without a host"); },
+             [&](caf::error& e) {
+               CHECK_MESSAGE(describe(e).find("nd_routes[0]: needs a node id and a host") != std::string::npos,
+                             describe(e));
+             });
   auto status = status_of(good, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
