@@ -178,9 +178,28 @@ struct client {
   caf::actor sink;
 };
 
-// Pushes with `window` in flight; each ack must say "applied". To a shard,
-// each push is built by copying a gradient, as a worker does; to the sink
-// (transport only) the same few prebuilt pushes are sent again and again.
+// Times `count` requests kept `window` in flight, after one round trip
+// that connects and warms the pools; GB/s of `bytes` per request.
+template <class Send, class Await>
+double windowed_gbps(size_t bytes, size_t count, Send send_one, Await await_one) {
+  send_one();
+  await_one();
+  size_t sent = 0, done = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (; sent < count && sent < window; ++sent) send_one();
+  for (; done < count; ++done) {
+    await_one();
+    if (sent < count) {
+      send_one();
+      ++sent;
+    }
+  }
+  return static_cast<double>(bytes * count) / seconds_since(t0) / 1e9;
+}
+
+// Pushes; each ack must say "applied". To a shard, each push is built by
+// copying a gradient, as a worker does; to the sink (transport only) the
+// same few prebuilt pushes are sent again and again.
 double push_gbps(client& cl, size_t i, size_t count, bool over_plane, bool to_sink = false) {
   auto& shard = to_sink ? cl.sink : cl.shards[i];
   size_t floats = sizes_mib[i] << 18;
@@ -192,14 +211,13 @@ double push_gbps(client& cl, size_t i, size_t count, bool over_plane, bool to_si
   if (over_plane && !via)
     die("no data plane route to the shard");
   caf::scoped_actor self{cl.sys};
-  size_t sent = 0, done = 0;
+  size_t next = 0;
   auto send_one = [&] {
-    auto m = to_sink ? ready[sent % ready.size()] : make_push(grad, ++cl.seq[i]);
+    auto m = to_sink ? ready[next++ % ready.size()] : make_push(grad, ++cl.seq[i]);
     if (over_plane)
       self->send(via, dp_forward_atom::value, shard, std::move(m));
     else
       self->send(shard, std::move(m));
-    ++sent;
   };
   auto await_one = [&] {
     self->receive(
@@ -207,38 +225,27 @@ double push_gbps(client& cl, size_t i, size_t count, bool over_plane, bool to_si
         auto d = decode(a);
         if (!d || d->root().getStatus() != schema::PushAck::Status::APPLIED)
           die("a push was not applied");
-        ++done;
       },
       [&](caf::error& e) { die("push: " + describe(e)); },
       caf::after(60s) >> [] { die("no ack within 60 s"); });
   };
-  send_one();  // connect, warm the pools
-  await_one();
-  sent = done = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  while (sent < count && sent < window) send_one();
-  while (done < count) {
-    await_one();
-    if (sent < count)
-      send_one();
-  }
-  return static_cast<double>(floats * 4 * count) / seconds_since(t0) / 1e9;
+  return windowed_gbps(floats * 4, count, send_one, await_one);
 }
 
-// Pulls of the whole shard with `window` in flight.
+// Pulls of the whole shard.
 double pull_gbps(client& cl, size_t i, size_t count, bool over_plane) {
   auto& shard = cl.shards[i];
   size_t floats = sizes_mib[i] << 18;
   caf::actor via = over_plane ? cl.plane->route(shard) : caf::actor{};
+  if (over_plane && !via)
+    die("no data plane route to the shard");
   caf::scoped_actor self{cl.sys};
   auto req = make_pull(floats);
-  size_t sent = 0, done = 0;
   auto send_one = [&] {
     if (over_plane)
       self->send(via, dp_forward_atom::value, shard, req);
     else
       self->send(shard, req);
-    ++sent;
   };
   auto await_one = [&] {
     self->receive(
@@ -246,22 +253,11 @@ double pull_gbps(client& cl, size_t i, size_t count, bool over_plane) {
         auto d = decode(r);
         if (!d || d->root().getDense()[0].getValues().size() != floats * 4)
           die("a pull reply is not the whole shard");
-        ++done;
       },
       [&](caf::error& e) { die("pull: " + describe(e)); },
       caf::after(60s) >> [] { die("no pull reply within 60 s"); });
   };
-  send_one();
-  await_one();
-  sent = done = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  while (sent < count && sent < window) send_one();
-  while (done < count) {
-    await_one();
-    if (sent < count)
-      send_one();
-  }
-  return static_cast<double>(floats * 4 * count) / seconds_since(t0) / 1e9;
+  return windowed_gbps(floats * 4, count, send_one, await_one);
 }
 
 }  // namespace
