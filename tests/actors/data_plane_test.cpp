@@ -9,13 +9,10 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/atoms.hpp"
 #include "actors/data_plane.hpp"
 #include "actors/data_plane_wire.hpp"
-#include "actors/parameter_shard.hpp"
 #include "cli_run.hpp"
-#include "messages/register_types.hpp"
-#include "storage/snapshot.hpp"
+#include "two_param_shard.hpp"
 
 using namespace keel;
 using namespace std::chrono_literals;
@@ -30,16 +27,7 @@ cluster_secret secret(const std::string& text) {
 }
 
 push_msg push(uint32_t worker, uint64_t seq, float g) {
-  return build<schema::Push>(64, [&](schema::Push::Builder b) {
-    b.setWorker(worker);
-    b.setSeq(seq);
-    b.setStep(seq - 1);
-    auto r = b.initDense(1)[0];
-    r.setBegin(0);
-    r.setEnd(2);
-    float v[2] = {g, g};
-    std::memcpy(r.initValues(8).begin(), v, 8);
-  });
+  return test::two_param_push(worker, seq, g);
 }
 
 pull_request_msg pull(uint32_t worker) {
@@ -52,26 +40,13 @@ pull_request_msg pull(uint32_t worker) {
   });
 }
 
-struct plane_fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::actor shard;
+// The two-parameter shard, served on a data plane of its own.
+struct plane_fixture : test::two_param_shard {
   std::shared_ptr<data_plane> plane;
   std::mutex log_mtx;
   std::string log;
 
   explicit plane_fixture(size_t max_incoming = 256) {
-    register_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    shard_options o;
-    o.config.num_workers = 1;
-    o.config.dense = {0, 2};
-    o.config.rule = {consistency_kind::asp, 0};
-    o.config.optimizer.lr = 1.0f;
-    o.initial_dense = {0.0f, 0.0f};
-    auto s = spawn_parameter_shard(*sys, std::move(o));
-    REQUIRE(s);
-    shard = *s;
     data_plane_config dc;
     dc.secret = secret("the cluster secret, 32 bytes ok");
     dc.connect_timeout = 2000ms;
@@ -85,30 +60,11 @@ struct plane_fixture {
     plane = *p;
     plane->serve(shard);
   }
-  ~plane_fixture() {
-    plane->stop();
-    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
-  }
+  ~plane_fixture() { plane->stop(); }
 
   std::string logged() {
     std::lock_guard<std::mutex> guard(log_mtx);
     return log;
-  }
-
-  float param0() {
-    caf::scoped_actor self{*sys};
-    float v[2] = {-1, -1};
-    self->request(shard, 10s, params_atom::value)
-      .receive(
-        [&](const shard_snapshot_msg& m) {
-          auto d = decode(m);
-          REQUIRE(d);
-          for (auto t : d->root().getTensors())
-            if (t.getName() == "dense")
-              REQUIRE(!copy_tensor(t, v, sizeof(v)));
-        },
-        [&](caf::error& e) { FAIL(describe(e)); });
-    return v[0];
   }
 };
 

@@ -5,10 +5,7 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/atoms.hpp"
-#include "actors/parameter_shard.hpp"
-#include "messages/register_types.hpp"
-#include "storage/snapshot.hpp"
+#include "two_param_shard.hpp"
 
 using namespace keel;
 using Status = schema::PushAck::Status;
@@ -16,37 +13,10 @@ using Status = schema::PushAck::Status;
 namespace {
 
 push_msg push(uint32_t worker, uint64_t seq, float g) {
-  return build<schema::Push>(64, [&](schema::Push::Builder b) {
-    b.setWorker(worker);
-    b.setSeq(seq);
-    b.setStep(seq - 1);
-    auto r = b.initDense(1)[0];
-    r.setBegin(0);
-    r.setEnd(2);
-    float v[2] = {g, g};
-    std::memcpy(r.initValues(8).begin(), v, 8);
-  });
+  return test::two_param_push(worker, seq, g);
 }
 
-struct shard_fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::actor shard;
-  shard_fixture() {
-    register_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    shard_options o;
-    o.config.num_workers = 1;
-    o.config.dense = {0, 2};
-    o.config.rule = {consistency_kind::asp, 0};
-    o.config.optimizer.lr = 1.0f;
-    o.initial_dense = {0.0f, 0.0f};
-    auto s = spawn_parameter_shard(*sys, std::move(o));
-    REQUIRE(s);
-    shard = *s;
-  }
-  ~shard_fixture() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
-
+struct shard_fixture : test::two_param_shard {
   Status send(const push_msg& m) {
     caf::scoped_actor self{*sys};
     Status out = Status::REJECTED;
@@ -54,22 +24,6 @@ struct shard_fixture {
       .receive([&](const push_ack_msg& a) { out = decode(a)->root().getStatus(); },
                [&](caf::error& e) { FAIL(describe(e)); });
     return out;
-  }
-
-  float param0() {
-    caf::scoped_actor self{*sys};
-    float v[2] = {-1, -1};
-    self->request(shard, std::chrono::seconds(10), params_atom::value)
-      .receive(
-        [&](const shard_snapshot_msg& m) {
-          auto d = decode(m);
-          REQUIRE(d);
-          for (auto t : d->root().getTensors())
-            if (t.getName() == "dense")
-              REQUIRE(!copy_tensor(t, v, sizeof(v)));
-        },
-        [&](caf::error& e) { FAIL(describe(e)); });
-    return v[0];
   }
 };
 

@@ -1,0 +1,71 @@
+#pragma once
+// A parameter shard actor of two dense parameters (ASP, one worker, SGD
+// with lr 1, both starting at 0) in an actor system of its own, and pushes
+// for it: what the shard actor's tests and the data plane's tests drive.
+
+#include <cstring>
+#include <memory>
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+
+#include "actors/atoms.hpp"
+#include "actors/parameter_shard.hpp"
+#include "messages/register_types.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel::test {
+
+// Worker `worker`'s push `seq` (step seq - 1) of gradient g for both parameters.
+inline push_msg two_param_push(uint32_t worker, uint64_t seq, float g) {
+  return build<schema::Push>(64, [&](schema::Push::Builder b) {
+    b.setWorker(worker);
+    b.setSeq(seq);
+    b.setStep(seq - 1);
+    auto r = b.initDense(1)[0];
+    r.setBegin(0);
+    r.setEnd(2);
+    float v[2] = {g, g};
+    std::memcpy(r.initValues(8).begin(), v, 8);
+  });
+}
+
+struct two_param_shard {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor shard;
+
+  two_param_shard() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    shard_options o;
+    o.config.num_workers = 1;
+    o.config.dense = {0, 2};
+    o.config.rule = {consistency_kind::asp, 0};
+    o.config.optimizer.lr = 1.0f;
+    o.initial_dense = {0.0f, 0.0f};
+    auto s = spawn_parameter_shard(*sys, std::move(o));
+    REQUIRE(s);
+    shard = *s;
+  }
+  ~two_param_shard() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
+
+  // The first parameter's value now, read from the shard.
+  float param0() {
+    caf::scoped_actor self{*sys};
+    float v[2] = {-1, -1};
+    self->request(shard, std::chrono::seconds(10), params_atom::value)
+      .receive(
+        [&](const shard_snapshot_msg& m) {
+          auto d = decode(m);
+          REQUIRE(d);
+          for (auto t : d->root().getTensors())
+            if (t.getName() == "dense")
+              REQUIRE(!copy_tensor(t, v, sizeof(v)));
+        },
+        [&](caf::error& e) { FAIL(describe(e)); });
+    return v[0];
+  }
+};
+
+}  // namespace keel::test
