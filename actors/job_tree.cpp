@@ -33,10 +33,7 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
     auto f = s.as<frame>();
     if (!f)
       return make_error(errc::damaged_snapshot, "not a shard snapshot");
-    auto d = decode<schema::ShardSnapshot>(f);
-    if (!d)
-      return d.error();
-    return check_shard_snapshot(cfg, d->root());
+    return check_shard_snapshot(cfg, f);
   };
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include <kj/exception.h>
 
 #include "actors/tensor_recycler.hpp"
+#include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "storage/crc32c.hpp"
 #include "storage/snapshot.hpp"
@@ -90,6 +93,38 @@ caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DT
                                             ": tensor '" + name + "' is missing");
 }
 
+// Frames whose CRCs are known good (see check_shard_snapshot(cfg, frame)).
+// Weak references: the memo keeps no frame alive, and an expired entry
+// still names its own control block, so a new frame at a reused address is
+// never mistaken for it. Bounded: the oldest entries go first.
+class verified_frames {
+ public:
+  static verified_frames& instance() {
+    static verified_frames v;
+    return v;
+  }
+
+  void add(const frame_ptr& f) {
+    std::lock_guard<std::mutex> lock(mtx_);
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](auto& w) { return w.expired(); }),
+                   entries_.end());
+    if (entries_.size() >= max_entries)
+      entries_.erase(entries_.begin());
+    entries_.push_back(f);
+  }
+
+  bool contains(const frame_ptr& f) const {
+    std::lock_guard<std::mutex> lock(mtx_);
+    return std::any_of(entries_.begin(), entries_.end(),
+                       [&](auto& w) { return !w.owner_before(f) && !f.owner_before(w); });
+  }
+
+ private:
+  static constexpr size_t max_entries = 1024;
+  mutable std::mutex mtx_;
+  std::vector<std::weak_ptr<const frame>> entries_;
+};
+
 }  // namespace
 
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
@@ -128,7 +163,10 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
   tensors.push_back(i64(t_worker_clock, clocks));
   tensors.push_back(i64(t_counters, counters));
-  return make_snapshot(h, tensors);
+  auto snap = make_snapshot(h, tensors);
+  if (snap)
+    verified_frames::instance().add(snap->frame());
+  return snap;
 }
 
 namespace {
@@ -277,6 +315,28 @@ caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::
     return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
                                                 " is unreadable: " + e.getDescription().cStr());
   }
+}
+
+caf::error check_shard_snapshot(const shard_config& cfg, const frame_ptr& snap) {
+  if (!snap)
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) + " is empty");
+  auto d = decode<schema::ShardSnapshot>(snap);
+  if (!d)
+    return d.error();
+  auto& memo = verified_frames::instance();
+  bool known_good = memo.contains(snap);
+  try {
+    auto checked =
+      restore_unguarded(cfg, d->root(), false, known_good ? verify_mode::structure : verify_mode::checksums);
+    if (!checked)
+      return checked.error();
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
+  if (!known_good)
+    memo.add(snap);
+  return caf::error{};
 }
 
 }  // namespace keel

@@ -31,4 +31,13 @@ caf::expected<shard_core> restore_shard(const shard_config& cfg,
 // restore from `snap`. What a supervisor's snapshot validator runs.
 caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::Reader snap);
 
+// The same check on a whole frame, remembering which frames' CRCs are known
+// good: one snapshot_of made in this process (it computed the CRCs from the
+// shard's own arrays) or one this function accepted before. Frames are
+// immutable, so for those the CRC pass is skipped and only the structure
+// (dtypes, shapes, keys, workers) is checked again. A frame read from a file
+// or received from another process is checked in full the first time. This
+// is what keeps a CRC pass over the parameters off a crashed shard's restart.
+caf::error check_shard_snapshot(const shard_config& cfg, const frame_ptr& snap);
+
 }  // namespace keel

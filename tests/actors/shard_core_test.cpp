@@ -276,6 +276,44 @@ TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flippe
   CHECK(unchecked->dense()[2] != 1.25f);
 }
 
+TEST_CASE("check_shard_snapshot on a frame checks the CRCs of a frame from bytes once, and the structure every time") {
+  auto cfg = config(consistency_kind::asp, 1);
+  const std::vector<float> values = {0.5f, -0.5f, 1.25f, 2.0f};
+  shard_core a(cfg, values);
+  auto snap = snapshot_of(a, 1, 0);
+  REQUIRE(snap);
+  auto other = cfg;
+  other.dense = {10, 16};
+  // Made here: its CRCs are known good, its shapes are still checked.
+  CHECK_FALSE(check_shard_snapshot(cfg, snap->frame()));
+  auto err = check_shard_snapshot(other, snap->frame());
+  REQUIRE(err);
+  CHECK(describe(err).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
+  CHECK(check_shard_snapshot(cfg, frame_ptr{}));
+
+  // The same bytes parsed again (as from a file or another process), once
+  // intact and once with a parameter changed after its CRC was taken.
+  const auto& f = *snap->frame();
+  std::vector<unsigned char> bytes(f.encoded_size_bytes());
+  f.encode_to(bytes.data());
+  auto intact = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE(intact);
+  CHECK_FALSE(check_shard_snapshot(cfg, *intact));
+  CHECK(check_shard_snapshot(other, *intact));
+  auto at = std::search(bytes.begin(), bytes.end(), reinterpret_cast<const unsigned char*>(values.data()),
+                        reinterpret_cast<const unsigned char*>(values.data()) + 16);
+  REQUIRE(at != bytes.end());
+  at[8] ^= 0x01;
+  auto changed = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE(changed);
+  for (int i = 0; i < 2; ++i) {  // refused, and not remembered as good
+    auto refused = check_shard_snapshot(cfg, *changed);
+    REQUIRE(refused);
+    CHECK(is(refused, errc::damaged_snapshot));
+    CHECK(describe(refused).find("dense") != std::string::npos);
+  }
+}
+
 TEST_CASE("a restore checks the CRC of each dense tensor beside its copy, and reuses the arrays of a shard that went away") {
   auto cfg = config(consistency_kind::asp, 1);
   cfg.optimizer.kind = optimizer_kind::adam;  // two slot tensors
