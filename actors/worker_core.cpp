@@ -217,19 +217,21 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
   auto range = cfg_.parts[shard].dense;
   auto& keys = shard_keys_[shard];
   auto offset = sparse_offset(shard);
-  return build<schema::Push>(64 + range.size() / 2 + keys.size() * 2, [&](schema::Push::Builder b) {
-    b.setWorker(cfg_.worker);
-    b.setSeq(step_ + 1);
-    b.setStep(step_);
-    b.setShard(shard);
-    if (empty)
-      return;
+  // The dense values go into a buffer of their own (copy_data: one pass,
+  // no zero-fill first), the rest into the message's first segment.
+  frame_builder fb(64 + keys.size() * 2);
+  auto b = fb.message().initRoot<schema::Push>();
+  b.setVersion(schema::PROTOCOL_VERSION);
+  b.setWorker(cfg_.worker);
+  b.setSeq(step_ + 1);
+  b.setStep(step_);
+  b.setShard(shard);
+  if (!empty) {
     if (range.size() > 0) {
       auto d = b.initDense(1)[0];
       d.setBegin(range.begin);
       d.setEnd(range.end);
-      std::memcpy(d.initValues(range.size() * 4).begin(), grad.dense.data() + range.begin,
-                  range.size() * 4);
+      d.adoptValues(fb.copy_data(grad.dense.data() + range.begin, range.size() * 4));
     }
     auto s = b.initSparse();
     auto k = s.initKeys(keys.size());
@@ -238,7 +240,8 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
       k.set(i, keys[i]);
       v.set(i, grad.sparse_values[offset + i]);
     }
-  });
+  }
+  return push_msg(fb.finish());
 }
 
 worker_core::push_round worker_core::begin_push(const gradient_buffer& grad) {

@@ -131,7 +131,7 @@ caf::expected<frame_ptr> frame::parse_copy(const void* data, size_t n_bytes, buf
 }
 
 frame_builder::frame_builder(size_t size_hint_words, std::shared_ptr<buffer_pool> pool)
-  : builder_(std::make_unique<pooled_message_builder>(size_hint_words, std::move(pool))) {}
+  : builder_(std::make_unique<pooled_message_builder>(size_hint_words, pool)), pool_(std::move(pool)) {}
 
 frame_builder::~frame_builder() = default;
 
@@ -150,6 +150,13 @@ capnp::Orphan<capnp::Data> frame_builder::adopt_data(pooled_buffer buf, size_t n
   auto orphan = builder_->getOrphanage().referenceExternalData(capnp::Data::Reader(buf.bytes(), n_bytes));
   adopted_.push_back(std::move(buf));
   return orphan;
+}
+
+capnp::Orphan<capnp::Data> frame_builder::copy_data(const void* bytes, size_t n_bytes) {
+  auto buf = pool_->acquire((n_bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+  if (n_bytes > 0)
+    std::memcpy(buf.bytes(), bytes, n_bytes);
+  return adopt_data(std::move(buf), n_bytes);
 }
 
 frame_ptr frame_builder::finish() {

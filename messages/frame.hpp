@@ -81,6 +81,11 @@ class frame_builder {
   // the bytes must not change afterwards. This is how large gradients enter
   // a push at no copy. Throws std::invalid_argument if `n_bytes` exceeds `buf`.
   capnp::Orphan<capnp::Data> adopt_data(pooled_buffer buf, size_t n_bytes);
+  // Copies `n_bytes` from `bytes` into a pooled buffer of their own and
+  // adopts it as above: one pass over the bytes, where a Data field the
+  // message allocates is zero-filled first and then written (two passes).
+  // How a worker puts a slice of its gradient into a push.
+  capnp::Orphan<capnp::Data> copy_data(const void* bytes, size_t n_bytes);
 
   // Seals the message into an immutable frame; the builder is spent.
   frame_ptr finish();
@@ -88,6 +93,7 @@ class frame_builder {
  private:
   std::unique_ptr<capnp::MessageBuilder> builder_;
   std::vector<pooled_buffer> adopted_;
+  std::shared_ptr<buffer_pool> pool_;
 };
 
 }  // namespace keel

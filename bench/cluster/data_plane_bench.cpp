@@ -24,8 +24,11 @@
 #include "actors/data_plane_wire.hpp"
 #include "actors/node_client.hpp"
 #include "actors/parameter_shard.hpp"
+#include "bench/messages/push_bench.hpp"
 
 using namespace keel;
+using keel::bench::make_push;
+using keel::bench::seconds_since;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,10 +41,6 @@ constexpr size_t num_ports = 3 + std::size(sizes_mib);
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "data_plane_bench: %s\n", what.c_str());
   std::exit(1);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 cluster_secret bench_secret() {
@@ -146,18 +145,6 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
   while (::read(stop_pipe, &c, 1) > 0) {
   }
   std::_Exit(0);
-}
-
-push_msg make_push(const std::vector<float>& grad, uint64_t seq) {
-  return build<schema::Push>(grad.size() / 2 + 64, [&](schema::Push::Builder b) {
-    b.setWorker(0);
-    b.setSeq(seq);
-    b.setStep(seq - 1);
-    auto r = b.initDense(1)[0];
-    r.setBegin(0);
-    r.setEnd(grad.size());
-    std::memcpy(r.initValues(grad.size() * 4).begin(), grad.data(), grad.size() * 4);
-  });
 }
 
 pull_request_msg make_pull(size_t floats) {

@@ -1,4 +1,6 @@
 // Push throughput, each figure beside a ceiling measured in the same run:
+//  - local: building a push by copying a gradient into it, as a worker
+//    does, beside a memcpy of the same bytes (issue 11's P2 "build");
 //  - local: build + send + decode (validated) between two actors in one
 //    process, beside a memcpy of the same bytes;
 //  - remote: the same across two processes on loopback through CAF's
@@ -32,6 +34,25 @@ double memcpy_gbps(size_t bytes, size_t reps) {
   volatile char keep = dst.bytes()[reps % bytes];
   (void)keep;
   return static_cast<double>(bytes * reps) / s / 1e9;
+}
+
+// Builds `reps` pushes of `floats` values one after another (each freed
+// before the next, so its buffers return to the pool, as a worker's do
+// once the log lets go of them).
+double build_gbps(size_t floats, size_t reps) {
+  std::vector<float> grad(floats, 0.5f);
+  size_t bytes = 0;
+  for (size_t i = 0; i < 2; ++i)  // warm the pool
+    bytes += make_push(grad, i + 1).frame()->size_words();
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < reps; ++i) {
+    grad[i % floats] = static_cast<float>(i);
+    bytes += make_push(grad, i + 1).frame()->size_words();
+  }
+  double s = seconds_since(t0);
+  if (bytes == 0)
+    std::abort();
+  return static_cast<double>(floats * 4 * reps) / s / 1e9;
 }
 
 double local_gbps(caf::actor_system& sys, size_t floats, size_t pushes, bool adopt,
@@ -100,10 +121,13 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 2; ++i) {
     size_t floats = sizes_mib[i] * (1 << 20) / 4;
     double mc = memcpy_gbps(floats * 4, pushes);
+    double built = build_gbps(floats, pushes);
     double adopted = local_gbps(sys, floats, pushes, true);
     double copied = local_gbps(sys, floats, pushes, false);
     double unchecked = local_gbps(sys, floats, pushes, true, false);
     std::string size = std::to_string(sizes_mib[i]) + " MiB";
+    std::printf("%-8s %-44s %10.2f %12.2f %7.2f\n", size.c_str(),
+                "local: build (copy the gradient in) vs memcpy", built, mc, built / mc);
     std::printf("%-8s %-44s %10.2f %12.2f %7.2f\n", size.c_str(),
                 "local: adopt+send+decode vs memcpy", adopted, mc, adopted / mc);
     std::printf("%-8s %-44s %10.2f %12.2f %7.2f\n", size.c_str(),

@@ -27,16 +27,20 @@ inline push_msg adopt_push(pooled_buffer grad, size_t floats, uint64_t seq) {
   return push_msg(fb.finish());
 }
 
-// Builds a push by copying `grad` into the message.
+// Builds a push by copying `grad` into it, as a worker does
+// (worker_core::make_push: frame_builder::copy_data, one pass).
 inline push_msg make_push(const std::vector<float>& grad, uint64_t seq) {
-  return build<schema::Push>(grad.size() / 2 + 64, [&](schema::Push::Builder b) {
-    b.setWorker(0);
-    b.setSeq(seq);
-    auto r = b.initDense(1)[0];
-    r.setBegin(0);
-    r.setEnd(grad.size());
-    std::memcpy(r.initValues(grad.size() * 4).begin(), grad.data(), grad.size() * 4);
-  });
+  frame_builder fb(64);
+  auto b = fb.message().initRoot<schema::Push>();
+  b.setVersion(schema::PROTOCOL_VERSION);
+  b.setWorker(0);
+  b.setSeq(seq);
+  b.setStep(seq - 1);
+  auto r = b.initDense(1)[0];
+  r.setBegin(0);
+  r.setEnd(grad.size());
+  r.adoptValues(fb.copy_data(grad.data(), grad.size() * 4));
+  return push_msg(fb.finish());
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {

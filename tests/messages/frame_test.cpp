@@ -113,6 +113,34 @@ TEST_CASE("data adopted into a frame is referenced in place and survives encodin
   CHECK(std::memcmp(d2.begin(), text, sizeof(text)) == 0);
 }
 
+TEST_CASE("copied data gets a pooled buffer of its own, its padding zeroed, and does not follow its source") {
+  auto pool = buffer_pool::create();
+  {  // leave a buffer full of 0xff in the pool: copy_data must not show its bytes
+    auto dirty = pool->acquire(8);
+    std::memset(dirty.bytes(), 0xff, dirty.size_bytes());
+  }
+  char text[] = "gradient bytes";  // 15 bytes: one byte of padding follows
+  frame_builder fb(64, pool);
+  fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_data(text, sizeof(text)));
+  auto f = fb.finish();
+  text[0] = 'G';
+  CHECK(pool->stats().reused >= 1);
+
+  capnp::SegmentArrayMessageReader local(f->segments());
+  auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  REQUIRE(d.size() == sizeof(text));
+  CHECK(d.begin() != reinterpret_cast<const unsigned char*>(text));
+  CHECK(std::memcmp(d.begin(), "gradient bytes", sizeof(text)) == 0);
+  std::vector<unsigned char> bytes(f->encoded_size_bytes());
+  f->encode_to(bytes.data());
+  CHECK(bytes.back() == 0);
+  auto parsed = frame::parse_copy(bytes.data(), bytes.size(), *pool);
+  REQUIRE(parsed);
+  capnp::SegmentArrayMessageReader remote((*parsed)->segments());
+  auto d2 = remote.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  CHECK(std::memcmp(d2.begin(), "gradient bytes", sizeof(text)) == 0);
+}
+
 TEST_CASE("adopting more bytes than the buffer holds is refused") {
   auto pool = buffer_pool::create();
   frame_builder fb(64, pool);
