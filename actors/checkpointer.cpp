@@ -1,5 +1,7 @@
 #include "actors/checkpointer.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -47,6 +49,13 @@ void report(checkpointer_actor* self, event_kind kind, std::string detail, uint6
     self->send(st.opt.job, std::move(e));
 }
 
+// CPU time of the calling thread, in microseconds.
+int64_t thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
 void write_checkpoint(checkpointer_actor* self, uint64_t id,
                       std::map<uint32_t, checkpointer_state::arrived> shards) {
   auto& st = self->state;
@@ -60,7 +69,12 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
     snaps.push_back(std::move(a.msg));
   }
   note.step = step;
+  auto t0 = std::chrono::steady_clock::now();
+  auto cpu0 = thread_cpu_us();
   auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
+  note.write_cpu_us = thread_cpu_us() - cpu0;
+  note.write_us =
+    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   if (!r) {
     st.store->abandon(id);
     report(self, event_kind::checkpoint_failed,

@@ -50,6 +50,10 @@ struct checkpoint_committed {
   uint64_t checkpoint = 0;
   uint64_t step = 0;                    // the newest shard step in it
   std::vector<committed_shard> shards;  // by shard index
+  // What writing it took the checkpointer (off the training path, but on
+  // the machine's cores): wall time, and CPU time of its thread.
+  int64_t write_us = 0;
+  int64_t write_cpu_us = 0;
 };
 
 caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts);

@@ -275,6 +275,8 @@ void job::impl::watch_window() {
 // checkpoint covers of each shard (seqs up to that shard's snapshot step).
 void job::impl::on_committed(const checkpoint_committed& c) {
   ++result.checkpoints;
+  result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
+  result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
   if (checkpoints->committed(c.checkpoint, c.step, c.shards))
     widen_window();
   for (auto& s : c.shards)

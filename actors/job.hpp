@@ -81,6 +81,13 @@ struct job_result {
   std::map<std::string, uint64_t> restarts;      // per actor name
   uint64_t rollbacks = 0;
   uint64_t checkpoints = 0;                      // committed during the run
+  // What the checkpoints cost (their share of `seconds` is the figure to
+  // watch): writing them (wall and the checkpointer thread's CPU, summed
+  // over commits), and steps the checkpoint window held back (summed over
+  // workers, each worker's last incarnation).
+  double checkpoint_write_seconds = 0;
+  double checkpoint_write_cpu_seconds = 0;
+  double window_wait_seconds = 0;
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them

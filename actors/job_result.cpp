@@ -140,9 +140,11 @@ caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
 caf::expected<job_result> job::impl::finish() {
   result.pushes_acked = 0;
   result.steps = cfg.steps;
+  result.window_wait_seconds = 0;
   for (auto& [worker, r] : reports) {
     result.pushes_acked += r.pushes_acked;
     result.steps = std::min(result.steps, r.steps);
+    result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;
   }
   result.params_sha256 = params_sha256(result.dense, result.sparse);
   result.messages_hit = faults->links()->hits();

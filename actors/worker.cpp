@@ -38,6 +38,7 @@ void fail(worker_actor* self, caf::error err) {
 // every shard for what it needs.
 void start_step(worker_actor* self) {
   auto& st = self->state;
+  bool was_waiting = st.core.phase() == worker_phase::waiting;
   switch (st.core.next_step()) {
     case worker_core::step_start::finished:
       // Stay up with the log: a shard that restarts before the job has read
@@ -45,6 +46,8 @@ void start_step(worker_actor* self) {
       self->send(st.opt.job, done_atom::value, st.core.report());
       return;
     case worker_core::step_start::waiting:
+      if (!was_waiting)
+        st.waiting_since = std::chrono::steady_clock::now();
       return;  // until the job widens the window
     case worker_core::step_start::pull:
       break;
@@ -274,8 +277,13 @@ caf::behavior running(worker_actor* self) {
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) {
-        if (self->state.core.widen_window(limit))
+        auto& st = self->state;
+        if (st.core.widen_window(limit)) {
+          auto waited = std::chrono::steady_clock::now() - st.waiting_since;
+          st.core.waited_at_window(
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
           start_step(self);
+        }
       },
   };
 }

@@ -171,6 +171,8 @@ class worker_core {
   // A retry timer of generation `gen` for `shard` fired: what to resend.
   retry_action retry(uint64_t gen, uint32_t shard, bool push) const;
   void count_retry() { ++report_.retries; }
+  // A step the window held back for `us` microseconds could start.
+  void waited_at_window(uint64_t us) { report_.window_wait_us += us; }
 
   // Stops everything (a rollback is due): a new generation, phase halted.
   void halt();

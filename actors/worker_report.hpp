@@ -19,13 +19,16 @@ struct worker_report {
   uint64_t skipped_steps = 0;
   uint64_t replayed = 0;  // pushes resent to restarted shards
   double last_loss = 0;
+  // Microseconds a step was held back by the checkpoint window (a
+  // checkpoint not yet committed): what checkpoints cost this worker in waiting.
+  uint64_t window_wait_us = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   using wire::bits;
   return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
-           x.retries, x.skipped_steps, x.replayed, bits(x.last_loss));
+           x.retries, x.skipped_steps, x.replayed, bits(x.last_loss), x.window_wait_us);
 }
 
 }  // namespace keel

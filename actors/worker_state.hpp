@@ -26,6 +26,7 @@ struct worker_state {
   std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
   gradient_buffer grad;
   held_deliveries held;  // directory updates a link fault holds back
+  std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;

@@ -271,6 +271,11 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   std::cout << "log loss " << r->quality.log_loss << " over " << r->quality.examples
             << " examples\nkeel train: pushes acked " << r->pushes_acked << ", applied "
             << r->pushes_applied << ", params_sha256 " << r->params_sha256 << "\n";
+  if (r->checkpoints > 0)
+    std::cout << "keel train: " << r->checkpoints << " checkpoints committed; writing them took "
+              << r->checkpoint_write_seconds << " s (" << r->checkpoint_write_cpu_seconds
+              << " s of CPU), and the checkpoint window held workers back " << r->window_wait_seconds
+              << " s in all\n";
   if (!quiet) {
     auto recovered = recoveries(r->events);
     if (!recovered.empty()) {

@@ -191,3 +191,26 @@ TEST_CASE("a job refuses a checkpoint directory holding an earlier run's checkpo
   CHECK(is(again.error(), errc::invalid_argument));
   CHECK(describe(again.error()).find("of an earlier run") != std::string::npos);
 }
+
+TEST_CASE("a job accounts what its checkpoints cost: the writes, and the steps the window held back") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 40);
+  c.checkpoint_every = 4;  // steps from 8 on wait for a commit
+  // Every snapshot of shard:0 reaches the checkpointer 300 ms late, so
+  // every checkpoint commits at least 300 ms after its step; the workers
+  // reach the window (two checkpoints ahead) long before that and wait.
+  auto plan = parse_fault_plan("delay:shard:0>checkpointer@1x100+300ms");
+  REQUIRE_MESSAGE(plan, describe(plan.error()));
+  c.faults = *plan;
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_exactly_once(c, *r);
+  REQUIRE(r->checkpoints >= 1);
+  CHECK(r->checkpoint_write_seconds > 0);
+  CHECK(r->checkpoint_write_cpu_seconds > 0);
+  CHECK(r->checkpoint_write_cpu_seconds <= r->checkpoint_write_seconds + 1e-3);
+  // From step 8 on, each commit held both workers back for most of those
+  // 300 ms: at least 8 commits.
+  CHECK(r->window_wait_seconds > 1.0);
+  CHECK(r->window_wait_seconds < 2 * r->seconds);
+}

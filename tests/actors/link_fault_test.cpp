@@ -189,6 +189,9 @@ TEST_CASE("faults fire at a time and after a number of messages of a kind") {
   CHECK(r->restarts["shard:1"] >= 1);
   CHECK(r->restarts["worker:0"] >= 1);
   CHECK(r->restarts["checkpointer"] >= 1);
+  if (r->restarts["checkpointer"] == 0)
+    for (auto& e : r->events)
+      MESSAGE(to_string(e));
   CHECK(r->fault_plan.find("kill:shard:1@push=30") != std::string::npos);
   CHECK(r->fault_plan.find("kill:checkpointer@0ms") != std::string::npos);
   check_exactly_once(c, *r);
