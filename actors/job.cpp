@@ -246,6 +246,9 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
       return err;
   if (auto err = p->start_tree())
     return err;
+  // Faults due at once (at 0 ms) strike now, while the run is young, not
+  // whenever the caller first waits: by then a short run may be over.
+  p->faults->fire_due(0, p->elapsed_ms());
   return std::unique_ptr<job>(new job(std::move(p)));
 }
 

@@ -44,10 +44,10 @@ int64_t now_unix_ms() {
 }
 
 caf::expected<pull_reply_msg> answer(const shard_core& core, schema::PullRequest::Reader req) {
-  frame_builder fb(core.dense().size() / 2 + 256);
+  frame_builder fb(256 + req.getSparseKeys().size() * 2);
   auto reply = fb.message().initRoot<schema::PullReply>();
   reply.setVersion(schema::PROTOCOL_VERSION);
-  if (auto err = core.read(req, reply))
+  if (auto err = core.read(req, reply, &fb))
     return err;
   return pull_reply_msg(fb.finish());
 }

@@ -233,7 +233,8 @@ bool shard_core::can_serve(uint64_t clock) const {
   return false;
 }
 
-caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::Builder reply) const {
+caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
+                            frame_builder* fb) const {
   auto ranges = req.getDense();
   for (auto r : ranges)
     if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
@@ -256,8 +257,11 @@ caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::
     auto b = ranges[i].getBegin(), e = ranges[i].getEnd();
     out[i].setBegin(b);
     out[i].setEnd(e);
-    auto data = out[i].initValues((e - b) * 4);
-    std::memcpy(data.begin(), dense_.data() + (b - cfg_.dense.begin), (e - b) * 4);
+    const float* from = dense_.data() + (b - cfg_.dense.begin);
+    if (fb)
+      out[i].adoptValues(fb->copy_data(from, (e - b) * 4));
+    else
+      std::memcpy(out[i].initValues((e - b) * 4).begin(), from, (e - b) * 4);
   }
   auto sparse = reply.initSparse();
   auto out_keys = sparse.initKeys(keys.size());

@@ -82,8 +82,11 @@ class shard_core {
   bool can_serve(uint64_t clock) const;
 
   // Fills `reply` with the requested values. Fails, naming the key, when a
-  // requested key is not this shard's.
-  caf::error read(schema::PullRequest::Reader req, schema::PullReply::Builder reply) const;
+  // requested key is not this shard's. Given the reply's frame_builder, the
+  // dense values go into buffers of their own (copy_data: one pass over
+  // them instead of a zero-fill and a copy).
+  caf::error read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
+                  frame_builder* fb = nullptr) const;
 
   const shard_config& config() const { return cfg_; }
   uint64_t version() const { return version_; }  // updates applied so far

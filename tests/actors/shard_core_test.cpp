@@ -148,16 +148,24 @@ TEST_CASE("a pull reads the requested dense ranges and sparse keys, unseen spars
   });
   auto r = decode(req);
   REQUIRE(r);
-  frame_builder fb;
-  auto reply = fb.message().initRoot<schema::PullReply>();
-  REQUIRE(!s.read(r->root(), reply));
-  auto v = reply.asReader().getDense()[0].getValues();
-  float f[2];
-  std::memcpy(f, v.begin(), 8);
-  CHECK(f[0] == 2.0f);
-  CHECK(f[1] == 3.0f);
-  CHECK(reply.asReader().getSparse().getValues()[0] == 5.0f);
-  CHECK(reply.asReader().getSparse().getValues()[1] == 0.0f);
+  for (bool own_buffers : {false, true}) {  // values in the message, or copied into buffers of their own
+    CAPTURE(own_buffers);
+    frame_builder fb;
+    auto reply = fb.message().initRoot<schema::PullReply>();
+    reply.setVersion(schema::PROTOCOL_VERSION);
+    REQUIRE(!s.read(r->root(), reply, own_buffers ? &fb : nullptr));
+    auto v = reply.asReader().getDense()[0].getValues();
+    REQUIRE(v.size() == 8);
+    float f[2];
+    std::memcpy(f, v.begin(), 8);
+    CHECK(f[0] == 2.0f);
+    CHECK(f[1] == 3.0f);
+    CHECK(reply.asReader().getSparse().getValues()[0] == 5.0f);
+    CHECK(reply.asReader().getSparse().getValues()[1] == 0.0f);
+    auto sealed = decode(pull_reply_msg(fb.finish()));
+    REQUIRE_MESSAGE(sealed, describe(sealed.error()));
+    CHECK(sealed->root().getDense()[0].getValues().size() == 8);
+  }
 }
 
 TEST_CASE("a shard restored from its snapshot continues exactly as the original") {
