@@ -12,6 +12,7 @@ using params_atom = caf::atom_constant<caf::atom("params")>;      // read a shar
 using truncate_atom = caf::atom_constant<caf::atom("truncate")>;  // a checkpoint covers logged pushes
 using step_atom = caf::atom_constant<caf::atom("step")>;          // (epoch, worker, step, loss as IEEE bits)
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using resend_atom = caf::atom_constant<caf::atom("resend")>;      // (shard, push, attempt): send a logged push again
 using done_atom = caf::atom_constant<caf::atom("done")>;          // a worker finished its steps
 using replay_atom = caf::atom_constant<caf::atom("replay")>;      // resend the log to a restarted shard
 using crash_atom = caf::atom_constant<caf::atom("crash")>;        // fault injection: throw now

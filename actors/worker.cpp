@@ -201,11 +201,30 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
               return fail(self, a.error());
             on_ack(self, shard, a->root());
           },
-          [self, shard, gen, attempt](caf::error& err) {
+          [self, shard, gen, attempt, m, dest = st.shards[shard]](caf::error& err) {
             auto& st = self->state;
             auto seq = st.core.step() + 1;
-            if (!st.core.push_open(gen, shard))
+            if (!st.core.push_open(gen, shard)) {
+              // Not the open step's push: a replay to a restarted shard or a
+              // resend after OUT_OF_ORDER, which the retry timer below never
+              // covers. A lost one would leave the shard without it for good
+              // (under BSP every later pull waits on it), so it goes again
+              // while the shard is the incarnation it was sent to (a newer
+              // one gets a replay of its own).
+              if (st.core.phase() == worker_phase::halted || dest != st.shards[shard])
+                return;
+              auto d = decode(m);
+              if (!d)
+                return;
+              st.core.count_retry();
+              emit(self, event_kind::retry,
+                   "push " + std::to_string(d->root().getSeq()) + " to " +
+                       st.opt.shard_names[shard] + " (resent): " + self->system().render(err));
+              refresh(self, shard);
+              self->delayed_send(self, backoff(st.opt, attempt), resend_atom::value, shard, m,
+                                 attempt + 1);
               return;
+            }
             st.core.count_retry();
             emit(self, event_kind::retry,
                  "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
@@ -240,6 +259,11 @@ caf::behavior running(worker_actor* self) {
           case worker_core::retry_action::none:
             return;
         }
+      },
+      [self](resend_atom, uint32_t shard, const push_msg& m, uint32_t attempt) {
+        auto& st = self->state;
+        if (st.core.phase() != worker_phase::halted && shard < st.shards.size())
+          send_push(self, shard, m, attempt);
       },
       [self](const supervision::directory_update& u) {
         // Updates cross the directory's link to this worker.

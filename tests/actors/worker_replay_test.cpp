@@ -1,0 +1,150 @@
+// The worker actor against a real shard actor and a directory: what a
+// worker resends to a restarted shard when the link loses part of it.
+#include <chrono>
+#include <memory>
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+
+#include "actors/atoms.hpp"
+#include "actors/faults/link_faults.hpp"
+#include "actors/job_event.hpp"
+#include "actors/parameter_shard.hpp"
+#include "actors/partition.hpp"
+#include "actors/worker.hpp"
+#include "messages/register_types.hpp"
+#include "models/probe_model.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/protocol.hpp"
+
+using namespace keel;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct replay_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::scoped_actor> job;  // the worker's job: events, steps
+  caf::actor directory;
+  std::shared_ptr<link_faults> links = std::make_shared<link_faults>();
+  std::shared_ptr<const model> probe;
+  std::vector<shard_keys> parts;
+
+  replay_fixture() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    job = std::make_unique<caf::scoped_actor>(*sys);
+    directory = supervision::spawn_directory(*sys);
+    auto m = probe_model::make({});
+    REQUIRE(m);
+    probe = *m;
+    parts = partition_keys(probe->layout().dense_size(), probe->layout().sparse_key_count(), 1);
+  }
+  ~replay_fixture() {
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+  }
+
+  // A fresh BSP shard:0 of a job of two workers, registered as incarnation `inc`.
+  caf::actor start_shard(uint64_t inc) {
+    shard_options o;
+    o.config.shard = 0;
+    o.config.num_workers = 2;
+    o.config.dense = parts[0].dense;
+    o.config.sparse = parts[0].sparse;
+    o.config.rule = {consistency_kind::bsp, 0};
+    o.config.optimizer.lr = 1.0f;
+    o.initial_dense.resize(parts[0].dense.size());
+    probe->initial_dense(1, parts[0].dense.begin, o.initial_dense);
+    o.faults = links;
+    auto s = spawn_parameter_shard(*sys, std::move(o));
+    REQUIRE(s);
+    (*job)->send(directory, supervision::register_atom::value,
+                 supervision::directory_update{"shard:0", inc, supervision::name_state::up, *s});
+    return *s;
+  }
+
+  caf::actor start_worker0() {
+    worker_options o;
+    o.worker = 0;
+    o.num_workers = 2;
+    o.training_model = probe;
+    o.parts = parts;
+    o.shard_names = {"shard:0"};
+    o.directory = directory;
+    o.job = caf::actor_cast<caf::actor>(*job);
+    o.batch_size = 16;
+    o.total_steps = 10;
+    o.request_timeout = 300ms;
+    o.rule = consistency_kind::bsp;
+    o.faults = links;
+    auto w = spawn_worker(*sys, o);
+    REQUIRE(w);
+    return *w;
+  }
+
+  // Waits until the worker reports step `step` done.
+  bool step_done(uint64_t step, std::chrono::seconds within) {
+    auto deadline = std::chrono::steady_clock::now() + within;
+    bool seen = false;
+    while (!seen && std::chrono::steady_clock::now() < deadline)
+      (*job)->receive(
+        [&](step_atom, uint32_t, uint32_t, uint64_t s, uint64_t) { seen = s >= step; },
+        [](const job_event&) {},
+        caf::after(std::chrono::milliseconds(100)) >> [] {});
+    return seen;
+  }
+
+  // What `shard` has received of worker 0.
+  uint64_t received(const caf::actor& shard) {
+    uint64_t out = 0;
+    (*job)->request(shard, 5s, status_atom::value, uint32_t{0})
+      .receive([&](uint64_t r, uint64_t, uint64_t) { out = r; },
+               [&](caf::error& e) { FAIL(describe(e)); });
+    return out;
+  }
+
+  // Waits until `shard` has received push `seq` of worker 0.
+  bool received_by(const caf::actor& shard, uint64_t seq, std::chrono::seconds within) {
+    auto deadline = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      if (received(shard) >= seq)
+        return true;
+      if (std::chrono::steady_clock::now() >= deadline)
+        return false;
+      (*job)->receive([](const job_event&) {}, [](step_atom, uint32_t, uint32_t, uint64_t, uint64_t) {},
+                      caf::after(std::chrono::milliseconds(20)) >> [] {});
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a replayed push the link loses is sent again, so the restarted BSP shard serves the parked pull") {
+  replay_fixture f;
+  auto a = f.start_shard(1);
+  auto w = f.start_worker0();
+  // Worker 1 never pushes: worker 0 pushes step 0 (held by the shard) and
+  // then waits in step 1's pull, whatever the timing.
+  REQUIRE(f.step_done(1, 10s));
+  REQUIRE(f.received(a) == 1);
+  // The next push on any link, the replay of push 1 to the new incarnation,
+  // is lost; the fault is armed on the shard's thread as it counts the push.
+  auto next = f.links->count(msg_kind::push) + 1;
+  f.links->at_count(msg_kind::push, next, [links = f.links] {
+    fault drop;
+    drop.kind = fault_kind::drop;
+    drop.target = "worker:0>shard:0";
+    drop.count = 1;
+    links->arm(drop);  // a valid target: checked below through hits()
+  });
+  caf::anon_send_exit(a, caf::exit_reason::kill);
+  auto b = f.start_shard(2);  // restarted from nothing: it needs push 1 again
+  // Without a resend the shard would wait for push 1 forever, and with it
+  // worker 0's step-1 pull.
+  CHECK(f.received_by(b, 1, 10s));
+  CHECK(f.links->hits()[0] == 1);  // the replayed push was lost once
+  CHECK(f.links->count(msg_kind::push) >= next + 1);
+  caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+}
