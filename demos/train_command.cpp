@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <cmath>
 #include <iostream>
 
@@ -90,7 +91,7 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     ("steps", number_flag<uint64_t>(&steps, "N", 1, uint64_t{1} << 40, false),
      "global steps per worker (default: --epochs worth)")
     ("seed", number_flag(&cfg.seed, "N"), "seed of data order and initial values")
-    ("checkpoint-dir", text_flag(&checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir)")
+    ("checkpoint-dir", text_flag(&checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
     ("checkpoint-every", number_flag(&cfg.checkpoint_every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch)")
@@ -199,6 +200,9 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     checkpoint_dir = resume_dir;
     cfg.resume = true;
   }
+  // Checkpoints in a directory of our own making are removed after a run
+  // that succeeded; after a failure they stay, for --resume.
+  const bool temp_checkpoints = checkpoint_dir.empty();
   if (checkpoint_dir.empty()) {
     char tmpl[] = "/tmp/keel-train-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
@@ -207,6 +211,21 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     }
     checkpoint_dir = tmpl;
   }
+  // Removes the directory made above when this command returns, unless a
+  // failed run's checkpoints are in it.
+  struct temp_checkpoint_dir {
+    std::string path;  // empty: none made
+    bool keep = false;
+    ~temp_checkpoint_dir() {
+      if (path.empty() || keep)
+        return;
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+      if (ec)
+        std::cerr << "keel train: warning: cannot remove the temporary checkpoint directory " << path
+                  << ": " << ec.message() << "\n";
+    }
+  } made_dir{temp_checkpoints ? checkpoint_dir : std::string{}};
   cfg.checkpoint_dir = checkpoint_dir;
   cfg.request_timeout = std::chrono::milliseconds(request_timeout_ms);
   bool quiet = vm.count("quiet") > 0;
@@ -254,8 +273,14 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   auto metrics_error = metrics.finish(r ? &*r : nullptr);
   if (!metrics_error.empty())
     std::cerr << "keel train: " << metrics_error << "\n";
+  j->reset();  // the job's actors are gone: nothing writes checkpoints any more
   if (!r) {
     std::cerr << "keel train: training failed: " << describe(r.error()) << "\n";
+    if (temp_checkpoints) {
+      made_dir.keep = true;
+      std::cerr << "keel train: its checkpoints stay in " << checkpoint_dir << " (--resume "
+                << checkpoint_dir << " continues the run)\n";
+    }
     return 1;
   }
   uint64_t restarts = 0;

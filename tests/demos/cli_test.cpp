@@ -178,3 +178,28 @@ TEST_CASE("keel --help and every command's --help exit 0 and list every flag wit
   CHECK(help_train.status == 0);
   CHECK(has(help_train.out, "--plot FILE"));
 }
+
+TEST_CASE("keel train removes the checkpoint directory it made after a success, and keeps it after a failure") {
+  temp_dir dir;
+  auto dir_in = [](const std::string& text, const std::string& after) {
+    auto at = text.find(after);
+    REQUIRE(at != std::string::npos);
+    auto begin = at + after.size();
+    return text.substr(begin, text.find_first_of(" \n", begin) - begin);
+  };
+  auto ok = run_keel(dir, "train --model probe --steps 40");
+  CAPTURE(ok.out);
+  REQUIRE(ok.status == 0);
+  auto made = dir_in(ok.out, "checkpoints in ");
+  CHECK(made.rfind("/tmp/keel-train-", 0) == 0);
+  CHECK_FALSE(std::filesystem::exists(made));
+
+  // Too many steps to finish within a second: the run fails, and its
+  // checkpoints stay for --resume.
+  auto failed = run_keel(dir, "train --model probe --steps 100000 --timeout 1 --quiet");
+  CAPTURE(failed.err);
+  REQUIRE(failed.status == 1);
+  auto kept = dir_in(failed.err, "its checkpoints stay in ");
+  CHECK(std::filesystem::exists(std::filesystem::path(kept) / "keel-train.args"));
+  std::filesystem::remove_all(kept);
+}
