@@ -224,8 +224,11 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
   // 44-50k samples/s with CAF's default and 50-57k with this (medians of
   // 6-8 alternating runs). The polling lasts a few milliseconds, so an idle
   // job still sleeps: a run that waited at the checkpoint window for 1.2 s
-  // used 84 ms of CPU against 74 ms.
-  p->sys_cfg->set("work-stealing.aggressive-poll-attempts", 100000);
+  // used 84 ms of CPU against 74 ms. Only when the job's actors run here:
+  // a cluster's coordinator shares its cores with node processes, whose
+  // work its polling would take (keel cluster ran slower with it).
+  if (!c.placement)
+    p->sys_cfg->set("work-stealing.aggressive-poll-attempts", 100000);
   p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);
   p->ctl = std::make_unique<caf::scoped_actor>(*p->sys);
   if (c.placement)
