@@ -61,3 +61,39 @@ TEST_CASE("a shard actor answers a malformed push with an error and keeps servin
   CHECK(f.send(push(0, 1, -3.0f)) == Status::APPLIED);
   CHECK(f.param0() == 3.0f);
 }
+
+TEST_CASE("pulls of the same keys at the same clock and shard version share one reply, and an update makes a new one") {
+  shard_fixture f;
+  auto pull = [&](uint64_t clock, uint64_t end) {
+    auto req = build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
+      b.setWorker(0);
+      b.setClock(clock);
+      auto r = b.initDense(1)[0];
+      r.setBegin(0);
+      r.setEnd(end);
+    });
+    caf::scoped_actor self{*f.sys};
+    pull_reply_msg out;
+    self->request(f.shard, std::chrono::seconds(10), req)
+      .receive([&](const pull_reply_msg& r) { out = r; }, [&](caf::error& e) { FAIL(describe(e)); });
+    return out;
+  };
+  auto value0 = [](const pull_reply_msg& r) {
+    auto d = decode(r);
+    REQUIRE(d);
+    float v = -1;
+    std::memcpy(&v, d->root().getDense()[0].getValues().begin(), 4);
+    return v;
+  };
+  auto a = pull(0, 2), b = pull(0, 2);
+  REQUIRE(a.frame());
+  CHECK(a.frame() == b.frame());  // the same immutable frame: no second copy
+  CHECK(pull(1, 2).frame() != a.frame());  // another clock
+  CHECK(pull(1, 1).frame() != a.frame());  // other keys
+  CHECK(f.send(push(0, 1, -1.0f)) == Status::APPLIED);
+  auto c = pull(0, 2);
+  CHECK(c.frame() != a.frame());  // a new shard version
+  CHECK(value0(a) == 0.0f);
+  CHECK(value0(c) == 1.0f);
+  CHECK(decode(c)->root().getShardVersion() == decode(a)->root().getShardVersion() + 1);
+}
