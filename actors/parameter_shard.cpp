@@ -29,7 +29,9 @@ struct pending_pull {
 // The last pull reply built and what it answered. Under BSP every worker
 // pulls the same keys at the same clock once a step is applied; a reply is
 // a function of (clock, keys, shard version) alone and frames are
-// immutable, so the next worker gets the same frame, with no copy.
+// immutable, so the next worker gets the same frame, with no copy. The
+// price: the last reply stays in memory until the next (at most one more
+// copy of what a worker pulls, per shard).
 struct last_reply {
   std::optional<pull_reply_msg> reply;
   uint64_t clock = 0;
