@@ -84,7 +84,13 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
                                         const join_identity& me) {
   auto at = where(host, port);
   exempt_caf_network_layer_from_leak_checks(sys);
+  // CAF gives up a handshake after middleman.connection-timeout (800 ms by
+  // default, for heartbeats); a node that is only slow to answer (a loaded
+  // machine) is asked again until `timeout`, which is this call's budget.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   auto agent = sys.middleman().remote_actor(host, port);
+  while (!agent && agent.error() == caf::sec::connection_timeout && std::chrono::steady_clock::now() < deadline)
+    agent = sys.middleman().remote_actor(host, port);
   if (!agent)
     return make_error(errc::not_found, "cannot reach a node at " + at + ": " + sys.render(agent.error()));
   auto node_id = to_string(agent->node());
