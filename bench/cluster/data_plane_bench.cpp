@@ -147,10 +147,13 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
   std::_Exit(0);
 }
 
-pull_request_msg make_pull(size_t floats) {
+// A pull of the whole shard at `clock`. Each pull of a run asks at another
+// clock (an ASP shard serves any), so the shard builds every reply afresh:
+// it answers a repeated pull with its last reply (actors/parameter_shard.cpp).
+pull_request_msg make_pull(size_t floats, uint64_t clock) {
   return build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
     b.setWorker(0);
-    b.setClock(0);
+    b.setClock(clock);
     auto r = b.initDense(1)[0];
     r.setBegin(0);
     r.setEnd(floats);
@@ -227,12 +230,12 @@ double pull_gbps(client& cl, size_t i, size_t count, bool over_plane) {
   if (over_plane && !via)
     die("no data plane route to the shard");
   caf::scoped_actor self{cl.sys};
-  auto req = make_pull(floats);
+  uint64_t clock = 0;
   auto send_one = [&] {
     if (over_plane)
-      self->send(via, dp_forward_atom::value, shard, req);
+      self->send(via, dp_forward_atom::value, shard, make_pull(floats, ++clock));
     else
-      self->send(shard, req);
+      self->send(shard, make_pull(floats, ++clock));
   };
   auto await_one = [&] {
     self->receive(
