@@ -242,6 +242,15 @@ int train_with(const args& given, const std::string& program, const job_setup& s
               << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
               << " lr " << cfg.optimizer.lr << ", " << steps << " steps of batch " << cfg.batch_size
               << ", checkpoints in " << checkpoint_dir << std::endl;
+  if (cfg.checkpoint_every == 0) {
+    // Every push stays in its worker's replay log: say how much that is.
+    double mb = static_cast<double>(steps) * cfg.workers *
+                static_cast<double>(cfg.training_model->layout().dense_size()) * 4 / 1e6;
+    auto amount = mb >= 1 ? std::to_string(static_cast<uint64_t>(mb)) + " MB"
+                          : std::to_string(static_cast<uint64_t>(mb * 1000)) + " kB";
+    std::cerr << "keel train: warning: without checkpoints the workers keep every push in memory, about "
+              << amount << " of dense gradients over this run (--checkpoint-every N bounds it)\n";
+  }
   auto j = job::start(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";

@@ -203,3 +203,15 @@ TEST_CASE("keel train removes the checkpoint directory it made after a success, 
   CHECK(std::filesystem::exists(std::filesystem::path(kept) / "keel-train.args"));
   std::filesystem::remove_all(kept);
 }
+
+TEST_CASE("keel train without checkpoints warns how much the replay logs will hold") {
+  temp_dir dir;
+  auto r = run_keel(dir, "train --model probe --steps 10 --checkpoint-every 0 --quiet");
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(has(r.err, "without checkpoints the workers keep every push in memory, about "));
+  CHECK(has(r.err, "--checkpoint-every N bounds it"));
+  auto with = run_keel(dir, "train --model probe --steps 10 --quiet");
+  CHECK(with.status == 0);
+  CHECK_FALSE(has(with.err, "without checkpoints"));
+}
