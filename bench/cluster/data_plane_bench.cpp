@@ -43,11 +43,19 @@ constexpr size_t num_ports = 3 + std::size(sizes_mib);
   std::exit(1);
 }
 
-cluster_secret bench_secret() {
-  auto s = cluster_secret::from_bytes("data_plane_bench secret, 32 bytes", "bench");
-  if (!s)
+// This process's data plane, on a port the OS picks, with the bench's
+// secret (both processes share it) and no log lines.
+std::shared_ptr<data_plane> start_plane(caf::actor_system& sys) {
+  auto secret = cluster_secret::from_bytes("data_plane_bench secret, 32 bytes", "bench");
+  if (!secret)
     die("secret");
-  return *s;
+  data_plane_config dc;
+  dc.secret = *secret;
+  dc.log = [](const std::string&) {};
+  auto plane = data_plane::start(sys, dc);
+  if (!plane)
+    die("data plane: " + describe(plane.error()));
+  return *plane;
 }
 
 // Raw TCP ceiling, server side: per connection, a u64 byte count, that many
@@ -102,13 +110,8 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
   caf::actor_system_config cfg;
   configure_cluster_system(cfg);
   caf::actor_system sys{cfg};
-  data_plane_config dc;
-  dc.secret = bench_secret();
-  dc.log = [](const std::string&) {};
-  auto plane = data_plane::start(sys, dc);
-  if (!plane)
-    die("data plane: " + describe(plane.error()));
-  uint16_t ports[num_ports] = {raw_port, (*plane)->port()};
+  auto plane = start_plane(sys);
+  uint16_t ports[num_ports] = {raw_port, plane->port()};
   std::vector<caf::actor> shards;
   for (size_t i = 0; i < std::size(sizes_mib); ++i) {
     size_t floats = sizes_mib[i] << 18;
@@ -121,7 +124,7 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
     auto s = spawn_parameter_shard(sys, std::move(o));
     if (!s)
       die("shard: " + describe(s.error()));
-    (*plane)->serve(*s);
+    plane->serve(*s);
     auto port = sys.middleman().publish(*s, 0, "127.0.0.1", true);
     if (!port)
       die("publish");
@@ -134,7 +137,7 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
     b.setStatus(schema::PushAck::Status::APPLIED);
   });
   auto sink = sys.spawn([ack]() -> caf::behavior { return {[ack](const push_msg&) { return ack; }}; });
-  (*plane)->serve(sink);
+  plane->serve(sink);
   auto sink_port = sys.middleman().publish(sink, 0, "127.0.0.1", true);
   if (!sink_port)
     die("publish");
@@ -279,13 +282,7 @@ int main(int argc, char** argv) {
     caf::actor_system_config cfg;
     configure_cluster_system(cfg);
     caf::actor_system sys{cfg};
-    data_plane_config dc;
-    dc.secret = bench_secret();
-    dc.log = [](const std::string&) {};
-    auto plane = data_plane::start(sys, dc);
-    if (!plane)
-      die("data plane: " + describe(plane.error()));
-    client cl{sys, *plane, {}, {}, {}};
+    client cl{sys, start_plane(sys), {}, {}, {}};
     auto sink = sys.middleman().remote_actor("127.0.0.1", ports[num_ports - 1]);
     if (!sink)
       die("remote_actor: " + sys.render(sink.error()));

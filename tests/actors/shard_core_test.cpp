@@ -35,6 +35,43 @@ shard_core make(consistency_kind kind, uint32_t workers, uint32_t staleness = 0)
   return shard_core(config(kind, workers, staleness), std::vector<float>(4, 0.0f));
 }
 
+// A snapshot of an ASP shard holding four known values, for the CRC tests.
+struct four_values {
+  shard_config cfg = config(consistency_kind::asp, 1);
+  std::vector<float> values = {0.5f, -0.5f, 1.25f, 2.0f};
+  shard_snapshot_msg snap;
+
+  four_values() {
+    auto s = snapshot_of(shard_core(cfg, values), 1, 0);
+    REQUIRE(s);
+    snap = *s;
+  }
+
+  // The snapshot's stream encoding, as a file or another process has it.
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> out(snap.frame()->encoded_size_bytes());
+    snap.frame()->encode_to(out.data());
+    return out;
+  }
+
+  // Those bytes with one bit of 1.25f flipped after its CRC was taken (it
+  // becomes another finite value).
+  std::vector<unsigned char> changed_bytes() const {
+    auto out = bytes();
+    auto first = reinterpret_cast<const unsigned char*>(values.data());
+    auto at = std::search(out.begin(), out.end(), first, first + 16);
+    REQUIRE(at != out.end());
+    at[8] ^= 0x01;
+    return out;
+  }
+};
+
+frame_ptr parsed(const std::vector<unsigned char>& bytes) {
+  auto f = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+  REQUIRE(f);
+  return *f;
+}
+
 }  // namespace
 
 TEST_CASE("a duplicated push is acknowledged again and applied once") {
@@ -248,12 +285,9 @@ TEST_CASE("a one-worker BSP shard applies each step from the push as an ASP shar
 }
 
 TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flipped value by its CRC") {
-  auto cfg = config(consistency_kind::asp, 1);
-  const std::vector<float> values = {0.5f, -0.5f, 1.25f, 2.0f};
-  shard_core a(cfg, values);
-  auto snap = snapshot_of(a, 1, 0);
-  REQUIRE(snap);
-  auto d = decode(*snap);
+  four_values fv;
+  auto& cfg = fv.cfg;
+  auto d = decode(fv.snap);
   REQUIRE(d);
   CHECK_FALSE(check_shard_snapshot(cfg, d->root()));
   auto other = cfg;
@@ -263,16 +297,7 @@ TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flippe
   CHECK(describe(err).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
 
   // The same snapshot with one parameter's bytes changed after its CRC was taken.
-  const auto& f = *snap->frame();
-  std::vector<unsigned char> bytes(f.encoded_size_bytes());
-  f.encode_to(bytes.data());
-  auto at = std::search(bytes.begin(), bytes.end(), reinterpret_cast<const unsigned char*>(values.data()),
-                        reinterpret_cast<const unsigned char*>(values.data()) + 16);
-  REQUIRE(at != bytes.end());
-  at[8] ^= 0x01;  // 1.25f becomes another finite value
-  auto changed = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
-  REQUIRE(changed);
-  auto cd = decode(shard_snapshot_msg(*changed));
+  auto cd = decode(shard_snapshot_msg(parsed(fv.changed_bytes())));
   REQUIRE_MESSAGE(cd, describe(cd.error()));
   auto refused = check_shard_snapshot(cfg, cd->root());
   REQUIRE(refused);
@@ -285,37 +310,25 @@ TEST_CASE("check_shard_snapshot refuses what restore_shard refuses, and a flippe
 }
 
 TEST_CASE("check_shard_snapshot on a frame checks the CRCs of a frame from bytes once, and the structure every time") {
-  auto cfg = config(consistency_kind::asp, 1);
-  const std::vector<float> values = {0.5f, -0.5f, 1.25f, 2.0f};
-  shard_core a(cfg, values);
-  auto snap = snapshot_of(a, 1, 0);
-  REQUIRE(snap);
+  four_values fv;
+  auto& cfg = fv.cfg;
   auto other = cfg;
   other.dense = {10, 16};
   // Made here: its CRCs are known good, its shapes are still checked.
-  CHECK_FALSE(check_shard_snapshot(cfg, snap->frame()));
-  auto err = check_shard_snapshot(other, snap->frame());
+  CHECK_FALSE(check_shard_snapshot(cfg, fv.snap.frame()));
+  auto err = check_shard_snapshot(other, fv.snap.frame());
   REQUIRE(err);
   CHECK(describe(err).find("tensor 'dense' is float32[4], expected float32[6]") != std::string::npos);
   CHECK(check_shard_snapshot(cfg, frame_ptr{}));
 
   // The same bytes parsed again (as from a file or another process), once
   // intact and once with a parameter changed after its CRC was taken.
-  const auto& f = *snap->frame();
-  std::vector<unsigned char> bytes(f.encoded_size_bytes());
-  f.encode_to(bytes.data());
-  auto intact = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
-  REQUIRE(intact);
-  CHECK_FALSE(check_shard_snapshot(cfg, *intact));
-  CHECK(check_shard_snapshot(other, *intact));
-  auto at = std::search(bytes.begin(), bytes.end(), reinterpret_cast<const unsigned char*>(values.data()),
-                        reinterpret_cast<const unsigned char*>(values.data()) + 16);
-  REQUIRE(at != bytes.end());
-  at[8] ^= 0x01;
-  auto changed = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
-  REQUIRE(changed);
+  auto intact = parsed(fv.bytes());
+  CHECK_FALSE(check_shard_snapshot(cfg, intact));
+  CHECK(check_shard_snapshot(other, intact));
+  auto changed = parsed(fv.changed_bytes());
   for (int i = 0; i < 2; ++i) {  // refused, and not remembered as good
-    auto refused = check_shard_snapshot(cfg, *changed);
+    auto refused = check_shard_snapshot(cfg, changed);
     REQUIRE(refused);
     CHECK(is(refused, errc::damaged_snapshot));
     CHECK(describe(refused).find("dense") != std::string::npos);
