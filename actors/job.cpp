@@ -82,10 +82,12 @@ int64_t job::impl::elapsed_ms() const {
 }
 
 void job::impl::record(job_event e) {
-  e.at_ms = elapsed_ms();
-  e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                  started)
-              .count();
+  record_at(std::move(e), std::chrono::steady_clock::now());
+}
+
+void job::impl::record_at(job_event e, std::chrono::steady_clock::time_point at) {
+  e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - started).count();
+  e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(at - started).count();
   if (e.kind == event_kind::restart)
     ++result.restarts[e.actor];
   if (on_event)

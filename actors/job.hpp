@@ -94,7 +94,8 @@ struct job_result {
   std::array<uint64_t, 4> messages_hit{};        // messages dropped, duplicated, delayed, reordered
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)
-  double seconds = 0;                            // this process's share of the run
+  double seconds = 0;                            // this process's share of the run, to the final
+                                                 // parameters read (the evaluation not counted)
   double samples_per_second = 0;                 // over the steps this process ran
   uint64_t resumed_at_step = 0;                  // job_config::resume: the checkpoint's step (0: fresh)
 };

@@ -61,6 +61,9 @@ struct job::impl final : fault_hooks {
   // fault_hooks (job_faults.cpp)
   caf::error end_actor(const std::string& name, fault_kind how) override;
   void record(job_event e) override;
+  // Records an event stamped with the time it happened rather than now (a
+  // progress event: the step was reached before its evaluation ran).
+  void record_at(job_event e, std::chrono::steady_clock::time_point at);
   caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) override;
 
   std::string progress_text() const;

@@ -138,6 +138,10 @@ caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
 }
 
 caf::expected<job_result> job::impl::finish() {
+  // The run's time ends here, with every shard's parameters read: scoring
+  // them on the held-out set below is not training (the plain trainer does
+  // not count its evaluation either).
+  result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
   result.pushes_acked = 0;
   result.steps = cfg.steps;
   result.window_wait_seconds = 0;
@@ -154,7 +158,6 @@ caf::expected<job_result> job::impl::finish() {
   if (!q)
     return q.error();
   result.quality = *q;
-  result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
   result.resumed_at_step = resumed_step;
   result.samples_per_second =
     static_cast<double>((result.steps - std::min(result.steps, resumed_step)) * cfg.workers *
@@ -166,6 +169,7 @@ caf::expected<job_result> job::impl::finish() {
 // A progress line: the mean training loss since the last one, samples/s,
 // restarts, and (when asked) the held-out score of the parameters now.
 void job::impl::report_progress(uint64_t step) {
+  const auto reached = std::chrono::steady_clock::now();
   auto& j = *this;
   uint64_t restarts = 0;
   for (auto& [name, n] : j.result.restarts)
@@ -207,7 +211,7 @@ void job::impl::report_progress(uint64_t step) {
   }
   j.loss_sum = 0;
   j.loss_count = 0;
-  j.record(std::move(e));
+  j.record_at(std::move(e), reached);
 }
 
 }  // namespace keel

@@ -3,10 +3,16 @@
 //  - time to 97% test accuracy and samples/s: keel with `keel train`'s
 //    defaults (2 shards, 2 workers, BSP, lr 0.1, batch 32, checkpoints every
 //    50 steps) beside the plain single-threaded SGD loop of the same model
-//    (models/plain_trainer.hpp), both scored after every epoch. The plain
-//    loop's time excludes its scoring; keel's is the wall time of the run
-//    up to the epoch's progress event, scoring of earlier epochs included.
-//    Alternating pairs, `repeats` of them; medians of each figure.
+//    (models/plain_trainer.hpp). The plain loop is scored after every
+//    epoch, its time excluding the scoring. Scoring keel's parameters
+//    mid-run would compete with its training for the cores, so one scored
+//    keel run finds the first epoch E whose parameters reach the target
+//    (BSP runs are deterministic: every run's parameters after E epochs
+//    are the same), and the timed runs then train E epochs unscored; each
+//    must reach the target at its end, or its time does not count. keel's
+//    time is the run's wall time to its final parameters read (start-up of
+//    the actors included, the final scoring not). Alternating pairs,
+//    `repeats` of them; medians of each figure.
 //  - the cost of checkpoints every second: runs without checkpoints
 //    alternate with runs checkpointing every ~1 s of training (the interval
 //    in steps from a warm-up run's speed); medians of each. A run without
@@ -144,6 +150,18 @@ int main(int argc, char** argv) {
   pc.evaluate_each_epoch = true;
   std::vector<double> plain_rate, plain_time, plain_acc, keel_rate, keel_time, keel_acc;
   auto acc = [](const evaluation& e) { return e.accuracy ? *e.accuracy : -1.0; };
+  const uint64_t spe = steps_per_epoch(m->num_train_examples(), 2, 32);
+  uint64_t keel_epochs = 0;  // E: the first epoch the scored run reached the target at
+  double scored_to_target = NAN;
+  {
+    auto scored = run_keel(m, 2, 2, epochs, 50, lr, true, target);
+    scored_to_target = scored.seconds_to_target;
+    for (auto& e : scored.result.events)
+      if (e.kind == event_kind::progress && !std::isnan(e.accuracy) && e.accuracy >= target) {
+        keel_epochs = (e.step + spe - 1) / spe;
+        break;
+      }
+  }
   for (size_t i = 0; i < repeats; ++i) {
     auto plain = train_plain(*m, pc);
     if (!plain)
@@ -157,10 +175,17 @@ int main(int argc, char** argv) {
     plain_rate.push_back(plain->examples_per_second);
     plain_time.push_back(to_target);
     plain_acc.push_back(acc(plain->final_test));
-    auto k = run_keel(m, 2, 2, epochs, 50, lr, true, target);
+    if (keel_epochs == 0)
+      continue;
+    auto k = run_keel(m, 2, 2, keel_epochs, 50, lr, false, target);
     keel_rate.push_back(k.result.samples_per_second);
-    keel_time.push_back(k.seconds_to_target);
     keel_acc.push_back(acc(k.result.quality));
+    keel_time.push_back(acc(k.result.quality) >= target ? k.result.seconds : NAN);
+  }
+  if (keel_epochs == 0) {
+    std::printf("keel did not reach %.0f%% in %llu epochs\n", target * 100,
+                static_cast<unsigned long long>(epochs));
+    keel_rate = keel_time = keel_acc = {NAN};
   }
   const double plain_samples = median(plain_rate);
   std::printf("== time to %.0f%% test accuracy (%s, %llu epochs, scored after each, median of %zu)\n",
@@ -168,8 +193,12 @@ int main(int argc, char** argv) {
   std::printf("%-46s %12s %10s %14s\n", "run", "samples/s", "test acc", "s to target");
   std::printf("%-46s %12.0f %10.4f %14.2f\n", "plain single-thread SGD (ceiling)", plain_samples,
               median(plain_acc), median(plain_time));
-  std::printf("%-46s %12.0f %10.4f %14.2f\n", "keel train defaults: 2 shards, 2 workers, BSP", median(keel_rate),
-              median(keel_acc), median(keel_time));
+  std::printf("%-46s %12.0f %10.4f %14.2f\n",
+              ("keel train defaults, " + std::to_string(keel_epochs) + " epochs unscored").c_str(),
+              median(keel_rate), median(keel_acc), median(keel_time));
+  std::printf("(keel train defaults: 2 shards, 2 workers, BSP. The scored keel run reached the target\n"
+              " after epoch %llu, %.2f s into the run, its scoring of earlier epochs included)\n",
+              static_cast<unsigned long long>(keel_epochs), scored_to_target);
   std::printf("ratio keel / plain: samples/s %.2f, time to target %.2f (<= 1 is the goal)\n\n",
               median(keel_rate) / plain_samples, median(keel_time) / median(plain_time));
 
