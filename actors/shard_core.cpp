@@ -258,8 +258,9 @@ caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::
     out[i].setBegin(b);
     out[i].setEnd(e);
     const float* from = dense_.data() + (b - cfg_.dense.begin);
+    bool finite = false;  // the frame remembers it: the worker's decode then skips the scan
     if (fb)
-      out[i].adoptValues(fb->copy_data(from, (e - b) * 4));
+      out[i].adoptValues(fb->copy_floats(from, e - b, &finite));
     else
       std::memcpy(out[i].initValues((e - b) * 4).begin(), from, (e - b) * 4);
   }

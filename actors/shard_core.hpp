@@ -83,8 +83,9 @@ class shard_core {
 
   // Fills `reply` with the requested values. Fails, naming the key, when a
   // requested key is not this shard's. Given the reply's frame_builder, the
-  // dense values go into buffers of their own (copy_data: one pass over
-  // them instead of a zero-fill and a copy).
+  // dense values go into buffers of their own (copy_floats: one pass over
+  // them instead of a zero-fill and a copy, that also finds them finite, so
+  // a worker in this process need not scan them again).
   caf::error read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
                   frame_builder* fb = nullptr) const;
 

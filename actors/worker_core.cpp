@@ -1,10 +1,10 @@
 #include "actors/worker_core.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "messages/errors.hpp"
+#include "messages/validate.hpp"
 
 namespace keel {
 
@@ -199,26 +199,15 @@ parameter_view worker_core::parameters() const {
   return {dense_, model_keys_, span<const float>(sparse_values_.data(), model_keys_.size())};
 }
 
-namespace {
-
-bool all_finite(const gradient_buffer& g) {
-  for (auto v : g.dense)
-    if (!std::isfinite(v))
-      return false;
-  for (auto v : g.sparse_values)
-    if (!std::isfinite(v))
-      return false;
-  return true;
-}
-
-}  // namespace
-
-push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, bool empty) const {
+push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, bool empty,
+                                bool* finite) const {
   auto range = cfg_.parts[shard].dense;
   auto& keys = shard_keys_[shard];
   auto offset = sparse_offset(shard);
-  // The dense values go into a buffer of their own (copy_data: one pass,
-  // no zero-fill first), the rest into the message's first segment.
+  *finite = true;
+  // The dense values go into a buffer of their own (copy_floats: one pass
+  // that also checks them, no zero-fill first), the rest into the message's
+  // first segment.
   frame_builder fb(64 + keys.size() * 2);
   auto b = fb.message().initRoot<schema::Push>();
   b.setVersion(schema::PROTOCOL_VERSION);
@@ -231,7 +220,7 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
       auto d = b.initDense(1)[0];
       d.setBegin(range.begin);
       d.setEnd(range.end);
-      d.adoptValues(fb.copy_data(grad.dense.data() + range.begin, range.size() * 4));
+      d.adoptValues(fb.copy_floats(grad.dense.data() + range.begin, range.size(), finite));
     }
     auto s = b.initSparse();
     auto k = s.initKeys(keys.size());
@@ -245,18 +234,32 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
 }
 
 worker_core::push_round worker_core::begin_push(const gradient_buffer& grad) {
+  // A gradient with a NaN or an infinity is not pushed: each shard gets an
+  // empty push for the step instead. The dense values are checked as they
+  // are copied into the pushes; the rare bad step builds them again, empty.
   push_round round;
-  round.skipped = !all_finite(grad);
+  auto build = [&](bool empty) {
+    bool finite = true;
+    round.pushes.clear();
+    for (uint32_t i = 0; i < num_shards(); ++i) {
+      bool f = true;
+      round.pushes.push_back(make_push(i, grad, empty, &f));
+      finite = finite && f;
+    }
+    return finite;
+  };
+  round.skipped = !all_finite(grad.sparse_values.data(), grad.sparse_values.size());
+  if (!build(round.skipped)) {
+    round.skipped = true;
+    build(true);
+  }
   if (round.skipped)
     ++report_.skipped_steps;
   else
     report_.last_loss = grad.loss;
   begin_phase(worker_phase::pushing);
-  for (uint32_t i = 0; i < num_shards(); ++i) {
-    auto m = make_push(i, grad, round.skipped);
-    log_.append(i, step_ + 1, m);
-    round.pushes.push_back(std::move(m));
-  }
+  for (uint32_t i = 0; i < num_shards(); ++i)
+    log_.append(i, step_ + 1, round.pushes[i]);
   return round;
 }
 

@@ -180,7 +180,9 @@ class worker_core {
  private:
   void begin_phase(worker_phase p);
   bool step_pushed(uint32_t shard);
-  push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty) const;
+  // The push of `grad`'s slice to `shard` (none of it when `empty`);
+  // `*finite` says whether its dense values were all finite.
+  push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty, bool* finite) const;
   size_t sparse_offset(uint32_t shard) const;
   std::string halt_because(std::string why);
 

@@ -59,7 +59,9 @@ caf::expected<decoded<S>> decode(const frame_ptr& f, const decode_limits& limits
     // way whatever validation could walk, the handler can walk twice.
     auto budget = detail::traversal_budget_words(*f, limits);
     auto checked = detail::open_reader(*f, budget / 2);
-    if (auto err = validate(checked->template getRoot<S>(), limits))
+    decode_limits of_f = limits;
+    of_f.source = f.get();
+    if (auto err = validate(checked->template getRoot<S>(), of_f))
       return err;
     auto reader = detail::open_reader(*f, budget);
     auto root = reader->template getRoot<S>();

@@ -1,10 +1,12 @@
 #include "messages/frame.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "messages/errors.hpp"
+#include "messages/validate.hpp"
 
 namespace keel {
 
@@ -159,8 +161,28 @@ capnp::Orphan<capnp::Data> frame_builder::copy_data(const void* bytes, size_t n_
   return adopt_data(std::move(buf), n_bytes);
 }
 
+capnp::Orphan<capnp::Data> frame_builder::copy_floats(const float* values, size_t n, bool* finite) {
+  const size_t n_bytes = n * sizeof(float);
+  auto buf = pool_->acquire((n_bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+  *finite = copy_all_finite(buf.bytes(), values, n);
+  if (*finite && n > 0)
+    finite_.push_back({buf.bytes(), n_bytes});
+  return adopt_data(std::move(buf), n_bytes);
+}
+
+bool frame::known_finite(const void* p, size_t n_bytes) const {
+  const auto b = reinterpret_cast<uintptr_t>(p);
+  for (auto& r : finite_) {
+    const auto rb = reinterpret_cast<uintptr_t>(r.begin);
+    if (b >= rb && n_bytes <= r.size && b - rb <= r.size - n_bytes)
+      return true;
+  }
+  return false;
+}
+
 frame_ptr frame_builder::finish() {
   std::unique_ptr<frame> f(new frame());
+  f->finite_ = std::move(finite_);
   f->buffers_ = std::move(adopted_);
   for (auto& s : builder_->getSegmentsForOutput())
     f->segments_.emplace_back(s);

@@ -53,6 +53,12 @@ class frame {
   static caf::expected<frame_ptr> parse_copy(const void* data, size_t n_bytes,
                                              buffer_pool& pool);
 
+  // True if the `n_bytes` at `p` lie inside float32 values this frame's
+  // builder copied in and found finite (frame_builder::copy_floats). Such
+  // values need no NaN/Inf scan when the frame is validated: the frame is
+  // immutable and owns those bytes. A frame parsed from bytes knows nothing.
+  bool known_finite(const void* p, size_t n_bytes) const;
+
   frame(const frame&) = delete;
   frame& operator=(const frame&) = delete;
   ~frame();
@@ -60,6 +66,11 @@ class frame {
  private:
   friend class frame_builder;
   frame() = default;
+  struct byte_range {
+    const unsigned char* begin;
+    size_t size;
+  };
+  std::vector<byte_range> finite_;
   std::vector<segment> segments_;
   std::vector<pooled_buffer> buffers_;
   std::unique_ptr<capnp::MessageBuilder> builder_;  // set for built frames
@@ -86,6 +97,11 @@ class frame_builder {
   // message allocates is zero-filled first and then written (two passes).
   // How a worker puts a slice of its gradient into a push.
   capnp::Orphan<capnp::Data> copy_data(const void* bytes, size_t n_bytes);
+  // copy_data for `n` float32 values that also checks them in the same pass
+  // (a block is scanned while it is still in cache): `*finite` says whether
+  // every value is finite, and if so the frame remembers it (known_finite),
+  // so decoding it in this process skips the scan.
+  capnp::Orphan<capnp::Data> copy_floats(const float* values, size_t n, bool* finite);
 
   // Seals the message into an immutable frame; the builder is spent.
   frame_ptr finish();
@@ -93,6 +109,7 @@ class frame_builder {
  private:
   std::unique_ptr<capnp::MessageBuilder> builder_;
   std::vector<pooled_buffer> adopted_;
+  std::vector<frame::byte_range> finite_;
   std::shared_ptr<buffer_pool> pool_;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "messages/errors.hpp"
+#include "messages/frame.hpp"
 
 namespace keel {
 
@@ -72,7 +73,8 @@ caf::error check_dense(const std::string& where, capnp::List<schema::DenseRange>
     if (span > std::numeric_limits<uint64_t>::max() / 4 || values.size() != span * 4)
       return bad(at + ".values", to_string(values.size()) + " bytes, but range " + range_text(b, e) +
                                    " needs " + to_string(span) + " float32 values");
-    if (limits.require_finite && !all_finite(values.begin(), span))
+    if (limits.require_finite && !(limits.source && limits.source->known_finite(values.begin(), values.size())) &&
+        !all_finite(values.begin(), span))
       return bad(at + ".values", "contains a NaN or infinite value");
   }
   return {};
@@ -152,6 +154,22 @@ bool all_finite(const void* p, size_t n) {
       return false;
   }
   return true;
+}
+
+bool copy_all_finite(void* dst, const void* src, size_t n) {
+  // Block by block: a 16 KiB block is scanned right after it is copied,
+  // while it is still in L1, so the values cross memory once.
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* in = static_cast<const unsigned char*>(src);
+  constexpr size_t block = 4096;
+  bool finite = true;
+  for (size_t i = 0; i < n; i += block) {
+    const size_t m = n - i < block ? n - i : block;
+    std::memcpy(out + i * 4, in + i * 4, m * 4);
+    if (finite)
+      finite = all_finite(out + i * 4, m);
+  }
+  return finite;
 }
 
 caf::error validate(schema::Push::Reader m, const decode_limits& limits) {

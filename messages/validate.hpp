@@ -14,6 +14,8 @@
 
 namespace keel {
 
+class frame;
+
 // Limits a receiver sets on purpose. The defaults suit a parameter server
 // with shards of up to a few GiB sent in 1-4 MiB chunks.
 struct decode_limits {
@@ -25,6 +27,9 @@ struct decode_limits {
   size_t max_text_bytes = 4096;
   bool require_finite = true;                 // reject NaN/Inf in pushes and replies
   uint64_t traversal_limit_factor = 8;        // reader limit = factor * frame words
+  // Set by `decode`, not by callers: the frame being checked. Float values
+  // it knows finite (frame::known_finite) are not scanned again.
+  const frame* source = nullptr;
 };
 
 caf::error validate(schema::Push::Reader m, const decode_limits& limits);
@@ -43,5 +48,9 @@ size_t dtype_size(schema::DType t);
 
 // True if every one of the `n` little-endian float32 values at `p` is finite.
 bool all_finite(const void* p, size_t n);
+
+// Copies `n` float32 values from `src` to `dst` (not overlapping) and says
+// whether all are finite, in one pass over the bytes.
+bool copy_all_finite(void* dst, const void* src, size_t n);
 
 }  // namespace keel

@@ -356,20 +356,31 @@ TEST_CASE("a push carries the shard's slice of the gradient with seq step + 1, a
 }
 
 TEST_CASE("a gradient that is not finite is pushed empty and counted as a skipped step") {
-  auto c = started();
-  answer_pulls(c);
-  auto g = gradient(c, 1.0f, 9.0);
-  g.sparse_values[1] = std::numeric_limits<float>::quiet_NaN();
-  auto round = c.begin_push(g);
-  CHECK(round.skipped);
-  CHECK(c.report().skipped_steps == 1);
-  CHECK(c.report().last_loss == 0);  // the loss of a skipped step is not reported
-  for (auto& m : round.pushes) {
-    auto p = decode(m);
-    REQUIRE(p);
-    CHECK(p->root().getSeq() == 1);
-    CHECK(p->root().getDense().size() == 0);
-    CHECK(p->root().getSparse().getKeys().size() == 0);
+  // A bad sparse value, or a bad dense value in the first or the last shard's
+  // slice (the dense values are checked as each shard's push is built).
+  for (int where = 0; where < 3; ++where) {
+    CAPTURE(where);
+    auto c = started();
+    answer_pulls(c);
+    auto g = gradient(c, 1.0f, 9.0);
+    if (where == 0)
+      g.sparse_values[1] = std::numeric_limits<float>::quiet_NaN();
+    else if (where == 1)
+      g.dense.front() = std::numeric_limits<float>::quiet_NaN();
+    else
+      g.dense.back() = -std::numeric_limits<float>::infinity();
+    auto round = c.begin_push(g);
+    CHECK(round.skipped);
+    CHECK(c.report().skipped_steps == 1);
+    CHECK(c.report().last_loss == 0);  // the loss of a skipped step is not reported
+    REQUIRE(round.pushes.size() == 2);
+    for (auto& m : round.pushes) {
+      auto p = decode(m);
+      REQUIRE(p);
+      CHECK(p->root().getSeq() == 1);
+      CHECK(p->root().getDense().size() == 0);
+      CHECK(p->root().getSparse().getKeys().size() == 0);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -147,4 +148,51 @@ TEST_CASE("adopting more bytes than the buffer holds is refused") {
   auto buf = pool->acquire(1);
   auto n = buf.size_bytes() + 1;
   CHECK_THROWS_AS(fb.adopt_data(std::move(buf), n), std::invalid_argument);
+}
+
+TEST_CASE("float values found finite as they are copied in are known finite to their frame, not to a parse of its bytes") {
+  auto pool = buffer_pool::create();
+  std::vector<float> values(10000);  // more than one block of the scan
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  frame_builder fb(64, pool);
+  bool finite = false;
+  fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_floats(values.data(), values.size(), &finite));
+  auto f = fb.finish();
+  CHECK(finite);
+  capnp::SegmentArrayMessageReader local(f->segments());
+  auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  REQUIRE(d.size() == values.size() * 4);
+  CHECK(std::memcmp(d.begin(), values.data(), d.size()) == 0);
+  CHECK(f->known_finite(d.begin(), d.size()));
+  CHECK(f->known_finite(d.begin() + 400, 800));
+  CHECK_FALSE(f->known_finite(d.begin() + 4, d.size()));  // runs past the values
+  CHECK_FALSE(f->known_finite(values.data(), 16));       // not the frame's bytes
+
+  std::vector<unsigned char> bytes(f->encoded_size_bytes());
+  f->encode_to(bytes.data());
+  auto parsed = frame::parse_copy(bytes.data(), bytes.size(), *pool);
+  REQUIRE(parsed);
+  capnp::SegmentArrayMessageReader remote((*parsed)->segments());
+  auto d2 = remote.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+  REQUIRE(d2.size() == d.size());
+  CHECK_FALSE((*parsed)->known_finite(d2.begin(), d2.size()));
+}
+
+TEST_CASE("float values with a NaN or an infinity are copied whole but not known finite") {
+  auto pool = buffer_pool::create();
+  for (size_t bad : {size_t{0}, size_t{4095}, size_t{4096}, size_t{9999}}) {
+    CAPTURE(bad);
+    std::vector<float> values(10000, 1.0f);
+    values[bad] = bad % 2 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    frame_builder fb(64, pool);
+    bool finite = true;
+    fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_floats(values.data(), values.size(), &finite));
+    auto f = fb.finish();
+    CHECK_FALSE(finite);
+    capnp::SegmentArrayMessageReader local(f->segments());
+    auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
+    REQUIRE(d.size() == values.size() * 4);
+    CHECK(std::memcmp(d.begin(), values.data(), d.size()) == 0);
+    CHECK_FALSE(f->known_finite(d.begin(), d.size()));
+  }
 }

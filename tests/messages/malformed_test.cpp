@@ -224,3 +224,32 @@ TEST_CASE("snapshots, manifests and control messages enforce their contracts") {
   });
   CHECK(error_text(decode(ack).error()).find("keel.PushAck.reason") != std::string::npos);
 }
+
+TEST_CASE("a push whose values were checked as they were copied in is still refused for a NaN, and decodes when finite") {
+  auto make = [](const std::vector<float>& v, bool* finite) {
+    frame_builder fb(64);
+    auto b = fb.message().initRoot<schema::Push>();
+    b.setVersion(schema::PROTOCOL_VERSION);
+    b.setWorker(1);
+    b.setSeq(1);
+    auto d = b.initDense(1)[0];
+    d.setBegin(0);
+    d.setEnd(v.size());
+    d.adoptValues(fb.copy_floats(v.data(), v.size(), finite));
+    return push_msg(fb.finish());
+  };
+  std::vector<float> v(5000, 0.25f);
+  bool finite = false;
+  auto good = make(v, &finite);
+  CHECK(finite);
+  CHECK(decode(good));
+  auto again = decode_bytes(encode(good.frame()), good.frame()->encoded_size_bytes());
+  CHECK(again);  // the same bytes from elsewhere are scanned, and pass
+  v[4097] = std::numeric_limits<float>::quiet_NaN();
+  auto bad = make(v, &finite);
+  CHECK_FALSE(finite);
+  expect_refused(bad, "contains a NaN or infinite value");
+  expect_refused(push_msg(*frame::parse_copy(encode(bad.frame()).data(), bad.frame()->encoded_size_bytes(),
+                                             *buffer_pool::process_default())),
+                 "contains a NaN or infinite value");
+}
