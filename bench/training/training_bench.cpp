@@ -5,14 +5,15 @@
 //    50 steps) beside the plain single-threaded SGD loop of the same model
 //    (models/plain_trainer.hpp). The plain loop is scored after every
 //    epoch, its time excluding the scoring. Scoring keel's parameters
-//    mid-run would compete with its training for the cores, so one scored
-//    keel run finds the first epoch E whose parameters reach the target
-//    (BSP runs are deterministic: every run's parameters after E epochs
-//    are the same), and the timed runs then train E epochs unscored; each
-//    must reach the target at its end, or its time does not count. keel's
-//    time is the run's wall time to its final parameters read (start-up of
-//    the actors included, the final scoring not). Alternating pairs,
-//    `repeats` of them; medians of each figure.
+//    mid-run would compete with its training for the cores, and would
+//    read them some steps past the epoch's end. So keel runs of 1, 2, ...
+//    epochs, each scored once at its end, find the first E whose
+//    parameters reach the target (BSP runs are deterministic: a run's
+//    parameters after E epochs are the same every time), and the timed
+//    runs then train E epochs; each must reach the target at its end, or
+//    its time does not count. keel's time is the run's wall time to its
+//    final parameters read (start-up of the actors included, the final
+//    scoring not). Alternating pairs, `repeats` of them; medians of each.
 //  - the cost of checkpoints every second: runs without checkpoints
 //    alternate with runs checkpointing every ~1 s of training (the interval
 //    in steps from a warm-up run's speed); medians of each. A run without
@@ -59,44 +60,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct run_figures {
-  job_result result;
-  double seconds_to_target = NAN;  // first epoch scored >= target; NaN: never
-};
-
-run_figures run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uint32_t shards, uint64_t epochs,
-                     uint64_t checkpoint_every, float lr, bool score_epochs, double target) {
+// One keel run of `epochs` with `keel train`'s batch size; its result.
+job_result run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uint32_t shards, uint64_t epochs,
+                    uint64_t checkpoint_every, float lr) {
   job_config cfg;
   cfg.training_model = m;
   cfg.workers = workers;
   cfg.shards = shards;
   cfg.batch_size = 32;
   cfg.optimizer.lr = lr;
-  auto spe = steps_per_epoch(m->num_train_examples(), workers, cfg.batch_size);
-  cfg.steps = epochs * spe;
+  cfg.steps = epochs * steps_per_epoch(m->num_train_examples(), workers, cfg.batch_size);
   cfg.checkpoint_every = checkpoint_every;
   cfg.checkpoint_dir = std::filesystem::temp_directory_path() / ("keel-training-bench-" + std::to_string(::getpid()));
   std::filesystem::remove_all(cfg.checkpoint_dir);
-  if (score_epochs) {
-    cfg.progress_every = spe;
-    cfg.progress_accuracy = true;
-  }
   auto j = job::start(cfg);
   if (!j)
     fail(j.error());
-  run_figures out;
-  (*j)->on_event([&](const job_event& e) {
-    if (e.kind == event_kind::progress && !std::isnan(e.accuracy) && e.accuracy >= target &&
-        std::isnan(out.seconds_to_target))
-      out.seconds_to_target = static_cast<double>(e.at_us) / 1e6;
-  });
   auto r = (*j)->wait(std::chrono::hours(1));
   if (!r)
     fail(r.error());
   j->reset();
   std::filesystem::remove_all(cfg.checkpoint_dir);
-  out.result = std::move(*r);
-  return out;
+  return std::move(*r);
 }
 
 // Seconds one checkpoint's snapshot captures take: snapshot_of on a shard
@@ -150,18 +135,10 @@ int main(int argc, char** argv) {
   pc.evaluate_each_epoch = true;
   std::vector<double> plain_rate, plain_time, plain_acc, keel_rate, keel_time, keel_acc;
   auto acc = [](const evaluation& e) { return e.accuracy ? *e.accuracy : -1.0; };
-  const uint64_t spe = steps_per_epoch(m->num_train_examples(), 2, 32);
-  uint64_t keel_epochs = 0;  // E: the first epoch the scored run reached the target at
-  double scored_to_target = NAN;
-  {
-    auto scored = run_keel(m, 2, 2, epochs, 50, lr, true, target);
-    scored_to_target = scored.seconds_to_target;
-    for (auto& e : scored.result.events)
-      if (e.kind == event_kind::progress && !std::isnan(e.accuracy) && e.accuracy >= target) {
-        keel_epochs = (e.step + spe - 1) / spe;
-        break;
-      }
-  }
+  uint64_t keel_epochs = 0;  // E: the fewest epochs after which keel's parameters reach the target
+  for (uint64_t e = 1; e <= epochs && keel_epochs == 0; ++e)
+    if (acc(run_keel(m, 2, 2, e, 50, lr).quality) >= target)
+      keel_epochs = e;
   for (size_t i = 0; i < repeats; ++i) {
     auto plain = train_plain(*m, pc);
     if (!plain)
@@ -177,10 +154,10 @@ int main(int argc, char** argv) {
     plain_acc.push_back(acc(plain->final_test));
     if (keel_epochs == 0)
       continue;
-    auto k = run_keel(m, 2, 2, keel_epochs, 50, lr, false, target);
-    keel_rate.push_back(k.result.samples_per_second);
-    keel_acc.push_back(acc(k.result.quality));
-    keel_time.push_back(acc(k.result.quality) >= target ? k.result.seconds : NAN);
+    auto k = run_keel(m, 2, 2, keel_epochs, 50, lr);
+    keel_rate.push_back(k.samples_per_second);
+    keel_acc.push_back(acc(k.quality));
+    keel_time.push_back(acc(k.quality) >= target ? k.seconds : NAN);
   }
   if (keel_epochs == 0) {
     std::printf("keel did not reach %.0f%% in %llu epochs\n", target * 100,
@@ -196,9 +173,9 @@ int main(int argc, char** argv) {
   std::printf("%-46s %12.0f %10.4f %14.2f\n",
               ("keel train defaults, " + std::to_string(keel_epochs) + " epochs unscored").c_str(),
               median(keel_rate), median(keel_acc), median(keel_time));
-  std::printf("(keel train defaults: 2 shards, 2 workers, BSP. The scored keel run reached the target\n"
-              " after epoch %llu, %.2f s into the run, its scoring of earlier epochs included)\n",
-              static_cast<unsigned long long>(keel_epochs), scored_to_target);
+  std::printf("(keel train defaults: 2 shards, 2 workers, BSP. Runs of 1, 2, ... epochs, each scored at\n"
+              " its end, first reached the target after %llu epochs)\n",
+              static_cast<unsigned long long>(keel_epochs));
   std::printf("ratio keel / plain: samples/s %.2f, time to target %.2f (<= 1 is the goal)\n\n",
               median(keel_rate) / plain_samples, median(keel_time) / median(plain_time));
 
@@ -211,14 +188,14 @@ int main(int argc, char** argv) {
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   // The warm-up checkpoints as keel train does: its speed sets the interval
   // (a run without checkpoints is slower, see below).
-  auto warm = run_keel(m, 2, 2, epochs, 50, lr, false, target).result;
+  auto warm = run_keel(m, 2, 2, epochs, 50, lr);
   double steps_per_s = static_cast<double>(warm.steps) / warm.seconds;
   uint64_t every = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(steps_per_s)));
   uint64_t committed = 0;
   for (size_t i = 0; i < repeats; ++i) {
     for (int k = 0; k < 2; ++k) {
       bool checkpoints = (k == 0) == (i % 2 == 1);
-      auto r = run_keel(m, 2, 2, epochs, checkpoints ? every : 0, lr, false, target).result;
+      auto r = run_keel(m, 2, 2, epochs, checkpoints ? every : 0, lr);
       (checkpoints ? with : without).push_back(r.samples_per_second);
       if (checkpoints) {
         committed = r.checkpoints;
@@ -259,7 +236,7 @@ int main(int argc, char** argv) {
   std::printf("%-8s %-7s %12s %8s %14s\n", "workers", "shards", "samples/s", "ratio", "push GB/s");
   for (uint32_t w : {1u, 2u, 4u}) {
     for (uint32_t s : {1u, 2u, 4u}) {
-      auto r = run_keel(m, w, s, 1, 50, lr, false, target).result;
+      auto r = run_keel(m, w, s, 1, 50, lr);
       double push_gbps = static_cast<double>(r.steps) * w * param_bytes / r.seconds / 1e9;
       std::printf("%-8u %-7u %12.0f %8.2f %14.3f\n", w, s, r.samples_per_second,
                   r.samples_per_second / plain_samples, push_gbps);
