@@ -34,6 +34,8 @@ void fail(worker_actor* self, caf::error err) {
   self->quit(std::move(err));
 }
 
+void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
+
 // Starts the step in progress if the core lets it: builds its batch and asks
 // every shard for what it needs.
 void start_step(worker_actor* self) {
@@ -60,10 +62,27 @@ void start_step(worker_actor* self) {
   if (auto err = st.opt.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
     return fail(self, err);
   st.core.begin_pull(st.model_keys);
-  for (uint32_t i = 0; i < st.shards.size(); ++i) send_pull(self, i, 0);
+  // A shard whose early pull (ask_early_pulls) is answered, or still out,
+  // is not asked again: its reply counts, or its failure asks then.
+  std::vector<std::pair<uint32_t, pull_reply_msg>> answered;
+  for (uint32_t i = 0; i < st.shards.size(); ++i) {
+    auto& e = st.early[i];
+    if (e.clock != st.core.step() || e.handle != st.shards[i]) {
+      e = {};
+      send_pull(self, i, 0);
+    } else if (e.reply) {
+      answered.emplace_back(i, std::move(*e.reply));
+      e = {};
+    }
+  }
+  for (auto& [i, m] : answered) {
+    auto r = decode(m);
+    if (!r)
+      return fail(self, r.error());
+    if (st.core.accepts_pull_reply(i, r->root().getClock()))
+      on_pulled(self, i, r->root());
+  }
 }
-
-void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 
 // A request to a shard: over the data plane when it routes to the shard's
 // process, else straight to the shard through CAF. The answer (or error) is
@@ -104,6 +123,50 @@ void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
           });
 }
 
+// Under BSP a dense model's next pull is known before this step is done:
+// asked right behind the step's push, a shard answers it as soon as it has
+// applied the step, which saves the step's slowest worker a round trip
+// (acks, then a pull) on every step. The reply is used once the next step
+// starts pulling (start_step); a failed early pull is asked again normally
+// if that step is waiting for it.
+void ask_early_pulls(worker_actor* self) {
+  auto& st = self->state;
+  for (uint32_t i = 0; i < st.shards.size(); ++i) {
+    auto req = st.core.early_pull_request(i);
+    if (!req)
+      return;
+    auto clock = st.core.step() + 1;
+    auto dest = st.shards[i];
+    st.early[i] = {clock, dest, std::nullopt};
+    ask_shard(self, i, *req)
+        .then(
+          [self, i, clock, dest](const pull_reply_msg& m) {
+            auto& st = self->state;
+            auto& e = st.early[i];
+            if (e.clock != clock || e.handle != dest)
+              return;  // a newer step or shard incarnation asked since
+            if (!st.core.accepts_pull_reply(i, clock)) {
+              e.reply = m;  // the step has not started pulling yet
+              return;
+            }
+            e = {};
+            auto r = decode(m);
+            if (!r)
+              return fail(self, r.error());
+            on_pulled(self, i, r->root());
+          },
+          [self, i, clock, dest](caf::error&) {
+            auto& st = self->state;
+            auto& e = st.early[i];
+            if (e.clock != clock || e.handle != dest)
+              return;
+            e = {};
+            if (st.core.accepts_pull_reply(i, clock))
+              send_pull(self, i, 0);  // the step waits for it: ask the usual way
+          });
+  }
+}
+
 // Every shard has answered: compute the gradient and push each shard its part.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
@@ -119,6 +182,7 @@ void compute_and_push(worker_actor* self) {
     emit(self, std::move(e));
   }
   for (uint32_t i = 0; i < round.pushes.size(); ++i) send_push(self, i, round.pushes[i], 0);
+  ask_early_pulls(self);
 }
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) {
@@ -341,7 +405,9 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options op
     cfg.steps_per_epoch = spe;
     cfg.rule = opts.rule;
     cfg.windowed = opts.windowed;
+    cfg.dense_only = opts.training_model->layout().sparse_key_count() == 0;
     st.core = worker_core(std::move(cfg));
+    st.early.resize(opts.parts.size());
     st.scratch = opts.training_model->make_scratch();
     st.shards.resize(opts.parts.size());
     self->set_exception_handler(exception_as_error);

@@ -12,8 +12,12 @@
 // shards what they have of it and resumes at the first step one lacks. When
 // a shard needs a push the log no longer holds, the worker asks the job for a
 // rollback. It reports events and its end to `job`, and (when windowed)
-// starts a step only inside the window the job grants. The decisions live
-// in worker_core (actors/worker_core.hpp); the actor performs them.
+// starts a step only inside the window the job grants. Under BSP, a worker
+// of a dense model asks for the next step's parameters right behind its
+// push (the pull is the same every step), so a shard answers it as soon as
+// the step is applied: one round trip less per step for the step's slowest
+// worker. The decisions live in worker_core (actors/worker_core.hpp); the
+// actor performs them.
 
 #include <chrono>
 #include <cstdint>

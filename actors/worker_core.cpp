@@ -141,13 +141,14 @@ void worker_core::begin_pull(const std::vector<uint64_t>& model_keys) {
   begin_phase(worker_phase::pulling);
 }
 
-pull_request_msg worker_core::pull_request(uint32_t shard) const {
-  auto& keys = shard_keys_.at(shard);
-  auto range = cfg_.parts[shard].dense;
+namespace {
+
+pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t clock, key_range range,
+                                   const std::vector<uint64_t>& keys) {
   return build<schema::PullRequest>(64 + keys.size(), [&](schema::PullRequest::Builder b) {
-    b.setWorker(cfg_.worker);
+    b.setWorker(worker);
     b.setShard(shard);
-    b.setClock(step_);
+    b.setClock(clock);
     if (range.size() > 0) {
       auto d = b.initDense(1);
       d[0].setBegin(range.begin);
@@ -156,6 +157,21 @@ pull_request_msg worker_core::pull_request(uint32_t shard) const {
     auto k = b.initSparseKeys(keys.size());
     for (unsigned i = 0; i < keys.size(); ++i) k.set(i, keys[i]);
   });
+}
+
+}  // namespace
+
+pull_request_msg worker_core::pull_request(uint32_t shard) const {
+  return make_pull_request(cfg_.worker, shard, step_, cfg_.parts.at(shard).dense, shard_keys_.at(shard));
+}
+
+std::optional<pull_request_msg> worker_core::early_pull_request(uint32_t shard) const {
+  const uint64_t next = step_ + 1;
+  if (phase_ != worker_phase::pushing || cfg_.rule != consistency_kind::bsp || !cfg_.dense_only ||
+      next >= cfg_.total_steps || (cfg_.windowed && next >= window_) || shard >= num_shards())
+    return std::nullopt;
+  static const std::vector<uint64_t> no_keys;
+  return make_pull_request(cfg_.worker, shard, next, cfg_.parts[shard].dense, no_keys);
 }
 
 bool worker_core::pull_open(uint64_t gen, uint32_t shard) const {

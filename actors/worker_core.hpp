@@ -15,6 +15,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct worker_core_config {
   uint64_t steps_per_epoch = 1;
   consistency_kind rule = consistency_kind::bsp;
   bool windowed = false;  // a step starts only below the job's window
+  bool dense_only = false;  // the model has no sparse keys: every step pulls the same keys
 };
 
 class worker_core {
@@ -122,6 +124,15 @@ class worker_core {
   // The global sparse keys `shard` must serve in this step.
   const std::vector<uint64_t>& keys_of(uint32_t shard) const { return shard_keys_.at(shard); }
   pull_request_msg pull_request(uint32_t shard) const;
+  // A pull of the next step's parameters, asked for early: right after this
+  // step's pushes, so that a BSP shard answers it as soon as the step is
+  // applied instead of after the acks and another round trip. Only for a
+  // dense model under BSP, whose next pull is known now (no sparse keys),
+  // and only when the next step will run without waiting (not the last,
+  // not held back by the window). Empty when the next step's pull cannot
+  // be asked for now. Its reply counts once the next step pulls
+  // (accepts_pull_reply); until then the caller keeps it.
+  std::optional<pull_request_msg> early_pull_request(uint32_t shard) const;
   // True while the pull to `shard` of generation `gen` is unanswered.
   bool pull_open(uint64_t gen, uint32_t shard) const;
   // A pull reply that arrived outside its request (a duplicating link):

@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ struct worker_state {
   gradient_buffer grad;
   held_deliveries held;  // directory updates a link fault holds back
   std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back
+  // The next step's pull to each shard, asked early (worker.cpp,
+  // ask_early_pulls): for which step, of which incarnation, and its reply
+  // once it came before that step started pulling. clock 0: none out.
+  struct early_pull {
+    uint64_t clock = 0;
+    caf::actor handle;
+    std::optional<pull_reply_msg> reply;
+  };
+  std::vector<early_pull> early;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;

@@ -247,6 +247,72 @@ TEST_CASE("a worker without a window never waits") {
   CHECK(c.next_step() == worker_core::step_start::pull);
 }
 
+TEST_CASE("a dense BSP worker may ask for the next step's pull while it pushes, inside the window and the run") {
+  auto cfg = config(consistency_kind::bsp, true);
+  cfg.dense_only = true;
+  cfg.total_steps = 3;
+  worker_core c(cfg);
+  REQUIRE(resume_with(c, {0, 0}) == worker_core::resume_outcome::start);
+  c.widen_window(3);  // before the first step asks: no step waits yet
+  start_next(c, {});
+  REQUIRE(c.phase() == phase::pulling);
+  CHECK(!c.early_pull_request(0));  // not while pulling
+  answer_pulls(c);
+  c.begin_push(gradient(c, 1.0f));
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto m = c.early_pull_request(i);
+    REQUIRE(m);
+    auto d = decode(*m);
+    REQUIRE(d);
+    CHECK(d->root().getClock() == 1);  // the next step's
+    CHECK(d->root().getWorker() == 7);
+    CHECK(d->root().getShard() == i);
+    REQUIRE(d->root().getDense().size() == 1);
+    CHECK(d->root().getDense()[0].getBegin() == c.config().parts[i].dense.begin);
+    CHECK(d->root().getDense()[0].getEnd() == c.config().parts[i].dense.end);
+    CHECK(d->root().getSparseKeys().size() == 0);
+  }
+  CHECK(!c.early_pull_request(2));  // no such shard
+  // Its reply counts once the next step pulls, not before.
+  CHECK(!c.accepts_pull_reply(0, 1));
+  for (uint32_t i = 0; i < 2; ++i) REQUIRE(c.acked(i, ack(i, 1).root()));
+  start_next(c, {});
+  CHECK(c.accepts_pull_reply(0, 1));
+  run_step(c);  // step 1; step 2 is the last
+  answer_pulls(c);
+  c.begin_push(gradient(c, 1.0f));
+  CHECK(!c.early_pull_request(0));  // there is no step 3
+}
+
+TEST_CASE("the next step's pull is not asked early under SSP or ASP, for a sparse model, or past the window") {
+  for (auto rule : {consistency_kind::ssp, consistency_kind::asp}) {
+    auto cfg = config(rule);
+    cfg.dense_only = true;
+    auto c = started(cfg);
+    answer_pulls(c);
+    c.begin_push(gradient(c, 1.0f));
+    CHECK(!c.early_pull_request(0));
+  }
+  {
+    auto c = started(config(consistency_kind::bsp));  // dense_only false: the next keys are unknown
+    answer_pulls(c);
+    c.begin_push(gradient(c, 1.0f));
+    CHECK(!c.early_pull_request(0));
+  }
+  auto cfg = config(consistency_kind::bsp, true);
+  cfg.dense_only = true;
+  worker_core c(cfg);
+  REQUIRE(resume_with(c, {0, 0}) == worker_core::resume_outcome::start);
+  c.widen_window(1);  // step 0 may run, step 1 not yet
+  start_next(c, {});
+  REQUIRE(c.phase() == phase::pulling);
+  answer_pulls(c);
+  c.begin_push(gradient(c, 1.0f));
+  CHECK(!c.early_pull_request(0));
+  CHECK(!c.widen_window(2));  // the step is pushing, not waiting
+  CHECK(c.early_pull_request(0));
+}
+
 TEST_CASE("a pull asks each shard for its dense range and the batch's sparse keys it owns") {
   auto c = started();
   c.begin_pull({1, 3, 6});
