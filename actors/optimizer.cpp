@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "messages/errors.hpp"
 
@@ -105,6 +107,40 @@ void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* 
            return v;
          },
          n);
+}
+
+namespace {
+
+template <size_t K>
+void apply_sum_of(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                  const unsigned char* const* g, size_t n) {
+  const unsigned char* src[K];
+  for (size_t k = 0; k < K; ++k) src[k] = g[k];
+  update(c, t, p, s1, s2,
+         [&src](size_t i) {
+           float sum = 0.0f;
+           for (size_t k = 0; k < K; ++k) {
+             float v;
+             std::memcpy(&v, src[k] + 4 * i, 4);
+             sum += v;
+           }
+           return sum;
+         },
+         n);
+}
+
+}  // namespace
+
+void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                      const unsigned char* const* g, size_t k, size_t n) {
+  switch (k) {
+    case 2: return apply_sum_of<2>(c, t, p, s1, s2, g, n);
+    case 3: return apply_sum_of<3>(c, t, p, s1, s2, g, n);
+    case 4: return apply_sum_of<4>(c, t, p, s1, s2, g, n);
+    default:
+      throw std::invalid_argument("apply_update_sum: " + std::to_string(k) + " gradients (2 to " +
+                                  std::to_string(max_summed_gradients) + " are summed in one pass)");
+  }
 }
 
 }  // namespace keel

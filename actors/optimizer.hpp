@@ -46,4 +46,14 @@ void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, fl
 void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                         const unsigned char* g, size_t n);
 
+// The most gradients apply_update_sum adds in its one pass.
+constexpr size_t max_summed_gradients = 4;
+
+// Applies the sum of `k` gradients (2 <= k <= max_summed_gradients), each
+// `n` little-endian floats in bytes, in one pass: the gradient of parameter
+// i is ((0 + g[0][i]) + g[1][i]) + ..., added in that order, exactly what
+// summing them into a zeroed array first and applying that gives.
+void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                      const unsigned char* const* g, size_t k, size_t n);
+
 }  // namespace keel

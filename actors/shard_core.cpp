@@ -131,6 +131,8 @@ uint64_t shard_core::apply_complete_steps() {
       ++steps;
       continue;
     }
+    if (apply_summed(steps))
+      continue;
     // Sum the step's gradients in worker-id order, then apply once.
     // Reused across steps: a fresh vector per step would page-fault anew.
     auto& sum = scratch_;
@@ -176,6 +178,57 @@ uint64_t shard_core::apply_complete_steps() {
     ++version_;
     ++steps;
   }
+}
+
+// The usual BSP step: every worker pushed one dense range, the same one,
+// and their number fits apply_update_sum. The sum then goes straight into
+// the update, read from the pushes' frames, in one pass instead of zeroing
+// a sum, adding each push into it and applying it; the same order of
+// additions, so the same bits. False (nothing done) for any other step.
+bool shard_core::apply_summed(uint64_t& steps) {
+  const size_t k = held_.size();
+  if (k < 2 || k > max_summed_gradients)
+    return false;
+  const unsigned char* grads[max_summed_gradients];
+  uint64_t b = 0, e = 0;
+  for (size_t w = 0; w < k; ++w) {
+    auto dense = held_[w].front().root().getDense();
+    if (dense.size() != 1)
+      return false;
+    auto r = dense[0];
+    if (w == 0) {
+      b = r.getBegin();
+      e = r.getEnd();
+    } else if (r.getBegin() != b || r.getEnd() != e) {
+      return false;
+    }
+    grads[w] = r.getValues().begin();
+  }
+  ++optimizer_steps_;
+  size_t off = b - cfg_.dense.begin;
+  apply_update_sum(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+                   slot1_.empty() ? nullptr : slot1_.data() + off,
+                   slot2_.empty() ? nullptr : slot2_.data() + off, grads, k, e - b);
+  // Sparse values as the general path adds them: per key in worker order.
+  auto& sparse_sum = sparse_sum_;
+  sparse_sum.clear();
+  for (auto& q : held_) {
+    auto sp = q.front().root().getSparse();
+    auto keys = sp.getKeys();
+    auto vals = sp.getValues();
+    for (unsigned i = 0; i < keys.size(); ++i)
+      sparse_sum[keys[i]] += vals[i];
+  }
+  for (auto& [key, g] : sparse_sum)
+    apply_sparse(key, g);
+  for (uint32_t w = 0; w < held_.size(); ++w) {
+    applied_[w] = held_[w].front().root().getSeq();
+    held_[w].pop_front();
+  }
+  ++bsp_clock_;
+  ++version_;
+  ++steps;
+  return true;
 }
 
 void shard_core::apply_now(schema::Push::Reader p) {

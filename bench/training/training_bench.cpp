@@ -176,8 +176,14 @@ int main(int argc, char** argv) {
   std::printf("(keel train defaults: 2 shards, 2 workers, BSP. Runs of 1, 2, ... epochs, each scored at\n"
               " its end, first reached the target after %llu epochs)\n",
               static_cast<unsigned long long>(keel_epochs));
-  std::printf("ratio keel / plain: samples/s %.2f, time to target %.2f (<= 1 is the goal)\n\n",
+  std::printf("ratio keel / plain: samples/s %.2f, time to target %.2f (<= 1 is the goal)\n",
               median(keel_rate) / plain_samples, median(keel_time) / median(plain_time));
+  if (keel_time.size() == plain_time.size()) {
+    std::printf("each pair's time ratio, in run order:");
+    for (size_t i = 0; i < keel_time.size(); ++i) std::printf(" %.2f", keel_time[i] / plain_time[i]);
+    std::printf("\n");
+  }
+  std::printf("\n");
 
   // P4: checkpoints every second, against none. A discarded warm-up run
   // first; then pairs whose order alternates, so drift of the machine hits

@@ -402,3 +402,63 @@ TEST_CASE("a restore checks the CRC of each dense tensor beside its copy, and re
   flipped(end_of("dense") - 9, "dense");
   flipped(end_of("dense.slot2") - 5, "dense.slot2");
 }
+
+namespace {
+
+// A push of `dense` from `begin` in two ranges split at `split` values: a
+// BSP step with such a push takes the shard's general path (sum, then apply).
+decoded<schema::Push> split_push(uint32_t worker, uint64_t seq, uint64_t step, uint64_t begin,
+                                 const std::vector<float>& dense, size_t split) {
+  auto m = build<schema::Push>(256 + dense.size(), [&](schema::Push::Builder b) {
+    b.setWorker(worker);
+    b.setSeq(seq);
+    b.setStep(step);
+    auto rs = b.initDense(2);
+    size_t from[2] = {0, split}, to[2] = {split, dense.size()};
+    for (unsigned i = 0; i < 2; ++i) {
+      rs[i].setBegin(begin + from[i]);
+      rs[i].setEnd(begin + to[i]);
+      std::memcpy(rs[i].initValues((to[i] - from[i]) * 4).begin(), dense.data() + from[i],
+                  (to[i] - from[i]) * 4);
+    }
+    b.initSparse();
+  });
+  auto d = decode(m);
+  REQUIRE_MESSAGE(d, describe(d.error()));
+  return std::move(*d);
+}
+
+}  // namespace
+
+TEST_CASE("a BSP step's pushes summed in one pass give the bits of summing them first, for every optimizer") {
+  // Values whose sum depends on the order of additions, and a negative zero.
+  const std::vector<std::vector<float>> grads = {
+    {1e8f, 0.1f, -0.0f, 3.0f}, {1.0f, 0.2f, -0.0f, -1e-8f}, {-1e8f, 0.3f, -0.0f, 7.5f}, {0.5f, -0.6f, 0.0f, 1e-3f}};
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam}) {
+    for (uint32_t workers : {2u, 3u, 4u}) {
+      CAPTURE(to_string(kind));
+      CAPTURE(workers);
+      auto cfg = config(consistency_kind::bsp, workers);
+      cfg.optimizer.kind = kind;
+      cfg.optimizer.lr = 0.01f;
+      shard_core one_pass(cfg, {1.0f, 2.0f, 3.0f, 4.0f}), general(cfg, {1.0f, 2.0f, 3.0f, 4.0f});
+      for (uint64_t step = 0; step < 3; ++step)
+        for (uint32_t w = 0; w < workers; ++w) {
+          one_pass.offer(make_push(w, step + 1, step, 10, grads[w]));
+          general.offer(w == 0 ? split_push(w, step + 1, step, 10, grads[w], 1)
+                               : make_push(w, step + 1, step, 10, grads[w]));
+        }
+      CHECK(one_pass.bsp_clock() == 3);
+      CHECK(general.bsp_clock() == 3);
+      CHECK(same_bits(one_pass.dense(), general.dense()));
+      for (size_t slot = 0; slot < slots_per_parameter(kind); ++slot)
+        CHECK(same_bits(one_pass.dense_slot(slot), general.dense_slot(slot)));
+      if (kind == optimizer_kind::sgd && workers == 3) {
+        // 1e8 + 1 - 1e8 in float is 0: the step moves parameter 0 by nothing.
+        float g0 = ((0.0f + grads[0][0]) + grads[1][0]) + grads[2][0];
+        CHECK(g0 == 0.0f);
+        CHECK(one_pass.dense()[0] == 1.0f);
+      }
+    }
+  }
+}
