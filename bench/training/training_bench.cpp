@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     keel_rate = keel_time = keel_acc = {NAN};
   }
   const double plain_samples = median(plain_rate);
-  std::printf("== time to %.0f%% test accuracy (%s, %llu epochs, scored after each, median of %zu)\n",
+  std::printf("== time to %.0f%% test accuracy (%s, up to %llu epochs, median of %zu pairs)\n",
               target * 100, name.c_str(), static_cast<unsigned long long>(epochs), repeats);
   std::printf("%-46s %12s %10s %14s\n", "run", "samples/s", "test acc", "s to target");
   std::printf("%-46s %12.0f %10.4f %14.2f\n", "plain single-thread SGD (ceiling)", plain_samples,
