@@ -10,6 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/build.sh"
 if [ "${KEEL_SANITIZE:-0}" = 1 ]; then
   build_dir="${KEEL_BUILD_DIR:-build-asan}"
+  export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 else
   build_dir="${KEEL_BUILD_DIR:-build}"
 fi
