@@ -131,45 +131,11 @@ uint64_t shard_core::apply_complete_steps() {
       ++steps;
       continue;
     }
-    if (apply_summed(steps))
-      continue;
-    // Sum the step's gradients in worker-id order, then apply once.
-    // Reused across steps: a fresh vector per step would page-fault anew.
-    auto& sum = scratch_;
-    sum.assign(dense_.size(), 0.0f);
-    std::vector<std::pair<uint64_t, uint64_t>> touched;
-    // Per key the workers' values are added in worker-id order; keys are
-    // independent, so the order in which keys are then applied is free.
-    auto& sparse_sum = sparse_sum_;
-    sparse_sum.clear();
-    for (auto& q : held_) {
-      auto p = q.front().root();
-      for (auto r : p.getDense()) {
-        auto v = r.getValues();
-        size_t off = r.getBegin() - cfg_.dense.begin;
-        size_t n = r.getEnd() - r.getBegin();
-        for (size_t i = 0; i < n; ++i) {
-          float g;
-          std::memcpy(&g, v.begin() + 4 * i, 4);
-          sum[off + i] += g;
-        }
-        touched.emplace_back(off, off + n);
-      }
-      auto keys = p.getSparse().getKeys();
-      auto vals = p.getSparse().getValues();
-      for (unsigned i = 0; i < keys.size(); ++i)
-        sparse_sum[keys[i]] += vals[i];
-    }
+    // Several workers: their gradients summed in worker-id order, applied once.
     ++optimizer_steps_;
-    std::sort(touched.begin(), touched.end());
-    for (size_t i = 0; i < touched.size();) {
-      auto b = touched[i].first, e = touched[i].second;
-      for (++i; i < touched.size() && touched[i].first <= e; ++i)
-        e = std::max(e, touched[i].second);
-      apply_dense(cfg_.dense.begin + b, sum.data() + b, e - b);
-    }
-    for (auto& [k, g] : sparse_sum)
-      apply_sparse(k, g);
+    if (!apply_dense_one_pass())
+      apply_dense_summed();
+    apply_sparse_summed();
     for (uint32_t w = 0; w < held_.size(); ++w) {
       applied_[w] = held_[w].front().root().getSeq();
       held_[w].pop_front();
@@ -185,7 +151,7 @@ uint64_t shard_core::apply_complete_steps() {
 // the update, read from the pushes' frames, in one pass instead of zeroing
 // a sum, adding each push into it and applying it; the same order of
 // additions, so the same bits. False (nothing done) for any other step.
-bool shard_core::apply_summed(uint64_t& steps) {
+bool shard_core::apply_dense_one_pass() {
   const size_t k = held_.size();
   if (k < 2 || k > max_summed_gradients)
     return false;
@@ -204,12 +170,45 @@ bool shard_core::apply_summed(uint64_t& steps) {
     }
     grads[w] = r.getValues().begin();
   }
-  ++optimizer_steps_;
   size_t off = b - cfg_.dense.begin;
   apply_update_sum(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
                    slot1_.empty() ? nullptr : slot1_.data() + off,
                    slot2_.empty() ? nullptr : slot2_.data() + off, grads, k, e - b);
-  // Sparse values as the general path adds them: per key in worker order.
+  return true;
+}
+
+// Any other step: the dense gradients summed into a zeroed array in
+// worker-id order, then each touched run of keys applied once.
+void shard_core::apply_dense_summed() {
+  // Reused across steps: a fresh vector per step would page-fault anew.
+  auto& sum = scratch_;
+  sum.assign(dense_.size(), 0.0f);
+  std::vector<std::pair<uint64_t, uint64_t>> touched;
+  for (auto& q : held_) {
+    for (auto r : q.front().root().getDense()) {
+      auto v = r.getValues();
+      size_t off = r.getBegin() - cfg_.dense.begin;
+      size_t n = r.getEnd() - r.getBegin();
+      for (size_t i = 0; i < n; ++i) {
+        float g;
+        std::memcpy(&g, v.begin() + 4 * i, 4);
+        sum[off + i] += g;
+      }
+      touched.emplace_back(off, off + n);
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  for (size_t i = 0; i < touched.size();) {
+    auto b = touched[i].first, e = touched[i].second;
+    for (++i; i < touched.size() && touched[i].first <= e; ++i)
+      e = std::max(e, touched[i].second);
+    apply_dense(cfg_.dense.begin + b, sum.data() + b, e - b);
+  }
+}
+
+// Per key the workers' sparse values are added in worker-id order; keys are
+// independent, so the order in which keys are then applied is free.
+void shard_core::apply_sparse_summed() {
   auto& sparse_sum = sparse_sum_;
   sparse_sum.clear();
   for (auto& q : held_) {
@@ -221,14 +220,6 @@ bool shard_core::apply_summed(uint64_t& steps) {
   }
   for (auto& [key, g] : sparse_sum)
     apply_sparse(key, g);
-  for (uint32_t w = 0; w < held_.size(); ++w) {
-    applied_[w] = held_[w].front().root().getSeq();
-    held_[w].pop_front();
-  }
-  ++bsp_clock_;
-  ++version_;
-  ++steps;
-  return true;
 }
 
 void shard_core::apply_now(schema::Push::Reader p) {

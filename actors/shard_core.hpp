@@ -119,7 +119,9 @@ class shard_core {
  private:
   caf::error check_keys(schema::Push::Reader p) const;
   void apply_now(schema::Push::Reader p);
-  bool apply_summed(uint64_t& steps);
+  bool apply_dense_one_pass();
+  void apply_dense_summed();
+  void apply_sparse_summed();
   uint64_t apply_complete_steps();
   void apply_dense(uint64_t begin, const float* g, size_t n);
   void apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n);

@@ -150,14 +150,24 @@ TEST_CASE("adopting more bytes than the buffer holds is refused") {
   CHECK_THROWS_AS(fb.adopt_data(std::move(buf), n), std::invalid_argument);
 }
 
+namespace {
+
+// A frame whose root is `values` copied in with frame_builder::copy_floats.
+frame_ptr floats_copied_in(const std::shared_ptr<buffer_pool>& pool, const std::vector<float>& values,
+                           bool* finite) {
+  frame_builder fb(64, pool);
+  fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_floats(values.data(), values.size(), finite));
+  return fb.finish();
+}
+
+}  // namespace
+
 TEST_CASE("float values found finite as they are copied in are known finite to their frame, not to a parse of its bytes") {
   auto pool = buffer_pool::create();
   std::vector<float> values(10000);  // more than one block of the scan
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f - 7.0f;
-  frame_builder fb(64, pool);
   bool finite = false;
-  fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_floats(values.data(), values.size(), &finite));
-  auto f = fb.finish();
+  auto f = floats_copied_in(pool, values, &finite);
   CHECK(finite);
   capnp::SegmentArrayMessageReader local(f->segments());
   auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
@@ -184,10 +194,8 @@ TEST_CASE("float values with a NaN or an infinity are copied whole but not known
     CAPTURE(bad);
     std::vector<float> values(10000, 1.0f);
     values[bad] = bad % 2 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
-    frame_builder fb(64, pool);
     bool finite = true;
-    fb.message().initRoot<capnp::AnyPointer>().adopt(fb.copy_floats(values.data(), values.size(), &finite));
-    auto f = fb.finish();
+    auto f = floats_copied_in(pool, values, &finite);
     CHECK_FALSE(finite);
     capnp::SegmentArrayMessageReader local(f->segments());
     auto d = local.getRoot<capnp::AnyPointer>().getAs<capnp::Data>();
