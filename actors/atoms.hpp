@@ -22,5 +22,6 @@ using link_release_atom = caf::atom_constant<caf::atom("linkfree")>;  // a held 
 using refresh_atom = caf::atom_constant<caf::atom("refresh")>;    // look the shards up again
 using expire_atom = caf::atom_constant<caf::atom("expire")>;      // an incomplete checkpoint times out
 using fire_atom = caf::atom_constant<caf::atom("fire")>;          // a fault's trigger has come
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // a request timed by request_deadlines is due
 
 }  // namespace keel

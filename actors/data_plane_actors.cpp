@@ -1,5 +1,6 @@
 #include "actors/data_plane_impl.hpp"
 
+#include "actors/request_timer.hpp"
 #include "messages/errors.hpp"
 
 namespace keel::dp_detail {
@@ -109,20 +110,42 @@ void answer_error(const std::weak_ptr<connection>& wc, uint64_t slot, std::strin
     c->enqueue(outgoing{dp::header{dp::kind::error, slot, 0, 0}, nullptr, std::move(text)});
 }
 
+struct gateway_state {
+  request_deadlines deadlines;  // of the requests to local shards
+};
+
+using gateway_actor = caf::stateful_actor<gateway_state>;
+
+// Asks the local `shard` and queues its answer (or the error) under `slot`.
+// Timed by request_deadlines, not CAF's clock: two clock entries a request
+// would wake CAF's clock thread twice for every remote push and pull.
+template <class Reply, class Msg>
+void ask_local(gateway_actor* self, const std::weak_ptr<connection>& wc, std::chrono::milliseconds timeout,
+               uint64_t slot, const caf::actor& shard, const Msg& m, dp::kind answer_kind) {
+  auto h = self->request(shard, caf::infinite, m);
+  auto id = time_request(self, self->state.deadlines, h.id(), timeout);
+  h.then(
+    [self, wc, slot, id, answer_kind](const Reply& r) {
+      self->state.deadlines.answered(id);
+      answer(wc, answer_kind, slot, r.frame());
+    },
+    [self, wc, slot, id](caf::error& e) {
+      self->state.deadlines.answered(id);
+      answer_error(wc, slot, describe(e));
+    });
+}
+
 // Makes each request that arrived on an inbound connection to its local
 // shard and queues the answer (or the error) on the same connection.
-caf::behavior gateway(caf::event_based_actor* self, std::weak_ptr<connection> wc, std::chrono::milliseconds timeout) {
+caf::behavior gateway(gateway_actor* self, std::weak_ptr<connection> wc, std::chrono::milliseconds timeout) {
   return {
     [=](dp_request_atom, uint64_t slot, const caf::actor& shard, const push_msg& m) {
-      self->request(shard, timeout, m)
-        .then([wc, slot](const push_ack_msg& a) { answer(wc, dp::kind::push_ack, slot, a.frame()); },
-              [wc, slot](caf::error& e) { answer_error(wc, slot, describe(e)); });
+      ask_local<push_ack_msg>(self, wc, timeout, slot, shard, m, dp::kind::push_ack);
     },
     [=](dp_request_atom, uint64_t slot, const caf::actor& shard, const pull_request_msg& m) {
-      self->request(shard, timeout, m)
-        .then([wc, slot](const pull_reply_msg& r) { answer(wc, dp::kind::pull_reply, slot, r.frame()); },
-              [wc, slot](caf::error& e) { answer_error(wc, slot, describe(e)); });
+      ask_local<pull_reply_msg>(self, wc, timeout, slot, shard, m, dp::kind::pull_reply);
     },
+    [=](deadline_atom) { expire_due(self, self->state.deadlines); },
     // A duplicating link's second copy of an answer comes as a plain
     // message; the worker has the first.
     [](const push_ack_msg&) {},

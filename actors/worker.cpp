@@ -6,8 +6,9 @@
 #include "actors/atoms.hpp"
 #include "actors/crash.hpp"
 #include "actors/data_plane.hpp"
-#include "actors/job_event.hpp"
 #include "actors/faults/link_hold.hpp"
+#include "actors/job_event.hpp"
+#include "actors/request_timer.hpp"
 #include "actors/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -86,41 +87,54 @@ void start_step(worker_actor* self) {
 
 // A request to a shard: over the data plane when it routes to the shard's
 // process, else straight to the shard through CAF. The answer (or error) is
-// the shard's either way.
-template <class Msg>
-auto ask_shard(worker_actor* self, uint32_t shard, const Msg& m) {
+// the shard's either way. Timed by the worker's request_deadlines rather
+// than CAF's clock (see actors/request_deadlines.hpp): a timeout reaches
+// `on_error` as CAF's request_timeout all the same.
+template <class Reply, class Msg, class OnReply, class OnError>
+void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_reply,
+               OnError on_error) {
   auto& st = self->state;
   auto& dest = st.shards[shard];
   auto via = st.opt.plane ? st.opt.plane->route(dest) : caf::actor{};
-  return via ? self->request(via, st.opt.request_timeout, dp_forward_atom::value, dest, m)
-             : self->request(dest, st.opt.request_timeout, m);
+  auto h = via ? self->request(via, caf::infinite, dp_forward_atom::value, dest, m)
+               : self->request(dest, caf::infinite, m);
+  auto id = time_request(self, st.deadlines, h.id(), st.opt.request_timeout);
+  h.then(
+      [self, id, on_reply = std::move(on_reply)](const Reply& r) {
+        self->state.deadlines.answered(id);
+        on_reply(r);
+      },
+      [self, id, on_error = std::move(on_error)](caf::error& err) {
+        self->state.deadlines.answered(id);
+        on_error(err);
+      });
 }
 
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  ask_shard(self, shard, st.core.pull_request(shard))
-      .then(
-          [self, shard, gen](const pull_reply_msg& m) {
-            if (!self->state.core.pull_open(gen, shard))
-              return;
-            auto r = decode(m);
-            if (!r)
-              return fail(self, r.error());
-            on_pulled(self, shard, r->root());
-          },
-          [self, shard, gen, attempt](caf::error& err) {
-            auto& st = self->state;
-            if (!st.core.pull_open(gen, shard))
-              return;
-            st.core.count_retry();
-            emit(self, event_kind::retry,
-                 "pull from " + st.opt.shard_names[shard] + " at step " +
-                     std::to_string(st.core.step()) + ": " + self->system().render(err));
-            refresh(self, shard);
-            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                               attempt + 1, false);
-          });
+  ask_shard<pull_reply_msg>(
+      self, shard, st.core.pull_request(shard),
+      [self, shard, gen](const pull_reply_msg& m) {
+        if (!self->state.core.pull_open(gen, shard))
+          return;
+        auto r = decode(m);
+        if (!r)
+          return fail(self, r.error());
+        on_pulled(self, shard, r->root());
+      },
+      [self, shard, gen, attempt](caf::error& err) {
+        auto& st = self->state;
+        if (!st.core.pull_open(gen, shard))
+          return;
+        st.core.count_retry();
+        emit(self, event_kind::retry,
+             "pull from " + st.opt.shard_names[shard] + " at step " +
+                 std::to_string(st.core.step()) + ": " + self->system().render(err));
+        refresh(self, shard);
+        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                           attempt + 1, false);
+      });
 }
 
 // Under BSP a dense model's next pull is known before this step is done:
@@ -138,40 +152,40 @@ void ask_early_pulls(worker_actor* self) {
     auto clock = st.core.step() + 1;
     auto dest = st.shards[i];
     st.early[i] = {clock, dest, std::nullopt};
-    ask_shard(self, i, *req)
-        .then(
-          [self, i, clock, dest](const pull_reply_msg& m) {
-            auto& st = self->state;
-            auto& e = st.early[i];
-            if (e.clock != clock || e.handle != dest)
-              return;  // a newer step or shard incarnation asked since
-            if (!st.core.accepts_pull_reply(i, clock)) {
-              e.reply = m;  // the step has not started pulling yet
-              return;
-            }
-            e = {};
-            auto r = decode(m);
-            if (!r)
-              return fail(self, r.error());
-            on_pulled(self, i, r->root());
-          },
-          [self, i, clock, dest](caf::error&) {
-            auto& st = self->state;
-            auto& e = st.early[i];
-            if (e.clock != clock || e.handle != dest)
-              return;
-            e = {};
-            if (st.core.accepts_pull_reply(i, clock))
-              send_pull(self, i, 0);  // the step waits for it: ask the usual way
-          });
+    ask_shard<pull_reply_msg>(
+        self, i, *req,
+        [self, i, clock, dest](const pull_reply_msg& m) {
+          auto& st = self->state;
+          auto& e = st.early[i];
+          if (e.clock != clock || e.handle != dest)
+            return;  // a newer step or shard incarnation asked since
+          if (!st.core.accepts_pull_reply(i, clock)) {
+            e.reply = m;  // the step has not started pulling yet
+            return;
+          }
+          e = {};
+          auto r = decode(m);
+          if (!r)
+            return fail(self, r.error());
+          on_pulled(self, i, r->root());
+        },
+        [self, i, clock, dest](caf::error&) {
+          auto& st = self->state;
+          auto& e = st.early[i];
+          if (e.clock != clock || e.handle != dest)
+            return;
+          e = {};
+          if (st.core.accepts_pull_reply(i, clock))
+            send_pull(self, i, 0);  // the step waits for it: ask the usual way
+        });
   }
 }
 
 // Every shard has answered: compute the gradient and push each shard its part.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
-  if (auto err = st.opt.training_model->gradient(st.batch, st.core.parameters(), *st.scratch,
-                                                 st.grad))
+  if (auto err =
+          st.opt.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
     return fail(self, err);
   auto round = st.core.begin_push(st.grad);
   if (round.skipped) {
@@ -255,48 +269,48 @@ void refresh(worker_actor* self, uint32_t shard) {
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  ask_shard(self, shard, m)
-      .then(
-          [self, shard](const push_ack_msg& ack) {
-            if (self->state.core.phase() == worker_phase::halted)
-              return;
-            auto a = decode(ack);
-            if (!a)
-              return fail(self, a.error());
-            on_ack(self, shard, a->root());
-          },
-          [self, shard, gen, attempt, m, dest = st.shards[shard]](caf::error& err) {
-            auto& st = self->state;
-            auto seq = st.core.step() + 1;
-            if (!st.core.push_open(gen, shard)) {
-              // Not the open step's push: a replay to a restarted shard or a
-              // resend after OUT_OF_ORDER, which the retry timer below never
-              // covers. A lost one would leave the shard without it for good
-              // (under BSP every later pull waits on it), so it goes again
-              // while the shard is the incarnation it was sent to (a newer
-              // one gets a replay of its own).
-              if (st.core.phase() == worker_phase::halted || dest != st.shards[shard])
-                return;
-              auto d = decode(m);
-              if (!d)
-                return;
-              st.core.count_retry();
-              emit(self, event_kind::retry,
-                   "push " + std::to_string(d->root().getSeq()) + " to " +
-                       st.opt.shard_names[shard] + " (resent): " + self->system().render(err));
-              refresh(self, shard);
-              self->delayed_send(self, backoff(st.opt, attempt), resend_atom::value, shard, m,
-                                 attempt + 1);
-              return;
-            }
-            st.core.count_retry();
-            emit(self, event_kind::retry,
-                 "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
-                     self->system().render(err));
-            refresh(self, shard);
-            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
-                               attempt + 1, true);
-          });
+  ask_shard<push_ack_msg>(
+      self, shard, m,
+      [self, shard](const push_ack_msg& ack) {
+        if (self->state.core.phase() == worker_phase::halted)
+          return;
+        auto a = decode(ack);
+        if (!a)
+          return fail(self, a.error());
+        on_ack(self, shard, a->root());
+      },
+      [self, shard, gen, attempt, m, dest = st.shards[shard]](caf::error& err) {
+        auto& st = self->state;
+        auto seq = st.core.step() + 1;
+        if (!st.core.push_open(gen, shard)) {
+          // Not the open step's push: a replay to a restarted shard or a
+          // resend after OUT_OF_ORDER, which the retry timer below never
+          // covers. A lost one would leave the shard without it for good
+          // (under BSP every later pull waits on it), so it goes again
+          // while the shard is the incarnation it was sent to (a newer
+          // one gets a replay of its own).
+          if (st.core.phase() == worker_phase::halted || dest != st.shards[shard])
+            return;
+          auto d = decode(m);
+          if (!d)
+            return;
+          st.core.count_retry();
+          emit(self, event_kind::retry,
+               "push " + std::to_string(d->root().getSeq()) + " to " + st.opt.shard_names[shard] +
+                   " (resent): " + self->system().render(err));
+          refresh(self, shard);
+          self->delayed_send(self, backoff(st.opt, attempt), resend_atom::value, shard, m,
+                             attempt + 1);
+          return;
+        }
+        st.core.count_retry();
+        emit(self, event_kind::retry,
+             "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
+                 self->system().render(err));
+        refresh(self, shard);
+        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                           attempt + 1, true);
+      });
 }
 
 }  // namespace keel::worker_detail
@@ -338,6 +352,7 @@ caf::behavior running(worker_actor* self) {
         st.held.apply(self, d, "directory>" + me, [self, u] { on_update(self, u); });
       },
       [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
+      [self](deadline_atom) { expire_due(self, self->state.deadlines); },
       [self](refresh_atom) {
         auto& st = self->state;
         for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
@@ -368,8 +383,8 @@ caf::behavior running(worker_actor* self) {
         auto& st = self->state;
         if (st.core.widen_window(limit)) {
           auto waited = std::chrono::steady_clock::now() - st.waiting_since;
-          st.core.waited_at_window(
-            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+          st.core.waited_at_window(static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
           start_step(self);
         }
       },

@@ -12,6 +12,7 @@
 
 #include "actors/job_event.hpp"
 #include "actors/faults/link_hold.hpp"
+#include "actors/request_deadlines.hpp"
 #include "actors/worker.hpp"
 #include "actors/worker_core.hpp"
 #include "messages/decode.hpp"
@@ -37,6 +38,7 @@ struct worker_state {
     std::optional<pull_reply_msg> reply;
   };
   std::vector<early_pull> early;
+  request_deadlines deadlines;  // of the requests to shards (ask_shard)
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;

@@ -1,0 +1,48 @@
+#pragma once
+// The CAF side of request_deadlines (actors/request_deadlines.hpp): an actor
+// makes a request with no CAF timeout (caf::infinite), `time_request` records
+// its deadline and arms the actor's one timer when needed, and the actor's
+// handler for deadline_atom calls `expire_due`, which delivers CAF's own
+// request_timeout error to each due request. The response handler's error
+// path then runs and CAF drops the handler, as when CAF's clock times a
+// request out. For .cpp files of actors that already include CAF.
+
+#include <caf/all.hpp>
+#include <chrono>
+
+#include "actors/atoms.hpp"
+#include "actors/request_deadlines.hpp"
+
+namespace keel {
+
+template <class Self>
+void arm_deadline_timer(Self* self, request_deadlines::time_point at) {
+  auto now = request_deadlines::clock_type::now();
+  self->delayed_send(self, at > now ? at - now : request_deadlines::clock_type::duration::zero(),
+                     deadline_atom::value);
+}
+
+// Times the request whose response id is `response_id`: due `timeout` from
+// now. Returns the id to hand to request_deadlines::answered once it is
+// answered.
+template <class Self>
+uint64_t time_request(Self* self, request_deadlines& d, caf::message_id response_id,
+                      std::chrono::milliseconds timeout) {
+  auto id = response_id.integer_value();
+  if (auto at = d.add(id, request_deadlines::clock_type::now() + timeout))
+    arm_deadline_timer(self, *at);
+  return id;
+}
+
+// The actor's deadline timer fired.
+template <class Self>
+void expire_due(Self* self, request_deadlines& d) {
+  std::optional<request_deadlines::time_point> rearm;
+  for (auto id : d.fire(request_deadlines::clock_type::now(), &rearm))
+    self->eq_impl(caf::message_id(id), self->ctrl(), self->context(),
+                  caf::make_error(caf::sec::request_timeout));
+  if (rearm)
+    arm_deadline_timer(self, *rearm);
+}
+
+}  // namespace keel
