@@ -122,17 +122,10 @@ using gateway_actor = caf::stateful_actor<gateway_state>;
 template <class Reply, class Msg>
 void ask_local(gateway_actor* self, const std::weak_ptr<connection>& wc, std::chrono::milliseconds timeout,
                uint64_t slot, const caf::actor& shard, const Msg& m, dp::kind answer_kind) {
-  auto h = self->request(shard, caf::infinite, m);
-  auto id = time_request(self, self->state.deadlines, h.id(), timeout);
-  h.then(
-    [self, wc, slot, id, answer_kind](const Reply& r) {
-      self->state.deadlines.answered(id);
-      answer(wc, answer_kind, slot, r.frame());
-    },
-    [self, wc, slot, id](caf::error& e) {
-      self->state.deadlines.answered(id);
-      answer_error(wc, slot, describe(e));
-    });
+  timed_request<Reply>(
+    self, self->state.deadlines, timeout, shard,
+    [wc, slot, answer_kind](const Reply& r) { answer(wc, answer_kind, slot, r.frame()); },
+    [wc, slot](caf::error& e) { answer_error(wc, slot, describe(e)); }, m);
 }
 
 // Makes each request that arrived on an inbound connection to its local

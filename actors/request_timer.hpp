@@ -34,6 +34,26 @@ uint64_t time_request(Self* self, request_deadlines& d, caf::message_id response
   return id;
 }
 
+// Sends `xs` to `dest` as a request timed by `d` (due `timeout` from now),
+// with `on_reply(const Reply&)` and `on_error(caf::error&)` as its handlers;
+// a timeout reaches `on_error` as CAF's request_timeout. `d` belongs to the
+// actor's state, so it outlives every handler.
+template <class Reply, class Self, class OnReply, class OnError, class... Ts>
+void timed_request(Self* self, request_deadlines& d, std::chrono::milliseconds timeout,
+                   const caf::actor& dest, OnReply on_reply, OnError on_error, Ts&&... xs) {
+  auto h = self->request(dest, caf::infinite, std::forward<Ts>(xs)...);
+  auto id = time_request(self, d, h.id(), timeout);
+  h.then(
+    [&d, id, on_reply = std::move(on_reply)](const Reply& r) {
+      d.answered(id);
+      on_reply(r);
+    },
+    [&d, id, on_error = std::move(on_error)](caf::error& err) {
+      d.answered(id);
+      on_error(err);
+    });
+}
+
 // The actor's deadline timer fired.
 template <class Self>
 void expire_due(Self* self, request_deadlines& d) {

@@ -96,18 +96,12 @@ void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_repl
   auto& st = self->state;
   auto& dest = st.shards[shard];
   auto via = st.opt.plane ? st.opt.plane->route(dest) : caf::actor{};
-  auto h = via ? self->request(via, caf::infinite, dp_forward_atom::value, dest, m)
-               : self->request(dest, caf::infinite, m);
-  auto id = time_request(self, st.deadlines, h.id(), st.opt.request_timeout);
-  h.then(
-      [self, id, on_reply = std::move(on_reply)](const Reply& r) {
-        self->state.deadlines.answered(id);
-        on_reply(r);
-      },
-      [self, id, on_error = std::move(on_error)](caf::error& err) {
-        self->state.deadlines.answered(id);
-        on_error(err);
-      });
+  if (via)
+    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, via, std::move(on_reply),
+                         std::move(on_error), dp_forward_atom::value, dest, m);
+  else
+    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, dest, std::move(on_reply),
+                         std::move(on_error), m);
 }
 
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {

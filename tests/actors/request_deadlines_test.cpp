@@ -108,23 +108,19 @@ struct requester_state {
   caf::actor report_to;
 };
 
-// Asks `dest` once, timed by request_deadlines; tells `report_to` what the
+// Asks `dest` once, timed by request_deadlines (timed_request); tells `report_to` what the
 // request's handlers saw: "timeout", "answer: ..." or, on the marker, "marker".
 caf::behavior requester(caf::stateful_actor<requester_state>* self, caf::actor dest,
                         caf::actor report_to, std::chrono::milliseconds timeout) {
   self->state.report_to = report_to;
-  auto h = self->request(dest, caf::infinite, hold_atom::value);
-  auto id = time_request(self, self->state.deadlines, h.id(), timeout);
-  h.then(
-    [self, id](const std::string& s) {
-      self->state.deadlines.answered(id);
-      self->send(self->state.report_to, "answer: " + s);
-    },
-    [self, id](caf::error& e) {
-      self->state.deadlines.answered(id);
+  timed_request<std::string>(
+    self, self->state.deadlines, timeout, dest,
+    [self](const std::string& s) { self->send(self->state.report_to, "answer: " + s); },
+    [self](caf::error& e) {
       self->send(self->state.report_to, e == caf::sec::request_timeout ? std::string("timeout")
                                                                       : self->system().render(e));
-    });
+    },
+    hold_atom::value);
   return {
     [self](deadline_atom) { expire_due(self, self->state.deadlines); },
     [self](marker_atom) { self->send(self->state.report_to, std::string("marker")); },
