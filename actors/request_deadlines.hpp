@@ -2,14 +2,16 @@
 // The deadlines of an actor's open requests, kept by the actor on one timer.
 //
 // A CAF 0.17 request with a timeout costs two entries on the actor system's
-// clock: one set when it is sent and one cancel when it is answered. Each
-// entry wakes the clock's thread through a condition variable. A worker asks
-// four to six requests a step, more than a thousand steps a second: about
-// 9 000 futex calls an epoch of MNIST, on two cores that train. Requests made
-// with no CAF timeout and tracked here cost one timer per request_timeout
-// instead; when one is due, the actor delivers CAF's own request_timeout
-// error to itself (actors/request_deadlines_caf.hpp), so the response
-// handler runs its error path and is dropped exactly as on a CAF timeout.
+// clock: one set when it is sent and one cancel when it is answered. An
+// entry pushed while the clock's thread waits wakes it through a condition
+// variable. A worker makes four to six requests a step, more than a
+// thousand steps a second: about 9 000 futex calls in an epoch of MNIST, on
+// the two cores that train. Requests made with no CAF timeout and tracked
+// here share one timer, armed for the earliest deadline (about once per
+// request_timeout while answers come in time); when one is due, the actor
+// delivers CAF's own request_timeout error to itself
+// (actors/request_timer.hpp), so the response handler runs its error path
+// and is dropped exactly as on a CAF timeout.
 //
 // A plain value with no CAF types: ids are the integer values of the
 // requests' response ids. Deterministic and single-threaded, like the actor.
