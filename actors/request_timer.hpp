@@ -1,9 +1,9 @@
 #pragma once
-// The CAF side of request_deadlines (actors/request_deadlines.hpp): an actor
-// makes a request with no CAF timeout (caf::infinite), `time_request` records
-// its deadline and arms the actor's one timer when needed, and the actor's
-// handler for deadline_atom calls `expire_due`, which delivers CAF's own
-// request_timeout error to each due request. The response handler's error
+// The CAF side of request_deadlines (actors/request_deadlines.hpp):
+// `timed_request` makes a request with no CAF timeout (caf::infinite),
+// records its deadline and arms the actor's one timer when needed, and the
+// actor's handler for deadline_atom calls `expire_due`, which delivers CAF's
+// own request_timeout error to each due request. The response handler's error
 // path then runs and CAF drops the handler, as when CAF's clock times a
 // request out. For .cpp files of actors that already include CAF.
 
@@ -22,18 +22,6 @@ void arm_deadline_timer(Self* self, request_deadlines::time_point at) {
                      deadline_atom::value);
 }
 
-// Times the request whose response id is `response_id`: due `timeout` from
-// now. Returns the id to hand to request_deadlines::answered once it is
-// answered.
-template <class Self>
-uint64_t time_request(Self* self, request_deadlines& d, caf::message_id response_id,
-                      std::chrono::milliseconds timeout) {
-  auto id = response_id.integer_value();
-  if (auto at = d.add(id, request_deadlines::clock_type::now() + timeout))
-    arm_deadline_timer(self, *at);
-  return id;
-}
-
 // Sends `xs` to `dest` as a request timed by `d` (due `timeout` from now),
 // with `on_reply(const Reply&)` and `on_error(caf::error&)` as its handlers;
 // a timeout reaches `on_error` as CAF's request_timeout. `d` belongs to the
@@ -42,7 +30,9 @@ template <class Reply, class Self, class OnReply, class OnError, class... Ts>
 void timed_request(Self* self, request_deadlines& d, std::chrono::milliseconds timeout,
                    const caf::actor& dest, OnReply on_reply, OnError on_error, Ts&&... xs) {
   auto h = self->request(dest, caf::infinite, std::forward<Ts>(xs)...);
-  auto id = time_request(self, d, h.id(), timeout);
+  auto id = h.id().integer_value();
+  if (auto at = d.add(id, request_deadlines::clock_type::now() + timeout))
+    arm_deadline_timer(self, *at);
   h.then(
     [&d, id, on_reply = std::move(on_reply)](const Reply& r) {
       d.answered(id);
