@@ -91,6 +91,11 @@ struct job_result {
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
+  // The planned faults that did not take effect ("FAULT: why"): they never
+  // came due before the run ended, or their injection failed. Each is also
+  // a fault event on the timeline.
+  std::vector<std::string> faults_not_injected;
+  uint64_t faults_injected = 0;                  // the planned faults that took effect
   std::array<uint64_t, 4> messages_hit{};        // messages dropped, duplicated, delayed, reordered
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)

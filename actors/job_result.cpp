@@ -153,6 +153,8 @@ caf::expected<job_result> job::impl::finish() {
   result.params_sha256 = params_sha256(result.dense, result.sparse);
   result.messages_hit = faults->links()->hits();
   result.fault_plan = faults->injected();
+  result.faults_not_injected = faults->close_run();
+  result.faults_injected = faults->planned_injected();
   auto scratch = cfg.training_model->make_scratch();
   auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
   if (!q)

@@ -85,12 +85,13 @@ int chaos(const args& a) {
   std::printf("%6s  %-9s %-8s %-6s %-9s %7s  %s\n", "seed", "recovered", "lost", "once", "identical",
               "ms", "faults");
   int broken = 0;
-  uint64_t total_faults = 0, total_recoveries = 0;
+  uint64_t total_faults = 0, total_planned = 0, total_recoveries = 0;
   int64_t lost = 0;
   std::map<std::string, uint64_t> fault_counts;
   std::map<std::string, std::vector<int64_t>> recovery;
   run_chaos(opts, first, seeds, [&](const chaos_run& r) {
     total_faults += r.faults;
+    total_planned += r.planned;
     total_recoveries += r.recoveries;
     lost += r.lost_updates;
     for (auto& [kind, us] : r.recovery_us)
@@ -114,10 +115,10 @@ int chaos(const args& a) {
     }
     std::fflush(stdout);
   });
-  std::printf("keel chaos: %llu seeds, %llu faults injected (%s), %llu recoveries, %lld lost updates, "
-              "%d broke an invariant\n",
+  std::printf("keel chaos: %llu seeds, %llu of %llu planned faults injected (planned: %s), "
+              "%llu recoveries, %lld lost updates, %d broke an invariant\n",
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(total_faults),
-              kinds_text(fault_counts).c_str(), static_cast<unsigned long long>(total_recoveries),
+              static_cast<unsigned long long>(total_planned), kinds_text(fault_counts).c_str(), static_cast<unsigned long long>(total_recoveries),
               static_cast<long long>(lost), broken);
   for (auto& entry : recovery) {
     auto& kind = entry.first;

@@ -305,6 +305,12 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   std::cout << "log loss " << r->quality.log_loss << " over " << r->quality.examples
             << " examples\nkeel train: pushes acked " << r->pushes_acked << ", applied "
             << r->pushes_applied << ", params_sha256 " << r->params_sha256 << "\n";
+  if (r->faults_injected > 0 || !r->faults_not_injected.empty()) {
+    std::cout << program << ": planned faults: " << r->faults_injected << " injected, "
+              << r->faults_not_injected.size() << " not\n";
+    for (auto& missed : r->faults_not_injected)
+      std::cout << "  not injected: " << missed << "\n";
+  }
   if (r->checkpoints > 0)
     std::cout << "keel train: " << r->checkpoints << " checkpoints committed; writing them took "
               << r->checkpoint_write_seconds << " s (" << r->checkpoint_write_cpu_seconds

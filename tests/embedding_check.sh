@@ -20,4 +20,16 @@ test -f "$work/prefix/include/keel/keel.hpp" || { echo "embedding_check: keel/ke
 cmake -S "$src/demos/embedding" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
-"$work/build/line_fit"
+# The example must succeed, reach its target, and have really been hit by
+# both planned kills and recovered from them (restarts or a rollback).
+status=0
+"$work/build/line_fit" > "$work/run.log" 2>&1 || status=$?
+cat "$work/run.log"
+fail() { echo "embedding_check: $1" >&2; exit 1; }
+[ "$status" = 0 ] || fail "line_fit exited with status $status"
+grep -q "^line_fit: fit reached its target$" "$work/run.log" || fail "line_fit did not reach its target"
+grep -q "fault shard:1: killed" "$work/run.log" || fail "shard:1 was not killed"
+grep -q "fault worker:0: killed" "$work/run.log" || fail "worker:0 was not killed"
+grep -q "^line_fit: planned faults: 2 injected, 0 not$" "$work/run.log" || fail "not every planned fault took effect"
+grep -Eq " (restart|rollback) " "$work/run.log" || fail "no restart or rollback followed the kills"
+echo "embedding_check: passed"

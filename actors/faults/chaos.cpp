@@ -99,7 +99,7 @@ std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint
     auto cfg = opts.base;
     cfg.faults = random_fault_plan(seed, opts.mix);
     out.plan = to_string(cfg.faults);
-    out.faults = cfg.faults.size();
+    out.planned = cfg.faults.size();
     scratch_dir dir(base_dir, seed);
     cfg.checkpoint_dir = dir.path;
     auto t0 = std::chrono::steady_clock::now();
@@ -109,6 +109,8 @@ std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint
       out.finished = false;
       out.problem = describe(r.error());
     } else {
+      out.faults = r->faults_injected;
+      out.not_injected = r->faults_not_injected;
       for (auto& [name, n] : r->restarts)
         out.recoveries += n;
       out.recoveries += r->rollbacks;

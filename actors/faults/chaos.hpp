@@ -33,8 +33,10 @@ struct chaos_options {
 
 struct chaos_run {
   uint64_t seed = 0;
-  std::string plan;                // the faults injected
-  uint64_t faults = 0;
+  std::string plan;                // the faults planned
+  uint64_t planned = 0;            // how many
+  uint64_t faults = 0;             // how many of them took effect
+  std::vector<std::string> not_injected;  // the others, each "FAULT: why"
   uint64_t recoveries = 0;         // restarts + rollbacks
   int64_t lost_updates = 0;        // pushes acknowledged but not applied (negative: applied twice)
   bool exactly_once = true;

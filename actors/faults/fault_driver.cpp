@@ -150,10 +150,41 @@ void fault_driver::fire_due(uint64_t slowest_step, int64_t now_ms) {
                (f.when == trigger::time && f.at_step <= now) || counted_[i];
     if (due && !fired_[i] && !(f.is_kill() && not_back_.count(f.target))) {
       fired_[i] = true;
-      if (!inject(f) && f.is_kill())
+      auto err = inject(f);
+      if (err) {
+        failed_.push_back(to_string(f) + ": " + describe(err));
+        continue;
+      }
+      ++planned_injected_;
+      if (f.is_kill())
         not_back_.insert(f.target);
     }
   }
+}
+
+std::vector<std::string> fault_driver::close_run() {
+  std::vector<std::string> out = failed_;
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    if (fired_[i])
+      continue;
+    auto& f = plan_[i];
+    std::string why;
+    if (f.is_kill() && not_back_.count(f.target))
+      why = "the run ended while " + f.target + " was not back from an earlier kill";
+    else if (f.when == trigger::step)
+      why = "the run ended before every worker completed step " + std::to_string(f.at_step);
+    else if (f.when == trigger::time)
+      why = "the run ended before " + std::to_string(f.at_step) + " ms";
+    else
+      why = "the run ended before the " + std::to_string(f.at_step) + "th " + to_string(f.of) +
+            " message";
+    auto e = make_job_event(event_kind::fault, f.target, "not injected: " + why);
+    e.fault = to_string(f);
+    e.step = f.at_step;
+    hooks_.record(std::move(e));
+    out.push_back(to_string(f) + ": " + why);
+  }
+  return out;
 }
 
 std::chrono::milliseconds fault_driver::until_next(std::chrono::milliseconds cap,

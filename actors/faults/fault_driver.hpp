@@ -83,6 +83,19 @@ class fault_driver {
   // The faults injected so far, as parse_fault_plan reads them.
   const std::string& injected() const { return injected_; }
 
+  // Ends the run's injection: records a fault event ("not injected: why")
+  // for every planned fault that never came due before the run ended (a
+  // kill waiting for its target to come back from an earlier one
+  // included), and returns the planned faults that did not take effect,
+  // each as "FAULT: why": those, and those whose injection failed (already
+  // recorded when they failed). Faults a resumed run skipped (skip_through)
+  // are not among them: they belonged to the run before. A
+  // failure-injection test checks the list is empty: a fault that never
+  // fired proves nothing.
+  std::vector<std::string> close_run();
+  // How many planned faults took effect so far (fired and injected).
+  size_t planned_injected() const { return planned_injected_; }
+
  private:
   caf::error flip_newest_snapshot(const fault& f);
 
@@ -95,6 +108,8 @@ class fault_driver {
   std::vector<bool> counted_;
   std::set<std::string> not_back_;  // actors a kill fault ended, not yet restarted
   std::string injected_;
+  std::vector<std::string> failed_;  // planned faults whose injection failed, with the reason
+  size_t planned_injected_ = 0;
 };
 
 }  // namespace keel

@@ -109,6 +109,8 @@ int main() {
   std::printf("line_fit: y = %.3f x %+.3f (truth: 3x - 1), test MSE %.4f, %llu pushes acked\n",
               r->dense[0], r->dense[1], r->quality.log_loss,
               static_cast<unsigned long long>(r->pushes_acked));
+  std::printf("line_fit: planned faults: %llu injected, %zu not\n",
+              static_cast<unsigned long long>(r->faults_injected), r->faults_not_injected.size());
   bool ok = keel::meets(r->quality, cfg.training_model->target());
   std::printf("line_fit: %s\n", ok ? "fit reached its target" : "fit missed its target");
   return ok ? 0 : 1;

@@ -16,17 +16,18 @@ using namespace keel::test;
 namespace {
 
 void summarise(const std::vector<chaos_run>& runs) {
-  uint64_t faults = 0, recoveries = 0;
+  uint64_t faults = 0, planned = 0, recoveries = 0;
   int64_t lost = 0;
   std::map<std::string, std::vector<int64_t>> times;
   for (auto& r : runs) {
     faults += r.faults;
+    planned += r.planned;
     recoveries += r.recoveries;
     lost += r.lost_updates;
     for (auto& [kind, us] : r.recovery_us) times[kind].push_back(us);
     CHECK_MESSAGE(r.ok(), "seed " << r.seed << ": " << r.problem << "\n  replay: --faults '" << r.plan << "'");
   }
-  MESSAGE(runs.size() << " seeds, " << faults << " faults, " << recoveries << " recoveries, "
+  MESSAGE(runs.size() << " seeds, " << faults << " of " << planned << " planned faults injected, " << recoveries << " recoveries, "
                       << lost << " lost updates");
   for (auto& [kind, v] : times) {
     std::sort(v.begin(), v.end());
@@ -35,6 +36,7 @@ void summarise(const std::vector<chaos_run>& runs) {
   }
   CHECK(lost == 0);
   CHECK(recoveries > 0);
+  CHECK(faults * 10 >= planned * 9);  // the plans really hit the runs
 }
 
 chaos_options probe_options(const temp_dir& dir, consistency rule) {

@@ -83,6 +83,15 @@ inline void check_exactly_once(const job_config& c, const job_result& r) {
   CHECK_MESSAGE(!err, describe(err));
 }
 
+// Every fault the run planned took effect: a failure-injection test whose
+// fault never fired (its step not reached, its target never back from an
+// earlier kill) would pass without testing anything.
+inline void check_faults_fired(const job_config& c, const job_result& r) {
+  for (auto& missed : r.faults_not_injected)
+    FAIL_CHECK("a planned fault did not take effect: " << missed);
+  CHECK(r.faults_injected == c.faults.size());
+}
+
 // A chaos setup: seeded runs of `steps` steps, a checkpoint every
 // `checkpoint_every`, `faults` random faults per run from step 3 to steps - 5.
 inline chaos_options chaos_setup(std::shared_ptr<const model> m, const temp_dir& dir,

@@ -25,6 +25,9 @@ job_result train(const std::string& name, consistency_kind rule, uint64_t epochs
   REQUIRE_MESSAGE(j, describe(j.error()));
   auto r = (*j)->wait(std::chrono::minutes(30));
   REQUIRE_MESSAGE(r, describe(r.error()));
+  check_faults_fired(c, *r);  // kills that never fired would make every check below trivial
+  if (!c.faults.empty())
+    CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.size());
   MESSAGE(name << " rule " << static_cast<int>(rule) << " kills " << to_string(c.faults) << ": accuracy "
                << *r->quality.accuracy << ", " << r->samples_per_second << " samples/s, "
                << r->restarts.size() << " actors restarted, " << r->rollbacks << " rollbacks");

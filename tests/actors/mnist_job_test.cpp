@@ -3,6 +3,7 @@
 // and the issue's targets.
 #include "job_fixture.hpp"
 #include "models/mnist_data.hpp"
+#include "models/plain_trainer.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -39,6 +40,41 @@ TEST_CASE("MNIST softmax on a 6000-image subset learns through shard, worker and
     CHECK(r->pushes_applied == r->pushes_acked);
     CHECK(r->restarts.size() >= 2);
   }
+}
+
+// The README's headline, sized for CI: the MNIST MLP on the whole data set,
+// 2 epochs of keel train's defaults (BSP, 2 shards, 2 workers, batch 32,
+// SGD lr 0.1) through kills of every kind of actor, reaches the accuracy
+// the plain single-thread loop reaches in 2 epochs. The slow tier
+// (mnist_job_slow_test.cpp) trains to the full targets.
+TEST_CASE("the MNIST MLP trained 2 epochs through kills reaches the plain single-thread loop's 2-epoch accuracy") {
+  auto m = mnist("mnist-mlp", 0, 0);
+  plain_trainer_config pc;
+  pc.lr = 0.1f;
+  pc.batch_size = 32;
+  pc.epochs = 2;
+  auto plain = train_plain(*m, pc);
+  REQUIRE_MESSAGE(plain, describe(plain.error()));
+  REQUIRE(plain->final_test.accuracy);
+
+  temp_dir dir;
+  auto steps = 2 * steps_per_epoch(m->num_train_examples(), 2, 32);
+  auto c = config_for(m, dir, steps);
+  c.optimizer.lr = 0.1f;
+  c.batch_size = 32;
+  c.checkpoint_every = 50;
+  c.faults = {kill_at("shard:0", steps / 6),      kill_at("worker:1", 2 * steps / 6),
+              kill_at("checkpointer", 3 * steps / 6), kill_at("shards", 4 * steps / 6),
+              kill_at("workers", 5 * steps / 6)};
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  REQUIRE(r->quality.accuracy);
+  MESSAGE("2 epochs: keel through " << r->faults_injected << " kills " << *r->quality.accuracy
+                                    << ", plain loop " << *plain->final_test.accuracy);
+  check_faults_fired(c, *r);
+  CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.size());
+  CHECK(r->pushes_applied == r->pushes_acked);
+  CHECK(*r->quality.accuracy >= *plain->final_test.accuracy - 0.005);
 }
 
 // The progress line scores the parameters every shard holds at that moment:

@@ -151,7 +151,7 @@ TEST_CASE("the fault driver fires step, time and count triggers in plan order th
                         "throw:checkpointer@push=3");
 }
 
-TEST_CASE("a second kill of one actor waits until it is back; a kill that finds nobody is recorded") {
+TEST_CASE("a second kill of one actor waits until it is back, and a kill that finds nobody is recorded") {
   recording_hooks hooks;
   fault_driver d(plan("kill:shard:0@5,kill:shard:0@6,kill:worker:9@6"),
                  std::filesystem::temp_directory_path(), hooks, [](size_t) {});
@@ -166,6 +166,48 @@ TEST_CASE("a second kill of one actor waits until it is back; a kill that finds 
     refused = refused || (e.actor == "worker:9" && !e.killed &&
                           e.detail.find("not killed") != std::string::npos);
   CHECK(refused);
+  // Both kills of shard:0 took effect; the one that found nobody did not.
+  CHECK(d.planned_injected() == 2);
+  auto missed = d.close_run();
+  REQUIRE(missed.size() == 1);
+  CHECK(missed[0].rfind("kill:worker:9@6: ", 0) == 0);
+}
+
+TEST_CASE("planned faults that never fired are named when the run ends, a postponed kill included") {
+  recording_hooks hooks;
+  fault_driver d(plan("kill:shard:0@5,kill:shard:0@6,drop:worker:0>shard:1@50,eio:fsync@900ms,"
+                      "kill:worker:1@push=40"),
+                 std::filesystem::temp_directory_path(), hooks, [](size_t) {});
+  d.fire_due(10, 100);  // the second kill waits: shard:0 is not back
+  REQUIRE(hooks.ended.size() == 1);
+  CHECK(d.planned_injected() == 1);
+  auto events_before = hooks.events.size();
+  auto missed = d.close_run();
+  REQUIRE(missed.size() == 4);
+  CHECK(missed[0] == "kill:shard:0@6: the run ended while shard:0 was not back from an earlier kill");
+  CHECK(missed[1] == "drop:worker:0>shard:1@50: the run ended before every worker completed step 50");
+  CHECK(missed[2] == "eio:fsync@900ms: the run ended before 900 ms");
+  CHECK(missed[3] == "kill:worker:1@push=40: the run ended before the 40th push message");
+  // Each is on the timeline too, as a fault that ended nothing.
+  REQUIRE(hooks.events.size() == events_before + 4);
+  for (auto i = events_before; i < hooks.events.size(); ++i) {
+    CHECK(hooks.events[i].kind == event_kind::fault);
+    CHECK(!hooks.events[i].killed);
+    CHECK(hooks.events[i].detail.rfind("not injected: the run ended", 0) == 0);
+  }
+  CHECK(hooks.events[events_before].actor == "shard:0");
+  CHECK(hooks.events[events_before].fault == "kill:shard:0@6");
+}
+
+TEST_CASE("a resumed run does not count the faults of the run before it as missed") {
+  recording_hooks hooks;
+  fault_driver d(plan("kill:shard:0@5,kill:worker:0@30"), std::filesystem::temp_directory_path(), hooks,
+                 [](size_t) {});
+  d.skip_through(20);
+  d.fire_due(30, 0);
+  CHECK(hooks.ended.size() == 1);
+  CHECK(d.planned_injected() == 1);
+  CHECK(d.close_run().empty());
 }
 
 TEST_CASE("node faults: kill9, stop and cut target node:N, and a job in one process refuses them") {

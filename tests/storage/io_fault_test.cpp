@@ -108,6 +108,9 @@ TEST_CASE("a write torn by a device that reports success is caught when the chec
   // head, its middle or all but its tail; the commit succeeds, the read
   // must not.
   auto n = ops_per_checkpoint(io_op::write);
+  // How the tears came out: the test is about the third kind, so it must
+  // have happened, and the first kind shows the commit's own check works.
+  size_t refused_at_commit = 0, stored_whole = 0, skipped_at_read = 0;
   for (uint64_t nth = 1; nth <= n; ++nth) {
     for (uint64_t keep : {0, 4, 1000}) {
       CAPTURE(nth);
@@ -122,11 +125,14 @@ TEST_CASE("a write torn by a device that reports success is caught when the chec
         // which checks each file's size against its entry.
         CHECK(contains(describe(r.error()), "bytes, the entry says"));
         CHECK(latest->checkpoint.manifest.checkpoint == 1);
+        ++refused_at_commit;
         continue;
       }
       // A write shorter than `keep` stores whole: nothing was torn.
       if (latest->checkpoint.manifest.checkpoint == 2) {
         CHECK(latest->skipped.empty());
+        CHECK(keep > 0);  // keeping nothing tears every write
+        ++stored_whole;
         continue;
       }
       CHECK(latest->checkpoint.manifest.checkpoint == 1);
@@ -134,6 +140,11 @@ TEST_CASE("a write torn by a device that reports success is caught when the chec
       auto reason = describe(latest->skipped[0].reason);
       CHECK_MESSAGE(is(latest->skipped[0].reason, errc::damaged_snapshot), reason);
       CHECK_MESSAGE(contains(reason, "ckpt-00000000000000000002."), reason);
+      ++skipped_at_read;
     }
   }
+  MESSAGE(refused_at_commit << " tears refused by the commit, " << stored_whole << " writes stored whole, "
+                            << skipped_at_read << " torn checkpoints skipped when read");
+  CHECK(skipped_at_read >= 1);
+  CHECK(refused_at_commit >= 1);
 }
