@@ -3,7 +3,7 @@
 # ceiling, measured in the same run (bench/README.md explains each table).
 # Installs what is missing and builds the Release tree first, and fetches
 # MNIST for the training figures.
-#   bash bench/run_all.sh           everything (about 10 minutes on 2 cores)
+#   bash bench/run_all.sh           everything (about 5 minutes on 2 cores)
 #   bash bench/run_all.sh --quick   fewer repetitions (about 3 minutes)
 # Run it on an otherwise idle machine: the ratios compare runs of the same
 # process, but other load makes both sides noisy.

@@ -8,6 +8,7 @@
 //  - remote: the same across two processes on loopback through CAF's
 //    middleman, beside a raw TCP transfer of the same bytes.
 // Usage: push_bench [pushes_per_size]   (default 64)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,19 +24,25 @@ using namespace keel::bench;
 
 namespace {
 
+// The fastest of five passes of `reps` copies: one pass is short enough
+// (16 MiB for 16 pushes of 1 MiB) that a single preemption by another
+// process can halve it, and a ceiling should be what the machine can do.
 double memcpy_gbps(size_t bytes, size_t reps) {
   std::vector<char> src(bytes, 1);
   auto dst = buffer_pool::process_default()->acquire(bytes / 8 + 1);
   std::memcpy(dst.bytes(), src.data(), bytes);  // fault the pages in first
-  auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < reps; ++i) {
-    src[i % bytes] = static_cast<char>(i);
-    std::memcpy(dst.bytes(), src.data(), bytes);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < reps; ++i) {
+      src[i % bytes] = static_cast<char>(i);
+      std::memcpy(dst.bytes(), src.data(), bytes);
+    }
+    best = std::max(best, static_cast<double>(bytes * reps) / seconds_since(t0) / 1e9);
   }
-  double s = seconds_since(t0);
   volatile char keep = dst.bytes()[reps % bytes];
   (void)keep;
-  return static_cast<double>(bytes * reps) / s / 1e9;
+  return best;
 }
 
 // Builds `reps` pushes of `floats` values one after another (each freed
