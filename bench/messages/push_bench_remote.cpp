@@ -1,6 +1,7 @@
 // The two-process half of push_bench: a forked server process publishes a
-// sink actor through CAF's middleman and accepts one raw TCP connection; the
-// parent measures both transfers of the same bytes.
+// sink actor through CAF's middleman and accepts raw TCP connections; the
+// parent measures both transfers of the same bytes (the raw one as the
+// fastest of a few passes: it is the ceiling).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -45,6 +47,9 @@ int listen_loopback(uint16_t& port) {
   return fd;
 }
 
+// The raw TCP ceiling is the fastest of this many transfers.
+constexpr int raw_passes = 3;
+
 // Reads `total` bytes from one connection, then answers with one byte.
 void raw_server(int listen_fd, size_t total) {
   int c = ::accept(listen_fd, nullptr, nullptr);
@@ -67,7 +72,10 @@ void raw_server(int listen_fd, size_t total) {
 [[noreturn]] void serve(int port_pipe, int stop_pipe, size_t bytes, size_t pushes) {
   uint16_t raw_port = 0;
   int lfd = listen_loopback(raw_port);
-  std::thread raw([&] { raw_server(lfd, bytes * pushes); });
+  std::thread raw([&] {
+    for (int i = 0; i < raw_passes; ++i)
+      raw_server(lfd, bytes * pushes);
+  });
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};
@@ -170,7 +178,8 @@ remote_figures run_remote(size_t floats, size_t pushes) {
   if (::read(port_pipe[0], ports, sizeof(ports)) != sizeof(ports))
     die("push_bench: server did not report its ports");
   remote_figures out;
-  out.tcp_gbps = raw_tcp_gbps(ports[1], floats * 4, pushes);
+  for (int i = 0; i < raw_passes; ++i)
+    out.tcp_gbps = std::max(out.tcp_gbps, raw_tcp_gbps(ports[1], floats * 4, pushes));
   out.keel_gbps = keel_gbps(ports[0], floats, pushes);
   ::close(stop_pipe[1]);
   ::close(port_pipe[0]);
