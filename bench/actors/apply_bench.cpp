@@ -74,8 +74,9 @@ void offer_or_die(shard_core& shard, decoded<schema::Push> d) {
 // Textbook Adam over plain arrays (Kingma & Ba 2015, Algorithm 1, with
 // the bias corrections folded into the step size as their section 2
 // suggests): step `t` >= 1 over `n` parameters.
-void plain_adam(float lr, float beta1, float beta2, float epsilon, uint64_t t, float* __restrict__ p,
-                float* __restrict__ m, float* __restrict__ v, const float* __restrict__ g, size_t n) {
+void plain_adam(float lr, float beta1, float beta2, float epsilon, uint64_t t,
+                float* __restrict__ p, float* __restrict__ m, float* __restrict__ v,
+                const float* __restrict__ g, size_t n) {
   const double td = static_cast<double>(t);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), td));
   const float bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), td));
@@ -150,13 +151,14 @@ figures run(const optimizer_config& opt, const consistency& rule, size_t floats,
     plain_runs.push_back(seconds_since(t0));
     keep += p[floats / 2];
     for (size_t k = 0; k < floats; ++k)
-      max_difference = std::max(max_difference, static_cast<double>(std::fabs(shard2.dense()[k] - p[k])));
+      max_difference =
+          std::max(max_difference, static_cast<double>(std::fabs(shard2.dense()[k] - p[k])));
   }
   if (!std::isfinite(keep))
     std::printf("(non-finite parameters)\n");
   double bytes = static_cast<double>(floats * 4 * pushes);
-  return {bytes / median(shard_runs) / 1e9, bytes / median(apply_runs) / 1e9, bytes / median(plain_runs) / 1e9,
-          max_difference};
+  return {bytes / median(shard_runs) / 1e9, bytes / median(apply_runs) / 1e9,
+          bytes / median(plain_runs) / 1e9, max_difference};
 }
 
 }  // namespace
@@ -189,7 +191,8 @@ int main(int argc, char** argv) {
                     "shard decode+offer+apply vs plain loop", f.shard_gbps, f.plain_gbps,
                     f.shard_gbps / f.plain_gbps);
         if (f.max_difference > 0)
-          std::printf("  (the plain loop's parameters differ from the shard's by up to %.3g)\n", f.max_difference);
+          std::printf("  (the plain loop's parameters differ from the shard's by up to %.3g)\n",
+                      f.max_difference);
       }
     }
   }

@@ -136,7 +136,8 @@ crash_times crash_to_serving(uint64_t params, const std::filesystem::path& dir) 
     std::fprintf(stderr, "recovery_bench: the worker replayed nothing to the restarted shard:0\n");
     std::exit(1);
   }
-  return {static_cast<double>(restart_us - fault_us) / 1000.0, static_cast<double>(serving_us - fault_us) / 1000.0};
+  return {static_cast<double>(restart_us - fault_us) / 1000.0,
+          static_cast<double>(serving_us - fault_us) / 1000.0};
 }
 
 }  // namespace
@@ -167,7 +168,8 @@ int main(int argc, char** argv) {
     fail("write", entry.error());
 
   const auto file = dir / "shard-0.snap";
-  std::vector<double> memory_ms, decode_ms, local_ms, file_ms, read_ms, crc_ms, copy_ms, restarted_ms, serving_ms;
+  std::vector<double> memory_ms, decode_ms, local_ms, file_ms, read_ms, crc_ms, copy_ms,
+      restarted_ms, serving_ms;
   std::vector<float> copy_from(params, 0.5f), copy_to(params, 0.0f);
   std::vector<char> read_into(std::filesystem::file_size(file) + 1, 0);
   auto& pool = *buffer_pool::process_default();
@@ -237,13 +239,15 @@ int main(int argc, char** argv) {
 
   const double copy = median(copy_ms), read = median(read_ms);
   const double param_mb = static_cast<double>(params) * 4 / 1e6;
-  std::printf("shard of %llu M parameters (sgd): %.1f MB of parameters, snapshot file %.1f MB; medians of %zu "
-              "(job runs: %zu)\n",
-              static_cast<unsigned long long>(million), param_mb, static_cast<double>(entry->bytes) / 1e6,
-              repeats, serving_ms.size());
+  std::printf(
+      "shard of %llu M parameters (sgd): %.1f MB of parameters, snapshot file %.1f MB; "
+      "medians of %zu (job runs: %zu)\n",
+      static_cast<unsigned long long>(million), param_mb, static_cast<double>(entry->bytes) / 1e6,
+      repeats, serving_ms.size());
   std::printf("%-62s %9s %-34s %9s %7s\n", "figure", "keel ms", "ceiling", "ms", "ratio");
   auto row = [](const char* figure, double keel_ms, const char* ceiling, double ceiling_ms) {
-    std::printf("%-62s %9.2f %-34s %9.2f %7.2f\n", figure, keel_ms, ceiling, ceiling_ms, keel_ms / ceiling_ms);
+    std::printf("%-62s %9.2f %-34s %9.2f %7.2f\n", figure, keel_ms, ceiling, ceiling_ms,
+                keel_ms / ceiling_ms);
   };
   row("restore from an in-memory copy, every CRC checked (a peer's)", median(memory_ms),
       "memcpy of the parameters' bytes", copy);
@@ -255,9 +259,11 @@ int main(int argc, char** argv) {
       "memcpy of the parameters' bytes", copy);
   row("crash -> restored incarnation started (the restart event)", median(restarted_ms),
       "memcpy of the parameters' bytes", copy);
-  std::printf("for scale: decode of the in-memory copy %.2f ms; the CRC pass alone %.2f ms (%.1f GB/s)\n",
-              median(decode_ms), median(crc_ms), param_mb / median(crc_ms));
-  std::printf("goals (issue 11): restore of 10 M parameters from memory <= 5 ms; crash -> serving <= 1.2x "
-              "its ceiling\n");
+  std::printf(
+      "for scale: decode of the in-memory copy %.2f ms; the CRC pass alone %.2f ms (%.1f GB/s)\n",
+      median(decode_ms), median(crc_ms), param_mb / median(crc_ms));
+  std::printf(
+      "goals (issue 11): restore of 10 M parameters from memory <= 5 ms; crash -> serving <= 1.2x "
+      "its ceiling\n");
   return 0;
 }

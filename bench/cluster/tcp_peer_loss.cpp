@@ -34,8 +34,7 @@ namespace {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
     _exit(1);
-  for (;;)
-    ::pause();
+  for (;;) ::pause();
 }
 
 // Milliseconds from SIGKILL of a connected peer to end of file on its socket.
@@ -59,7 +58,8 @@ double one_trial(int listener, uint16_t port) {
     if (::read(fd, &byte, 1) <= 0)
       break;
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ::close(fd);
   ::waitpid(child, nullptr, 0);
   return ms;
@@ -79,14 +79,16 @@ int main(int argc, char** argv) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listener, 4) != 0 || ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ::listen(listener, 4) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     die("tcp_peer_loss: listen");
   const uint16_t port = ntohs(a.sin_port);
   std::vector<double> ms;
-  for (long i = 0; i < trials; ++i)
-    ms.push_back(one_trial(listener, port));
+  for (long i = 0; i < trials; ++i) ms.push_back(one_trial(listener, port));
   std::sort(ms.begin(), ms.end());
-  std::printf("tcp peer killed (SIGKILL) -> end of file seen: median %.3f ms (min %.3f, max %.3f, %ld trials)\n",
-              ms[ms.size() / 2], ms.front(), ms.back(), trials);
+  std::printf(
+      "tcp peer killed (SIGKILL) -> end of file seen: median %.3f ms "
+      "(min %.3f, max %.3f, %ld trials)\n",
+      ms[ms.size() / 2], ms.front(), ms.back(), trials);
   return 0;
 }

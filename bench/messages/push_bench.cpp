@@ -133,10 +133,14 @@ int main(int argc, char** argv) {
       double keel = measure();
       std::printf("%-8s %-44s %10.2f %12.2f %7.2f\n", size.c_str(), what, keel, mc, keel / mc);
     };
-    row("local: build (copy the gradient in) vs memcpy", [&] { return build_gbps(floats, pushes); });
-    row("local: write+adopt+send+decode vs memcpy", [&] { return local_gbps(sys, floats, pushes, true); });
-    row("local: copy-build+send+decode vs memcpy", [&] { return local_gbps(sys, floats, pushes, false); });
-    row("local: write+adopt+send+decode, no NaN scan", [&] { return local_gbps(sys, floats, pushes, true, false); });
+    row("local: build (copy the gradient in) vs memcpy",
+        [&] { return build_gbps(floats, pushes); });
+    row("local: write+adopt+send+decode vs memcpy",
+        [&] { return local_gbps(sys, floats, pushes, true); });
+    row("local: copy-build+send+decode vs memcpy",
+        [&] { return local_gbps(sys, floats, pushes, false); });
+    row("local: write+adopt+send+decode, no NaN scan",
+        [&] { return local_gbps(sys, floats, pushes, true, false); });
     std::printf("%-8s %-44s %10.2f %12.2f %7.2f\n", size.c_str(),
                 "remote: middleman push+ack vs raw TCP", remote[i].keel_gbps, remote[i].tcp_gbps,
                 remote[i].keel_gbps / remote[i].tcp_gbps);

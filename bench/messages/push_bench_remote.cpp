@@ -73,8 +73,7 @@ void raw_server(int listen_fd, size_t total) {
   uint16_t raw_port = 0;
   int lfd = listen_loopback(raw_port);
   std::thread raw([&] {
-    for (int i = 0; i < raw_passes; ++i)
-      raw_server(lfd, bytes * pushes);
+    for (int i = 0; i < raw_passes; ++i) raw_server(lfd, bytes * pushes);
   });
   caf::actor_system_config cfg;
   configure(cfg);

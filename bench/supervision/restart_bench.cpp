@@ -199,9 +199,10 @@ int main(int argc, char** argv) {
   print(label.c_str(), by_copy);
   label = "ceiling: memcpy " + std::to_string(mb) + " MB into a warm buffer";
   print(label.c_str(), ceiling);
-  std::printf("  ratio, copied into own buffer / memcpy ceiling (medians): %.2f (the stateless and by-reference\n"
-              "  restarts copy nothing, so the memcpy is no ceiling for them)\n",
-              by_copy.median_us / ceiling.median_us);
+  std::printf(
+      "  ratio, copied into own buffer / memcpy ceiling (medians): %.2f (the stateless and\n"
+      "  by-reference restarts copy nothing, so the memcpy is no ceiling for them)\n",
+      by_copy.median_us / ceiling.median_us);
   std::printf("  (restore buffers allocated: %zu; every other restart reused one)\n",
               pool.allocations);
   return 0;

@@ -199,9 +199,11 @@ int main(int argc, char** argv) {
                 " the only way to bring back a shard that restarts from its initial values, so the logs grow\n"
                 " all run long; checkpoints truncate them)\n");
   double ws = median(window_share), ps = median(cpu_share);
-  std::printf("what the checkpoints cost the checkpointing runs, as shares of their own wall time, as the\n"
-              "runs' job_result reports it (medians; the shards' snapshot captures are not reported):\n");
-  std::printf("  %-66s %6.3f%%\n", "steps held back by the checkpoint window (per worker)", 100 * ws);
+  std::printf(
+      "what the checkpoints cost the checkpointing runs, as shares of their own wall time, as the\n"
+      "runs' job_result reports it (medians; the shards' snapshot captures are not reported):\n");
+  std::printf("  %-66s %6.3f%%\n", "steps held back by the checkpoint window (per worker)",
+              100 * ws);
   std::printf("  %-66s %6.3f%%\n",
               ("checkpointer CPU writing them (share of " + std::to_string(static_cast<int>(cores)) + " cores)").c_str(),
               100 * ps);
