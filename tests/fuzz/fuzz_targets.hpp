@@ -17,7 +17,7 @@
 
 namespace keel::fuzz {
 
-// Byte 0 picks the schema (byte % 11, in the order of messages/protocol.hpp:
+// Byte 0 picks the schema (byte % 10, in the order of messages/protocol.hpp:
 // Push, PushAck, PullRequest, PullReply, SnapshotRequest, ShardSnapshot,
 // CheckpointManifest, DirectoryUpdate, Heartbeat, NodeJoin);
 // the rest is a capnp stream encoding given to frame::parse_copy and then to

@@ -1,6 +1,6 @@
 #pragma once
-// The eleven protocol message types as a list a fuzz input can index: byte 0
-// of a message input picks the schema (byte % 11), so one fuzz target and
+// The ten protocol message types as a list a fuzz input can index: byte 0
+// of a message input picks the schema (byte % 10), so one fuzz target and
 // one seed corpus cover every decoder of messages/protocol.hpp.
 
 #include <cstddef>
