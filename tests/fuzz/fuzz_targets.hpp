@@ -4,11 +4,13 @@
 // decoding path, and checks the properties that must hold whatever the
 // bytes: the decoder returns an error value or a result (never throws, never
 // reads out of bounds, never leaks), and a result it accepts satisfies the
-// invariants listed with each function. A broken invariant prints what broke
-// and aborts, which libFuzzer records as a crash. The libFuzzer programs
-// (libfuzzer_main.cpp) and the replay test (replay_test.cpp) call the same
-// functions, so a crash input saved under regressions/ is re-run by CI
-// without libFuzzer. Every function returns 0 (libFuzzer's convention).
+// invariants listed with each function. A broken invariant throws an
+// invariant_violation saying what broke (invariant.hpp): the libFuzzer
+// programs (libfuzzer_main.cpp) abort on it, which libFuzzer records as a
+// crash, and the replay test (replay_test.cpp) fails a check naming the
+// input. Both call the same functions, so a crash input saved under
+// regressions/ is re-run by CI without libFuzzer. Every function returns 0
+// (libFuzzer's convention).
 
 #include <cstddef>
 #include <cstdint>

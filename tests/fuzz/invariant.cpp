@@ -1,14 +1,12 @@
 #include "invariant.hpp"
 
-#include <cstdio>
-#include <cstdlib>
-
 namespace keel::fuzz {
 
+invariant_violation::invariant_violation(const char* target, const std::string& what)
+    : std::logic_error(std::string(target) + ": invariant broken: " + what) {}
+
 void invariant_broken(const char* target, const std::string& what) {
-  std::fprintf(stderr, "%s: invariant broken: %s\n", target, what.c_str());
-  std::fflush(stderr);
-  std::abort();
+  throw invariant_violation(target, what);
 }
 
 }  // namespace keel::fuzz

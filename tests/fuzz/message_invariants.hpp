@@ -4,7 +4,7 @@
 // again), and acceptance is a property of the content, not of its layout
 // (a deep copy of the message, every object once and in order as a capnp
 // builder writes it, is accepted too, and copying the copy gives the same
-// words). A broken property aborts through invariant_broken.
+// words). A broken property throws through invariant_broken.
 //
 // (Not capnp::canonicalize: it drops a struct list's all-zero data words,
 // and a primitive list sent as such a struct list then no longer reads as a

@@ -1,20 +1,24 @@
 // The fuzz corpus as a regular test: every seed under corpus/<target>/ and
 // every crash input saved under regressions/<target>/ goes through the same
 // entry point its libFuzzer program calls, so CI re-checks each finding
-// without libFuzzer. A broken invariant aborts the program, naming the input.
+// without libFuzzer. A broken invariant, or an exception escaping a decoder,
+// fails a check that names the input file and what broke.
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include <caf/binary_deserializer.hpp>
 #include <doctest/doctest.h>
+#include <kj/exception.h>
 
 #include "actors/shard_snapshot.hpp"
 #include "fuzz_targets.hpp"
+#include "invariant.hpp"
 #include "memory_io.hpp"
 #include "protocol_schemas.hpp"
 #include "seed_corpus.hpp"
@@ -52,16 +56,36 @@ fuzz_entry entry_of(const std::string& target) {
   return nullptr;
 }
 
-// Runs every seed and regression input of `target`; returns how many.
+// What went wrong when `entry` ran `bytes`: nothing (an empty string), the
+// invariant it reports broken, or an exception that escaped the decoders
+// (which promise to return errors as values).
+std::string failure_of(fuzz_entry entry, const std::vector<unsigned char>& bytes) {
+  try {
+    int result = entry(bytes.data(), bytes.size());
+    return result == 0 ? std::string() : "returned " + std::to_string(result) + " instead of 0";
+  } catch (const invariant_violation& e) {
+    return e.what();
+  } catch (const kj::Exception& e) {
+    return std::string("threw a kj::Exception: ") + e.getDescription().cStr();
+  } catch (const std::exception& e) {
+    return std::string("threw a std::exception: ") + e.what();
+  } catch (...) {
+    return "threw an exception of an unknown type";
+  }
+}
+
+// Runs every seed and regression input of `target`, checking each on its
+// own; returns how many.
 size_t replay(const std::string& target) {
   auto entry = entry_of(target);
   size_t n = 0;
   for (const auto* kind : {"corpus", "regressions"})
     for (auto& p : files_in(fuzz_dir / kind / target)) {
-      // Printed before the call: a broken invariant aborts the process.
+      // Printed before the call: a decoder that crashes (a signal, a
+      // sanitizer report) ends the process before doctest can name the input.
       std::fprintf(stderr, "replaying %s\n", p.string().c_str());
-      auto bytes = read_bytes(p);
-      CHECK(entry(bytes.data(), bytes.size()) == 0);
+      auto failure = failure_of(entry, read_bytes(p));
+      CHECK_MESSAGE(failure.empty(), "input ", p.string(), ": ", failure);
       ++n;
     }
   return n;
