@@ -1,0 +1,202 @@
+// BSP bit-identity across processes with real models. The probe's gradient
+// is a constant, so its params_sha256 only counts the pushes applied: the
+// right check for exactly-once, and no check of bit-identity. Here the
+// models compute real gradients (sparse logistic regression, the MNIST MLP
+// on a prefix of MNIST) with stateful optimizers (Adam, AdaGrad), so a
+// restored shard that lost or reordered an update, or its optimizer state,
+// ends with other parameters. Every faulty run across `keel node` processes
+// (over the data plane and over CAF's middleman, through kill -9 of a node,
+// a killed and resumed coordinator, seeded chaos of node faults) must end
+// with the params_sha256 of the same flags trained in one process without
+// faults, and every fault it planned must have been injected.
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "cluster_fixture.hpp"
+#include "keel_output.hpp"
+#include "killed_run.hpp"
+
+using namespace keel;
+using namespace keel::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct run_result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs `keel ARGS` to its end (at most 120 s: `timeout` ends a hang with
+// SIGKILL); standard error is folded into the output.
+run_result run_keel(const std::string& arguments) {
+  auto r = run_command("timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments);
+  return {r.status, r.output};
+}
+
+// Sparse logistic regression (2^20 sparse keys, rows made from a seed) with
+// Adam: sparse rows and their moments move between processes.
+const std::string sparse_adam = "--model sparse-lr --optimizer adam --lr 0.01 --steps 300 --checkpoint-every 20";
+
+// The MNIST MLP (784-128-10, dense) on 4096 training examples.
+std::string mnist_mlp(const std::string& optimizer_and_lr, uint64_t steps, uint64_t checkpoint_every) {
+  return "--model mnist-mlp --data-dir " + std::string(KEEL_TEST_DATA_DIR) +
+         " --train-limit 4096 --test-limit 500 " + optimizer_and_lr + " --steps " + std::to_string(steps) +
+         " --checkpoint-every " + std::to_string(checkpoint_every);
+}
+
+// The params_sha256 of `train` in one process without faults: what every
+// run below must reach.
+std::string clean_sha(const std::string& train) {
+  auto r = run_keel("train " + train + " --quiet");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  CHECK_MESSAGE(r.out.find(" 0 restarts, 0 rollbacks") != std::string::npos, r.out);
+  return sha_in(r.out);
+}
+
+// The run ended well, applied every push it acknowledged, and its
+// parameters are bit-identical to the clean run's.
+void check_bit_identical(const run_result& r, const std::string& clean) {
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  auto acked = number_after(r.out, "pushes acked ");
+  CHECK(acked > 0);
+  CHECK_MESSAGE(acked == number_after(r.out, ", applied "), r.out);
+  CHECK_MESSAGE(sha_in(r.out) == clean, r.out);
+}
+
+// Runs `train` on 3 nodes with node:N killed with kill -9 at `step`, and
+// checks that the kill was injected and the node's loss seen.
+run_result run_with_node_killed(const std::string& cluster_flags, const std::string& train, int node, int step) {
+  auto plan = "kill9:node:" + std::to_string(node) + "@" + std::to_string(step);
+  auto r = run_keel("cluster --nodes 3 " + cluster_flags + " " + train + " --faults " + plan);
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  check_every_planned_fault_fired(plan, r.out);
+  CHECK_MESSAGE(occurrences(r.out, "fault node:" + std::to_string(node) + ": " + plan +
+                                     ": the node's process killed with SIGKILL") == 1,
+                r.out);
+  // Every node holds a shard or a worker: its loss is reported, after the kill.
+  auto killed = r.out.find("fault node:" + std::to_string(node) + ": " + plan);
+  auto lost = r.out.find("node_down node:" + std::to_string(node) + ": lost");
+  CHECK_MESSAGE(lost != std::string::npos, r.out);
+  CHECK(killed < lost);
+  return r;
+}
+
+// Requests carried in by the nodes' data planes, as each node prints when it
+// stops ("data plane carried N requests out and M in").
+long data_plane_requests_in(const std::string& out) {
+  long in = 0;
+  for (auto& line : lines_with(out, "data plane carried "))
+    in += number_after(line, " requests out and ");
+  return in;
+}
+
+void check_over_data_plane(const run_result& r) {
+  CHECK_MESSAGE(r.out.find("keel node: data plane: connected to node") != std::string::npos, r.out);
+  CHECK_MESSAGE(data_plane_requests_in(r.out) > 0, r.out);
+}
+
+void check_over_middleman(const run_result& r) {
+  CHECK_MESSAGE(r.out.find("data plane") == std::string::npos, r.out);
+}
+
+}  // namespace
+
+TEST_CASE("sparse-lr with adam over 3 nodes' data planes, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
+  auto clean = clean_sha(sparse_adam);
+  auto r = run_with_node_killed("", sparse_adam, 1, 150);
+  check_bit_identical(r, clean);
+  check_over_data_plane(r);
+}
+
+TEST_CASE("sparse-lr with adam over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
+  auto clean = clean_sha(sparse_adam);
+  auto r = run_with_node_killed("--no-data-plane", sparse_adam, 0, 150);
+  check_bit_identical(r, clean);
+  check_over_middleman(r);
+}
+
+TEST_CASE("the MNIST MLP with adagrad over 3 nodes' data planes, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
+  auto train = mnist_mlp("--optimizer adagrad --lr 0.05", 400, 20);
+  auto clean = clean_sha(train);
+  auto r = run_with_node_killed("", train, 0, 170);
+  check_bit_identical(r, clean);
+  check_over_data_plane(r);
+}
+
+TEST_CASE("the MNIST MLP with adagrad over CAF's middleman, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
+  auto train = mnist_mlp("--optimizer adagrad --lr 0.05", 400, 20);
+  auto clean = clean_sha(train);
+  auto r = run_with_node_killed("--no-data-plane", train, 1, 230);
+  check_bit_identical(r, clean);
+  check_over_middleman(r);
+}
+
+TEST_CASE("a coordinator of an MNIST MLP adam run killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical to the clean run in one process") {
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto n1 = f.start_node();
+  auto train = mnist_mlp("--optimizer adam --lr 0.002", 1200, 10);
+  auto clean = clean_sha(train);
+  auto connect = "--connect 127.0.0.1:" + std::to_string(n0->port()) + ",127.0.0.1:" + std::to_string(n1->port()) +
+                 " --secret-file " + f.secret_file;
+  auto dir = (f.dir / "run").string();
+
+  std::vector<std::string> argv = {KEEL_BINARY, "cluster"};
+  std::istringstream words(connect + " " + train + " --quiet --checkpoint-dir " + dir);
+  for (std::string w; words >> w;) argv.push_back(w);
+  kill9_after_checkpoints(argv, dir, 3);
+  // Each node stops the dead job's actors once it loses the coordinator.
+  CHECK_MESSAGE(n0->wait_log("is gone", 10s), n0->log());
+  CHECK_MESSAGE(n1->wait_log("is gone", 10s), n1->log());
+
+  auto r = run_keel("cluster " + connect + " --resume " + dir);
+  check_bit_identical(r, clean);
+  // It continued from a checkpoint of the killed run (optimizer state
+  // included), not from step 0.
+  CHECK(number_after(r.out, "rollbacks, resumed at step ") >= 30);
+}
+
+namespace {
+
+// Seeded plans of about four faults on 3 nodes restarted after kill -9
+// (--respawn-nodes): node faults (kill9, one stop at most, cuts of
+// 200..1500 ms) and kills of shards, workers, the checkpointer and
+// supervisors, against the MNIST MLP with adam. A failing seed's plan is in
+// the message: replay it with keel cluster --faults PLAN.
+void chaos_with_a_real_model(int first_seed, int last_seed) {
+  auto train = mnist_mlp("--optimizer adam --lr 0.002", 400, 20);
+  auto clean = clean_sha(train);
+  injected_faults all;
+  for (int seed = first_seed; seed <= last_seed; ++seed) {
+    CAPTURE(seed);
+    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
+                      " --fault-mix kills,supervisors,nodes --fault-rate 1");
+    check_bit_identical(r, clean);
+    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
+    auto fired = injected_in(r.out);
+    all.kill9 += fired.kill9;
+    all.stop += fired.stop;
+    all.cut += fired.cut;
+    all.actor_kills += fired.actor_kills;
+  }
+  // These plans hit the job with node faults and actor kills alike.
+  CHECK(all.node_faults() >= 4);
+  CHECK(all.actor_kills >= 2);
+}
+
+}  // namespace
+
+TEST_CASE("chaos with a real model: seeded node-fault plans 1 to 4 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
+  chaos_with_a_real_model(1, 4);
+}
+
+TEST_CASE("chaos with a real model: seeded node-fault plans 5 to 8 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
+  chaos_with_a_real_model(5, 8);
+}
+
+TEST_CASE("chaos with a real model: seeded node-fault plans 9 to 12 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
+  chaos_with_a_real_model(9, 12);
+}
