@@ -4,11 +4,6 @@
 // its port, and a coordinator killed with SIGKILL and resumed. Every run
 // must end with every acknowledged push applied exactly once and, under BSP,
 // with the params_sha256 of the same run in one process without faults.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <map>
 #include <sstream>
 #include <string>
 
@@ -17,9 +12,9 @@
 #include "actors/cluster_placement.hpp"
 #include "actors/job.hpp"
 #include "cluster_fixture.hpp"
+#include "keel_output.hpp"
+#include "killed_run.hpp"
 #include "models/model_registry.hpp"
-
-extern char** environ;
 
 using namespace keel;
 using namespace keel::test;
@@ -39,23 +34,6 @@ run_result run_keel(const std::string& arguments) {
   return {r.status, r.output};
 }
 
-std::string sha_in(const std::string& out) {
-  auto at = out.find("params_sha256 ");
-  REQUIRE_MESSAGE(at != std::string::npos, out);
-  return out.substr(at + 14, 64);
-}
-
-// The number right after `label` in `out` (no std::regex: its
-// -Wmaybe-uninitialized under ASan).
-long number_after(const std::string& out, const std::string& label) {
-  auto at = out.find(label);
-  REQUIRE_MESSAGE(at != std::string::npos, ("no '" + label + "' in: " + out));
-  at += label.size();
-  auto end = out.find_first_not_of("0123456789", at);
-  REQUIRE_MESSAGE(end > at, out);
-  return std::stol(out.substr(at, end - at));
-}
-
 // "pushes acked A, applied B" -> {A, B}.
 std::pair<long, long> acked_applied(const std::string& out) {
   return {number_after(out, "pushes acked "), number_after(out, ", applied ")};
@@ -72,6 +50,17 @@ void check_promises(const run_result& r, const std::string& reference_sha) {
   CHECK_MESSAGE(sha_in(r.out) == reference_sha, r.out);
 }
 
+// Checks that `plan` (a --faults / --kill plan) was injected, every fault of
+// it, and that `node` was then reported lost.
+void check_injected_then_lost(const run_result& r, const std::string& plan, const std::string& node) {
+  check_every_planned_fault_fired(plan, r.out);
+  auto injected = r.out.find("fault " + node + ": " + plan + ": the node's process");
+  auto lost = r.out.find("node_down " + node + ": lost");
+  REQUIRE_MESSAGE(injected != std::string::npos, r.out);
+  CHECK_MESSAGE(lost != std::string::npos, r.out);
+  CHECK(injected < lost);
+}
+
 std::string reference_sha(const std::string& train_flags) {
   auto r = run_keel("train " + train_flags + " --quiet");
   REQUIRE_MESSAGE(r.status == 0, r.out);
@@ -85,10 +74,9 @@ TEST_CASE("a 2-node cluster loses the node of shard:1 to kill -9 mid-run and end
   auto sha = reference_sha(train);
   auto r = run_keel("cluster --nodes 2 " + train + " --kill node:1@150");
   check_promises(r, sha);
-  // The node's death was seen and its children (shard:1, worker:1) were
-  // started again on node:0.
-  CHECK_MESSAGE(r.out.find("node_down node:1: lost") != std::string::npos, r.out);
-  CHECK(r.out.find("shard:1") != std::string::npos);
+  // The kill was injected, the node's death seen, and its children (shard:1,
+  // worker:1) were started again on node:0.
+  check_injected_then_lost(r, "kill9:node:1@150", "node:1");
   CHECK_MESSAGE(r.out.find("spawned shard 'shard:1' (incarnation 2)") != std::string::npos, r.out);
   // Its recovery is summed up (children restarted elsewhere, or a rollback
   // when a restarted worker lacked pushes a restored shard needed).
@@ -122,7 +110,7 @@ TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection ti
   auto r = run_keel("cluster --nodes 3 --node-timeout-ms 600 " + train + " --faults stop:node:0@150");
   check_promises(r, sha);
   // A stopped process closes no connection: only the timeout can find it.
-  CHECK_MESSAGE(r.out.find("node_down node:0: lost") != std::string::npos, r.out);
+  check_injected_then_lost(r, "stop:node:0@150", "node:0");
   CHECK_MESSAGE(r.out.find("spawned shard 'shard:0' (incarnation 2)") != std::string::npos, r.out);
 }
 
@@ -134,11 +122,11 @@ TEST_CASE("a node killed with kill -9 and started again on its port is used agai
   // on the other node before the lost one was back).
   auto r = run_keel("cluster --nodes 1 --respawn-nodes " + train + " --kill node:0@100");
   check_promises(r, sha);
+  check_injected_then_lost(r, "kill9:node:0@100", "node:0");
   auto port = std::to_string(number_after(r.out, "node:0 listening on 127.0.0.1:"));
   // Announced back at the same address, after it was lost.
   auto down = r.out.find("node_down node:0");
   auto up = r.out.find("node_up node:0: back at 127.0.0.1:" + port);
-  CHECK_MESSAGE(down != std::string::npos, r.out);
   CHECK_MESSAGE(up != std::string::npos, r.out);
   CHECK(down < up);
 }
@@ -149,8 +137,10 @@ TEST_CASE("a node cut off (SIGSTOP, then SIGCONT after the timeout) drops its st
   // node:0 holds shard:0 and worker:1: both supervisors restart at once.
   auto r = run_keel("cluster --nodes 3 " + train + " --faults cut:node:0@100+1200ms");
   check_promises(r, sha);
-  CHECK_MESSAGE(r.out.find("node_down node:0: lost") != std::string::npos, r.out);
-  CHECK_MESSAGE(r.out.find("node_up node:0: back at") != std::string::npos, r.out);
+  check_injected_then_lost(r, "cut:node:0@100+1200ms", "node:0");
+  auto up = r.out.find("node_up node:0: back at");
+  CHECK_MESSAGE(up != std::string::npos, r.out);
+  CHECK(r.out.find("node_down node:0: lost") < up);
   // Back from its stop, the node finds the job gone from its connection and
   // stops the actors the job has already restarted elsewhere.
   CHECK_MESSAGE(r.out.find("stopping its") != std::string::npos, r.out);
@@ -166,37 +156,10 @@ TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --co
                  std::to_string(n1->port()) + " --secret-file " + f.secret_file;
   auto dir = (f.dir / "run").string();
 
-  std::vector<std::string> argv_s = {KEEL_BINARY, "cluster"};
-  for (auto flags : {connect, train + " --quiet --checkpoint-dir " + dir}) {
-    std::istringstream in(flags);
-    for (std::string w; in >> w;) argv_s.push_back(w);
-  }
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(::posix_spawn(&pid, KEEL_BINARY, nullptr, nullptr, argv.data(), environ) == 0);
-  auto manifests = [&] {
-    size_t n = 0;
-    std::error_code ec;
-    for (auto& e : std::filesystem::directory_iterator(dir, ec)) n += e.path().extension() == ".manifest";
-    return n;
-  };
-  int status = 0;
-  bool exited = false;
-  bool checkpointed = wait_until(
-    [&] {
-      exited = exited || ::waitpid(pid, &status, WNOHANG) == pid;
-      return exited || manifests() >= 3;
-    },
-    60s);
-  if (!exited) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  }
-  REQUIRE(checkpointed);
-  REQUIRE_MESSAGE(!exited, "keel cluster finished before it could be killed; raise --steps");
-  REQUIRE(WIFSIGNALED(status));
+  std::vector<std::string> argv = {KEEL_BINARY, "cluster"};
+  std::istringstream words(connect + " " + train + " --quiet --checkpoint-dir " + dir);
+  for (std::string w; words >> w;) argv.push_back(w);
+  kill9_after_checkpoints(argv, dir, 3);
 
   // Each node stops the dead job's actors once it loses the coordinator.
   CHECK_MESSAGE(n0->wait_log("is gone", 10s), n0->log());
@@ -219,24 +182,26 @@ TEST_CASE("chaos over node faults: 20 seeded plans of kill -9, SIGSTOP, cuts and
   // keel cluster --faults PLAN.
   const std::string train = "--model probe --steps 400 --checkpoint-every 20";
   auto sha = reference_sha(train);
-  std::map<std::string, int> node_faults;  // kill9, stop, cut -> how many the plans held
+  injected_faults all;  // over the 20 runs, as their timelines report them
   for (int seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
     auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
                       " --fault-mix kills,supervisors,nodes --fault-rate 1");
     check_promises(r, sha);
-    auto at = r.out.find("random faults from seed ");
-    REQUIRE_MESSAGE(at != std::string::npos, r.out);
-    auto plan = r.out.substr(at, r.out.find('\n', at) - at);
-    for (const char* kind : {"kill9:node:", "stop:node:", "cut:node:"})
-      for (auto p = plan.find(kind); p != std::string::npos; p = plan.find(kind, p + 1))
-        ++node_faults[kind];
+    // Every fault of the plan was injected, not only planned.
+    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
+    auto fired = injected_in(r.out);
+    all.kill9 += fired.kill9;
+    all.stop += fired.stop;
+    all.cut += fired.cut;
+    all.actor_kills += fired.actor_kills;
   }
-  // The tier exercised every kind of node fault, and plenty of them.
-  CHECK(node_faults["kill9:node:"] >= 3);
-  CHECK(node_faults["stop:node:"] >= 3);
-  CHECK(node_faults["cut:node:"] >= 3);
-  CHECK(node_faults["kill9:node:"] + node_faults["stop:node:"] + node_faults["cut:node:"] >= 20);
+  // The tier injected every kind of node fault, and plenty of them.
+  CHECK(all.kill9 >= 3);
+  CHECK(all.stop >= 3);
+  CHECK(all.cut >= 3);
+  CHECK(all.node_faults() >= 20);
+  CHECK(all.actor_kills >= 5);
 }
 
 TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and a wrong secret, naming each") {
