@@ -21,6 +21,34 @@ job_config probe_run(const temp_dir& dir) {
   return c;
 }
 
+// A BSP run of sparse logistic regression with Adam: its parameters depend on
+// every gradient's value and order, and on the optimizer state (of sparse
+// rows too) a checkpoint carries.
+job_config sparse_adam_run(const temp_dir& dir) {
+  auto c = config_for(small_sparse_lr(), dir, 120);
+  c.optimizer.kind = optimizer_kind::adam;
+  c.optimizer.lr = 0.01f;
+  return c;
+}
+
+// Starts `c` and stops it (job::stop, mid-run) once checkpoint `n` is durable.
+void run_until_checkpoint(const job_config& c, uint64_t n) {
+  auto first = job::start(c);
+  REQUIRE_MESSAGE(first, describe(first.error()));
+  bool stopped = false;
+  (*first)->on_event([&](const job_event& e) {
+    if (e.kind == event_kind::checkpoint && e.checkpoint == n && !stopped) {
+      stopped = true;
+      CHECK(!(*first)->stop());
+    }
+  });
+  auto cut = (*first)->wait(std::chrono::minutes(1));
+  REQUIRE(stopped);
+  CHECK(!cut);
+  first->reset();
+  REQUIRE(committed_checkpoints(c.checkpoint_dir) >= n);
+}
+
 // Runs `keel ARGS` to its end; returns its exit status and output.
 std::pair<int, std::string> run_keel(const std::string& arguments) {
   auto r = run_command(std::string(KEEL_CLI_PATH) + " " + arguments);
@@ -37,21 +65,7 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
 
   temp_dir dir;
   auto c = probe_run(dir);
-  auto first = job::start(c);
-  REQUIRE_MESSAGE(first, describe(first.error()));
-  // Stop it once three checkpoints are durable, mid-run.
-  bool stopped = false;
-  (*first)->on_event([&](const job_event& e) {
-    if (e.kind == event_kind::checkpoint && e.checkpoint == 3 && !stopped) {
-      stopped = true;
-      CHECK(!(*first)->stop());
-    }
-  });
-  auto cut = (*first)->wait(std::chrono::minutes(1));
-  REQUIRE(stopped);
-  CHECK(!cut);
-  first->reset();
-  REQUIRE(committed_checkpoints(dir.path()) >= 3);
+  run_until_checkpoint(c, 3);
 
   // Without resume, the directory is refused, naming the way out.
   auto refused = job::start(c);
@@ -70,6 +84,22 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
   CHECK(from_checkpoint);
   CHECK(resumed->resumed_at_step >= 30);
   CHECK(clean->resumed_at_step == 0);
+}
+
+TEST_CASE("a stopped sparse-lr run with adam resumed from its checkpoints ends bit-identical to an uninterrupted one") {
+  temp_dir clean_dir;
+  auto clean = run(sparse_adam_run(clean_dir));
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  CHECK(clean->restarts.empty());
+
+  temp_dir dir;
+  auto c = sparse_adam_run(dir);
+  run_until_checkpoint(c, 3);
+  c.resume = true;
+  auto resumed = run(c);
+  REQUIRE_MESSAGE(resumed, describe(resumed.error()));
+  CHECK(resumed->resumed_at_step >= 30);
+  CHECK(resumed->params_sha256 == clean->params_sha256);
 }
 
 TEST_CASE("resume refuses an empty directory and a checkpoint of another shape") {
