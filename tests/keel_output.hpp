@@ -108,7 +108,9 @@ inline std::string random_plan_in(const std::string& out) {
   return out.substr(colon + 2, out.find('\n', colon) - colon - 2);
 }
 
-// Checks that every fault `plan` names was injected in `out`, kind by kind.
+// Checks that every fault `plan` names was injected in `out`: the timeline
+// shows each, kind by kind, and the run's own account ("planned faults: N
+// injected, 0 not") agrees.
 inline void check_every_planned_fault_fired(const std::string& plan, const std::string& out) {
   auto planned = planned_in(plan);
   auto fired = injected_in(out);
@@ -117,6 +119,9 @@ inline void check_every_planned_fault_fired(const std::string& plan, const std::
   CHECK_MESSAGE(fired.stop == planned.stop, out);
   CHECK_MESSAGE(fired.cut == planned.cut, out);
   CHECK_MESSAGE(fired.actor_kills == planned.actor_kills, out);
+  auto items = static_cast<long>(occurrences(plan, ",") + 1);
+  CHECK_MESSAGE(number_after(out, "planned faults: ") == items, out);
+  CHECK_MESSAGE(out.find(" injected, 0 not\n") != std::string::npos, out);
 }
 
 }  // namespace keel::test
