@@ -1,7 +1,9 @@
 #pragma once
-// The atoms of keel's actor protocol that carry no capnp payload (control
-// messages between keel's own actors in one process). Everything that
-// carries data travels as a msg<S> (messages/protocol.hpp).
+// The atoms of keel's actor protocol that carry no capnp payload: control
+// messages between keel's own actors, in one process or, through CAF's
+// middleman, between a coordinator and its node processes (a remote
+// worker's step reports, status requests to a remote shard). Everything
+// that carries data travels as a msg<S> (messages/protocol.hpp).
 
 #include <caf/atom.hpp>
 

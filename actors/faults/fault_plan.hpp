@@ -30,7 +30,8 @@
 //   tear:write@95              tear the next checkpoint write (it claims success)
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //   kill9:node:1@40            kill node 1's whole process with SIGKILL
-//                              (a cluster run: keel cluster, job_config::cluster)
+//                              (a job over node processes whose owner carries
+//                              node faults out: keel cluster, job_config::node_faults)
 //   stop:node:1@40             stop it with SIGSTOP (a hung node) for good
 //   cut:node:1@40+3000ms       stop it for 3000 ms, then SIGCONT: a partition
 //                              that heals after the cluster replaced the node
