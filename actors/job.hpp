@@ -10,7 +10,6 @@
 // (the error names the child that exhausted its restart intensity), or a
 // timeout. One thread uses a job at a time.
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -96,7 +95,7 @@ struct job_result {
   // a fault event on the timeline.
   std::vector<std::string> faults_not_injected;
   uint64_t faults_injected = 0;                  // the planned faults that took effect
-  std::array<uint64_t, 4> messages_hit{};        // messages dropped, duplicated, delayed, reordered
+  message_fault_hits messages_hit;                    // by the plan's message faults
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)
   double seconds = 0;                            // this process's share of the run, to the final

@@ -16,7 +16,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const char* const message_actions[4] = {"dropped", "duplicated", "delayed", "reordered"};
 
 // A report field that is missing or of the wrong type; `what` names it by
 // its path, e.g. "events[3].kind: expected a string, found a number".
@@ -232,8 +231,10 @@ run_report make_report(const job_config& cfg, const std::string& model_name, con
 
 void to_json(json& j, const run_report& r) {
   json hit = json::object();
-  for (size_t i = 0; i < 4; ++i)
-    hit[message_actions[i]] = r.messages_hit[i];
+  hit["dropped"] = r.messages_hit.dropped;
+  hit["duplicated"] = r.messages_hit.duplicated;
+  hit["delayed"] = r.messages_hit.delayed;
+  hit["reordered"] = r.messages_hit.reordered;
   json progress = json::array(), events = json::array(), recovered = json::array();
   for (auto& p : r.progress)
     progress.push_back(progress_json(p));
@@ -273,8 +274,10 @@ void from_json(const json& j, run_report& r) {
   r.seed = in.whole("seed");
   r.fault_plan = in.text("fault_plan");
   object_reader hit(in.at("messages_hit"), "messages_hit");
-  for (size_t i = 0; i < 4; ++i)
-    r.messages_hit[i] = hit.whole(message_actions[i]);
+  r.messages_hit.dropped = hit.whole("dropped");
+  r.messages_hit.duplicated = hit.whole("duplicated");
+  r.messages_hit.delayed = hit.whole("delayed");
+  r.messages_hit.reordered = hit.whole("reordered");
   r.test_accuracy = in.maybe_real("test_accuracy");
   r.test_log_loss = in.real("test_log_loss");
   r.steps = in.whole("steps");

@@ -40,7 +40,7 @@ struct run_report {
   uint32_t workers = 0;
   uint64_t seed = 0;
   std::string fault_plan;           // the faults injected, as parse_fault_plan reads them
-  std::array<uint64_t, 4> messages_hit{};  // dropped, duplicated, delayed, reordered
+  keel::message_fault_hits messages_hit;
   std::optional<double> test_accuracy;
   double test_log_loss = 0;
   uint64_t steps = 0;

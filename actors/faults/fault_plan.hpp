@@ -82,6 +82,18 @@ struct fault {
 
 caf::expected<std::vector<fault>> parse_fault_plan(const std::string& text);
 
+// How many messages a run's message faults hit, by what they did to them.
+struct message_fault_hits {
+  uint64_t dropped = 0;
+  uint64_t duplicated = 0;
+  uint64_t delayed = 0;
+  uint64_t reordered = 0;
+  friend bool operator==(const message_fault_hits& a, const message_fault_hits& b) {
+    return a.dropped == b.dropped && a.duplicated == b.duplicated && a.delayed == b.delayed &&
+           a.reordered == b.reordered;
+  }
+};
+
 // A kill of `actor` (an actor or supervisor name) once every worker has
 // completed `step` steps: the fault `kill:ACTOR@STEP`.
 fault kill_at(std::string actor, uint64_t step);

@@ -52,7 +52,13 @@ send_decision link_faults::on_message(const std::string& from, const std::string
     if (!hit)
       continue;
     send_decision d{it->action, it->delay_ms};
-    ++hits_[static_cast<size_t>(it->action) - 1];
+    switch (it->action) {
+      case send_action::drop: ++hits_.dropped; break;
+      case send_action::duplicate: ++hits_.duplicated; break;
+      case send_action::delay: ++hits_.delayed; break;
+      case send_action::reorder: ++hits_.reordered; break;
+      case send_action::deliver: break;
+    }
     if (--it->remaining == 0) {
       armed_.erase(it);
       --busy_;
@@ -98,7 +104,7 @@ size_t link_faults::pending() const {
   return armed_.size();
 }
 
-std::array<uint64_t, 4> link_faults::hits() const {
+message_fault_hits link_faults::hits() const {
   std::lock_guard<std::mutex> guard(mtx_);
   return hits_;
 }

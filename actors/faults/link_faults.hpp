@@ -57,7 +57,7 @@ class link_faults {
   size_t pending() const;
 
   // Messages each action hit so far: dropped, duplicated, delayed, reordered.
-  std::array<uint64_t, 4> hits() const;
+  message_fault_hits hits() const;
 
  private:
   struct armed {
@@ -79,7 +79,7 @@ class link_faults {
   std::vector<watch> watches_;
   std::atomic<size_t> busy_{0};  // armed_ + watches_ entries
   std::array<std::atomic<uint64_t>, msg_kind_count> counts_{};
-  std::array<uint64_t, 4> hits_{};
+  message_fault_hits hits_;
 };
 
 }  // namespace keel

@@ -74,7 +74,7 @@ TEST_CASE("link_faults matches links, ends and wildcards, and uses each fault up
 
   REQUIRE(!lf.arm(one("reorder:worker:0>shard:0@1")));
   CHECK(lf.on_message("worker:0", "shard:0", msg_kind::push).action == send_action::reorder);
-  CHECK(lf.hits() == std::array<uint64_t, 4>{2, 2, 1, 1});
+  CHECK(lf.hits() == message_fault_hits{2, 2, 1, 1});
 
   auto refused = lf.arm(one("kill:shard:0@1"));
   CHECK(refused);
@@ -120,23 +120,23 @@ TEST_CASE("lost, doubled, late and reordered messages on every link leave BSP bi
   auto reference = reference_sha();
   struct scenario {
     const char* plan;
-    size_t hit;  // index into messages_hit: dropped, duplicated, delayed, reordered
+    uint64_t message_fault_hits::*hit;  // what the fault did
   };
   for (auto s : {
-         scenario{"drop:shard:0>worker:0@5x2", 0},       // acks and replies lost: retries
-         scenario{"drop:worker:1>shard:1@7x2", 0},       // pushes and pulls lost
-         scenario{"dup:shard:1>worker:1@5x4", 1},        // answers twice
-         scenario{"dup:worker:0>shard:0@9x4", 1},        // requests twice: dedup
-         scenario{"delay:shard:0@5x6+200ms", 2},         // late past the request timeout
-         scenario{"reorder:worker:1>shard:0@6x3", 3},    // requests overtaken
-         scenario{"reorder:shard:0>worker:0@6x3", 3},    // answers overtaken
+         scenario{"drop:shard:0>worker:0@5x2", &message_fault_hits::dropped},       // acks and replies lost: retries
+         scenario{"drop:worker:1>shard:1@7x2", &message_fault_hits::dropped},       // pushes and pulls lost
+         scenario{"dup:shard:1>worker:1@5x4", &message_fault_hits::duplicated},        // answers twice
+         scenario{"dup:worker:0>shard:0@9x4", &message_fault_hits::duplicated},        // requests twice: dedup
+         scenario{"delay:shard:0@5x6+200ms", &message_fault_hits::delayed},         // late past the request timeout
+         scenario{"reorder:worker:1>shard:0@6x3", &message_fault_hits::reordered},    // requests overtaken
+         scenario{"reorder:shard:0>worker:0@6x3", &message_fault_hits::reordered},    // answers overtaken
        }) {
     CAPTURE(s.plan);
     temp_dir run_dir;
     auto c = probe_job(run_dir, s.plan);
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
-    CHECK(r->messages_hit[s.hit] > 0);
+    CHECK(r->messages_hit.*s.hit > 0);
     check_exactly_once(c, *r);
     CHECK(r->params_sha256 == reference);
   }
@@ -149,7 +149,7 @@ TEST_CASE("lost snapshots lose their checkpoint, and training goes on without ha
   auto c = probe_job(dir, "drop:shard:0>checkpointer@snapshot=1x2");
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  CHECK(r->messages_hit[0] == 2);
+  CHECK(r->messages_hit.dropped == 2);
   CHECK(count_events(*r, event_kind::checkpoint_failed, "lost") >= 1);
   CHECK(r->checkpoints >= 1);  // later checkpoints commit again
   check_exactly_once(c, *r);
@@ -160,7 +160,7 @@ TEST_CASE("lost snapshots lose their checkpoint, and training goes on without ha
   c = probe_job(all_lost, "drop:*>checkpointer@snapshot=1x6");
   r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  CHECK(r->messages_hit[0] == 6);
+  CHECK(r->messages_hit.dropped == 6);
   CHECK(count_events(*r, event_kind::checkpoint_failed, "none of its snapshots") >= 1);
   check_exactly_once(c, *r);
 }
@@ -174,7 +174,7 @@ TEST_CASE("a worker that misses a shard's new incarnation finds it through the d
   auto c = probe_job(dir, "drop:directory>worker:0@9x4,kill:shard:0@10");
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  CHECK(r->messages_hit[0] >= 1);
+  CHECK(r->messages_hit.dropped >= 1);
   CHECK(r->restarts["shard:0"] >= 1);
   check_exactly_once(c, *r);
   CHECK(r->params_sha256 == reference);
@@ -217,7 +217,7 @@ TEST_CASE("the embedding API injects a fault while the job runs") {
   REQUIRE_MESSAGE(r, describe(r.error()));
   CHECK(injected);
   CHECK(refused);
-  CHECK(r->messages_hit[0] == 3);
+  CHECK(r->messages_hit.dropped == 3);
   CHECK(r->fault_plan == "drop:worker:0@1x3");
   check_exactly_once(c, *r);
 }
