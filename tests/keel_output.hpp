@@ -11,7 +11,21 @@
 
 #include <doctest/doctest.h>
 
+#include "cli_run.hpp"
+
 namespace keel::test {
+
+struct keel_run {
+  int status = -1;
+  std::string out;  // standard output and standard error
+};
+
+// Runs the `keel` program at `binary` with `arguments` to its end (at most
+// 120 s: `timeout` ends a hang with SIGKILL).
+inline keel_run run_keel_at(const std::string& binary, const std::string& arguments) {
+  auto r = run_command("timeout -s KILL 120 " + binary + " " + arguments);
+  return {r.status, r.output};
+}
 
 // The 64 hex digits after "params_sha256 "; fails the test if there are none.
 inline std::string sha_in(const std::string& out) {
@@ -60,6 +74,13 @@ struct injected_faults {
   size_t kill9 = 0, stop = 0, cut = 0;  // node faults, by kind
   size_t actor_kills = 0;               // kill, exit, throw of an actor
   size_t node_faults() const { return kill9 + stop + cut; }
+  injected_faults& operator+=(const injected_faults& o) {
+    kill9 += o.kill9;
+    stop += o.stop;
+    cut += o.cut;
+    actor_kills += o.actor_kills;
+    return *this;
+  }
 };
 
 inline injected_faults injected_in(const std::string& out) {

@@ -22,16 +22,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;
-};
+using run_result = keel_run;
 
-// Runs `keel ARGS` to its end (at most 120 s: `timeout` ends a hang with
-// SIGKILL); standard error is folded into the output.
 run_result run_keel(const std::string& arguments) {
-  auto r = run_command("timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments);
-  return {r.status, r.output};
+  return run_keel_at(KEEL_BINARY, arguments);
 }
 
 // "pushes acked A, applied B" -> {A, B}.
@@ -190,11 +184,7 @@ TEST_CASE("chaos over node faults: 20 seeded plans of kill -9, SIGSTOP, cuts and
     check_promises(r, sha);
     // Every fault of the plan was injected, not only planned.
     check_every_planned_fault_fired(random_plan_in(r.out), r.out);
-    auto fired = injected_in(r.out);
-    all.kill9 += fired.kill9;
-    all.stop += fired.stop;
-    all.cut += fired.cut;
-    all.actor_kills += fired.actor_kills;
+    all += injected_in(r.out);
   }
   // The tier injected every kind of node fault, and plenty of them.
   CHECK(all.kill9 >= 3);

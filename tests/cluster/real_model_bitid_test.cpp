@@ -27,16 +27,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;
-};
+using run_result = keel_run;
 
-// Runs `keel ARGS` to its end (at most 120 s: `timeout` ends a hang with
-// SIGKILL); standard error is folded into the output.
 run_result run_keel(const std::string& arguments) {
-  auto r = run_command("timeout -s KILL 120 " + std::string(KEEL_BINARY) + " " + arguments);
-  return {r.status, r.output};
+  return run_keel_at(KEEL_BINARY, arguments);
 }
 
 // Sparse logistic regression (2^20 sparse keys, rows made from a seed) with
@@ -203,11 +197,7 @@ void chaos_with_a_real_model(int first_seed, int last_seed, const std::string& c
                       std::to_string(seed) + " --fault-mix kills,supervisors,nodes --fault-rate 1");
     check_bit_identical(r, clean);
     check_every_planned_fault_fired(random_plan_in(r.out), r.out);
-    auto fired = injected_in(r.out);
-    all.kill9 += fired.kill9;
-    all.stop += fired.stop;
-    all.cut += fired.cut;
-    all.actor_kills += fired.actor_kills;
+    all += injected_in(r.out);
   }
   // These plans hit the job with node faults and actor kills alike.
   CHECK(all.node_faults() >= 4);
