@@ -12,6 +12,7 @@
 #include "actors/keel.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"
+#include "job_builder.hpp"
 
 namespace keel::cli {
 
@@ -53,29 +54,21 @@ int chaos(const args& a) {
                flags.visible);
     return 0;
   }
-  auto rule = parse_consistency(consistency_text);
-  if (!rule)
-    return usage_error("chaos", "--consistency", error_text(rule.error()));
   if (auto err = parse_fault_families(mix_text, opts.mix))
     return usage_error("chaos", "--mix", error_text(err));
   model_options mo;
   mo.data_dir = data_dir.empty() ? default_data_dir() : std::filesystem::path(data_dir);
   mo.sparse_lr.train_rows = 20000;  // short runs: a smaller synthetic data set
   mo.sparse_lr.test_rows = 2000;
-  auto model = make_model(model_name, mo);
-  if (!model) {
-    auto known = model_names();
-    if (std::find(known.begin(), known.end(), model_name) == known.end())
-      return usage_error("chaos", "--model", error_text(model.error()));
-    std::cerr << "keel chaos: " << describe(model.error()) << "\n";
-    return 1;
-  }
+  job_choices choices;
+  choices.model = model_name;
+  choices.consistency = consistency_text;
+  choices.lr = model_name == "probe" ? 1.0f : 0.05f;
   auto& c = opts.base;
-  c.training_model = *model;
-  c.rule = *rule;
+  if (auto status = apply_choices(choices, mo, "chaos", c))
+    return *status;
   c.steps = steps;
   c.batch_size = 16;
-  c.optimizer.lr = model_name == "probe" ? 1.0f : 0.05f;
   c.checkpoint_every = 10;
   c.request_timeout = std::chrono::milliseconds(200);
   c.checkpoint_dir = std::filesystem::temp_directory_path();
