@@ -347,12 +347,10 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
       return restored.error();
     core.emplace(std::move(*restored));
   } else {
-    if (opts.initial_dense.size() != opts.config.dense.size())
-      return make_error(errc::invalid_argument,
-                        "shard " + std::to_string(opts.config.shard) + ": " +
-                          std::to_string(opts.initial_dense.size()) + " initial values for " +
-                          std::to_string(opts.config.dense.size()) + " dense keys");
-    core.emplace(opts.config, std::move(opts.initial_dense));
+    auto fresh = shard_core::make(opts.config, std::move(opts.initial_dense));
+    if (!fresh)
+      return fresh.error();
+    core.emplace(std::move(*fresh));
   }
   auto every = opts.snapshot_every_steps;
   auto directory = opts.directory;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 
 #include "actors/tensor_recycler.hpp"
 #include "messages/errors.hpp"
@@ -33,17 +32,22 @@ shard_core::~shard_core() {
   tensor_recycler::give(slot2_);
 }
 
+caf::expected<shard_core> shard_core::make(shard_config cfg, std::vector<float> initial_dense) {
+  if (initial_dense.size() != cfg.dense.size())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
+                                                std::to_string(initial_dense.size()) +
+                                                " initial values for a dense range of " +
+                                                std::to_string(cfg.dense.size()) + " keys");
+  return shard_core(std::move(cfg), std::move(initial_dense));
+}
+
 shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
-  : cfg_(cfg),
+  : cfg_(std::move(cfg)),
     dense_(std::move(initial_dense)),
-    applied_(cfg.num_workers, 0),
-    received_(cfg.num_workers, 0),
-    worker_clock_(cfg.num_workers, 0),
-    held_(cfg.num_workers) {
-  if (dense_.size() != cfg_.dense.size())
-    throw std::invalid_argument("shard_core: " + std::to_string(dense_.size()) +
-                                " initial values for a dense range of " +
-                                std::to_string(cfg_.dense.size()) + " keys");
+    applied_(cfg_.num_workers, 0),
+    received_(cfg_.num_workers, 0),
+    worker_clock_(cfg_.num_workers, 0),
+    held_(cfg_.num_workers) {
   auto slots = slots_per_parameter(cfg_.optimizer.kind);
   if (slots >= 1)
     slot1_.assign(dense_.size(), initial_slot(cfg_.optimizer, 0));
@@ -51,12 +55,16 @@ shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
     slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
 }
 
-shard_core::shard_core(shard_config cfg, state s) : cfg_(std::move(cfg)) {
-  if (s.dense.size() != cfg_.dense.size())
-    throw std::invalid_argument("shard_core: " + std::to_string(s.dense.size()) +
-                                " restored values for a dense range of " +
-                                std::to_string(cfg_.dense.size()) + " keys");
-  assign(std::move(s));
+caf::expected<shard_core> shard_core::restored(shard_config cfg, state s) {
+  if (s.dense.size() != cfg.dense.size())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
+                                                std::to_string(s.dense.size()) +
+                                                " restored values for a dense range of " +
+                                                std::to_string(cfg.dense.size()) + " keys");
+  shard_core core;
+  core.cfg_ = std::move(cfg);
+  core.assign(std::move(s));
+  return core;
 }
 
 caf::error shard_core::check_keys(schema::Push::Reader p) const {

@@ -59,8 +59,10 @@ struct sparse_entry {
 
 class shard_core {
  public:
-  // `initial_dense` holds the starting values of cfg.dense, in key order.
-  shard_core(shard_config cfg, std::vector<float> initial_dense);
+  // A shard whose dense keys start at `initial_dense` (the values of
+  // cfg.dense, in key order). Fails with invalid_argument, naming both
+  // sizes, when their numbers differ.
+  static caf::expected<shard_core> make(shard_config cfg, std::vector<float> initial_dense);
   // An empty shard owning no keys (a placeholder to assign to).
   shard_core() = default;
   shard_core(const shard_core&) = default;
@@ -113,10 +115,12 @@ class shard_core {
     uint64_t version = 0, bsp_clock = 0, optimizer_steps = 0;
   };
   void assign(state s);
-  // A shard holding `s` (restore): s.dense must have cfg.dense.size() values.
-  shard_core(shard_config cfg, state s);
+  // A shard holding `s` (restore). Fails with invalid_argument, naming both
+  // sizes, unless s.dense has cfg.dense.size() values.
+  static caf::expected<shard_core> restored(shard_config cfg, state s);
 
  private:
+  shard_core(shard_config cfg, std::vector<float> initial_dense);
   caf::error check_keys(schema::Push::Reader p) const;
   void apply_now(schema::Push::Reader p);
   bool apply_dense_one_pass();

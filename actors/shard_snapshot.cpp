@@ -287,7 +287,7 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
   }
   if (!restore)
     return shard_core{};
-  return shard_core(cfg, std::move(s));
+  return shard_core::restored(cfg, std::move(s));
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ figures run(const optimizer_config& opt, const consistency& rule, size_t floats,
     cfg.rule = rule;
     cfg.optimizer = opt;
     // The real path: each push decoded (validated) and offered in turn.
-    shard_core shard(cfg, std::vector<float>(floats, 0.5f));
+    auto shard = std::move(*shard_core::make(cfg, std::vector<float>(floats, 0.5f)));  // sizes agree
     auto t0 = steady::now();
     for (auto& f : frames)
       offer_or_die(shard, decode_or_die(f));
@@ -125,7 +125,7 @@ figures run(const optimizer_config& opt, const consistency& rule, size_t floats,
     std::vector<decoded<schema::Push>> decoded_pushes;
     for (auto& f : frames)
       decoded_pushes.push_back(decode_or_die(f));
-    shard_core shard2(cfg, std::vector<float>(floats, 0.5f));
+    auto shard2 = std::move(*shard_core::make(cfg, std::vector<float>(floats, 0.5f)));
     t0 = steady::now();
     for (auto& d : decoded_pushes)
       offer_or_die(shard2, std::move(d));

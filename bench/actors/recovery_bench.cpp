@@ -159,7 +159,10 @@ int main(int argc, char** argv) {
   std::vector<float> init(params);
   for (uint64_t i = 0; i < params; ++i)
     init[i] = 1e-4f * static_cast<float>(i % 1000);
-  shard_core core(sc, std::move(init));
+  auto made = shard_core::make(sc, std::move(init));
+  if (!made)
+    fail("shard", made.error());
+  auto& core = *made;
   auto snap = snapshot_of(core, 7, 0);
   if (!snap)
     fail("snapshot", snap.error());

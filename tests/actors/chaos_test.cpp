@@ -31,11 +31,16 @@ void check_all(const std::vector<chaos_run>& runs, uint64_t expected) {
   }
   MESSAGE(runs.size() << " seeds, " << faults << " of " << planned << " planned faults injected, " << recoveries
                       << " recoveries");
-  for (auto& [why, n] : missed)
+  uint64_t at_steps = 0;
+  for (auto& [why, n] : missed) {
     MESSAGE(n << " not injected: " << why);
-  // Random plans may name a snapshot to damage before any was stored, or a
-  // time after a short run ended: a few such faults, not most.
-  CHECK(faults * 10 >= planned * 9);
+    at_steps += why.find("completed step") != std::string::npos ? n : 0;
+  }
+  // Every run completes its steps, so a fault due at a step always comes
+  // due. Others may not, and how many depends on the machine's speed: a
+  // time or message count a short run never reaches, a snapshot to damage
+  // before one was stored.
+  CHECK(at_steps == 0);
   CHECK(recoveries > 0);  // the plans really hit the job
 }
 

@@ -31,8 +31,15 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
+// A shard of `cfg` starting at `values`.
+shard_core fresh(const shard_config& cfg, std::vector<float> values) {
+  auto core = shard_core::make(cfg, std::move(values));
+  REQUIRE_MESSAGE(core, describe(core.error()));
+  return std::move(*core);
+}
+
 shard_core make(consistency_kind kind, uint32_t workers, uint32_t staleness = 0) {
-  return shard_core(config(kind, workers, staleness), std::vector<float>(4, 0.0f));
+  return fresh(config(kind, workers, staleness), std::vector<float>(4, 0.0f));
 }
 
 // A snapshot of an ASP shard holding four known values, for the CRC tests.
@@ -42,7 +49,7 @@ struct four_values {
   shard_snapshot_msg snap;
 
   four_values() {
-    auto s = snapshot_of(shard_core(cfg, values), 1, 0);
+    auto s = snapshot_of(fresh(cfg, values), 1, 0);
     REQUIRE(s);
     snap = *s;
   }
@@ -212,7 +219,7 @@ TEST_CASE("a shard restored from its snapshot continues exactly as the original"
     auto cfg = config(consistency_kind::bsp, 2);
     cfg.optimizer.kind = kind;
     cfg.optimizer.lr = 0.1f;
-    shard_core a(cfg, {0.5f, -0.5f, 1.0f, 2.0f});
+    auto a = fresh(cfg, {0.5f, -0.5f, 1.0f, 2.0f});
     auto push_step = [](shard_core& s, uint64_t step) {
       for (uint32_t w = 0; w < 2; ++w)
         s.offer(make_push(w, step + 1, step, 10,
@@ -241,7 +248,7 @@ TEST_CASE("a shard restored from its snapshot continues exactly as the original"
 
 TEST_CASE("restoring a snapshot into a shard of another shape is refused, naming the tensor and both shapes") {
   auto cfg = config(consistency_kind::asp, 1);
-  shard_core a(cfg, std::vector<float>(4, 1.0f));
+  auto a = fresh(cfg, std::vector<float>(4, 1.0f));
   auto snap = snapshot_of(a, 1, 0);
   REQUIRE(snap);
   auto d = decode(*snap);
@@ -260,9 +267,9 @@ TEST_CASE("a one-worker BSP shard applies each step from the push as an ASP shar
     auto cfg = config(consistency_kind::bsp, 1);
     cfg.optimizer.kind = kind;
     cfg.optimizer.lr = 0.1f;
-    shard_core bsp(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
+    auto bsp = fresh(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
     cfg.rule = {consistency_kind::asp, 0};
-    shard_core asp(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
+    auto asp = fresh(cfg, {0.5f, -0.25f, 1.0f, 2.0f});
     for (uint64_t step = 0; step < 4; ++step) {
       std::vector<float> g = {0.1f * static_cast<float>(step + 1), -0.3f, 0.7f, 1e-3f};
       sparse_grad sp{{1000 + step, 1500}, {0.5f, -0.5f}};
@@ -343,7 +350,7 @@ TEST_CASE("a restore checks the CRC of each dense tensor beside its copy, and re
   std::vector<float> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 1000) * 0.25f;
   auto snap = [&] {
-    shard_core a(cfg, values);
+    auto a = fresh(cfg, values);
     auto s = snapshot_of(a, 1, 0);
     REQUIRE(s);
     return *s;
@@ -441,7 +448,8 @@ TEST_CASE("a BSP step's pushes summed in one pass give the bits of summing them 
       auto cfg = config(consistency_kind::bsp, workers);
       cfg.optimizer.kind = kind;
       cfg.optimizer.lr = 0.01f;
-      shard_core one_pass(cfg, {1.0f, 2.0f, 3.0f, 4.0f}), general(cfg, {1.0f, 2.0f, 3.0f, 4.0f});
+      auto one_pass = fresh(cfg, {1.0f, 2.0f, 3.0f, 4.0f});
+      auto general = fresh(cfg, {1.0f, 2.0f, 3.0f, 4.0f});
       for (uint64_t step = 0; step < 3; ++step)
         for (uint32_t w = 0; w < workers; ++w) {
           one_pass.offer(make_push(w, step + 1, step, 10, grads[w]));

@@ -229,9 +229,7 @@ shard_core sample_shard(uint32_t shard, optimizer_kind kind, uint64_t dense, uin
   s.version = 30;
   s.bsp_clock = 5;
   s.optimizer_steps = 5;
-  shard_core core(cfg, std::vector<float>(dense, 0.0f));
-  core.assign(std::move(s));
-  return core;
+  return std::move(*shard_core::restored(cfg, std::move(s)));  // s.dense has `dense` values
 }
 
 // The sealed file bytes of a snapshot or manifest written through memory_io.

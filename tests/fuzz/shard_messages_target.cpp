@@ -35,7 +35,7 @@ shard_core small_shard(uint8_t flags) {
   cfg.optimizer.kind = kinds[(flags >> 2) & 3];
   cfg.dense = {0, dense_keys};
   cfg.sparse = {dense_keys, uint64_t{1} << 20};
-  return shard_core(cfg, std::vector<float>(dense_keys, 0.25f));
+  return std::move(*shard_core::make(cfg, std::vector<float>(dense_keys, 0.25f)));  // sizes agree
 }
 
 // A push is applied at most once: offered again it is a duplicate and
