@@ -126,7 +126,12 @@ TEST_CASE("a shard killed after a checkpoint restarts from it and the workers re
 
 TEST_CASE("kills faster than the restart intensity allows make the job fail with an error naming the child") {
   temp_dir dir;
-  auto c = config_for(probe(), dir, 200);
+  // Long enough that the workers cannot finish while the kills below go
+  // round (each waits for the job's thread to see the victim back): with
+  // 200 steps a loaded machine once let the run end first, and the job
+  // succeeded. If the supervisors never gave up, it would end after these
+  // steps and fail the test.
+  auto c = config_for(probe(), dir, 20000);
   c.max_restarts = 1;
   c.restart_period = std::chrono::seconds(60);
   // No checkpoints: a shard restarted from one older than a commit its
