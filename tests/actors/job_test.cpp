@@ -90,7 +90,7 @@ TEST_CASE("BSP runs end with the same params_sha256 with and without kills") {
       if (k.target == "root")
         CHECK(r->rollbacks == 1);
       else
-        CHECK(count(*r, event_kind::restart, k.target) == 1);
+        CHECK(count(*r, event_kind::restart, k.target) >= 1);
     CHECK(r->params_sha256 == clean->params_sha256);
   }
 }
