@@ -311,11 +311,18 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
   st.stats.node = st.id;
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->set_exit_handler([=](caf::exit_msg& em) {
-    // Any peer holding the published handle can send an exit; only this
-    // process may stop the node.
-    if (em.source && em.source.node() != self->node()) {
+    // Any peer holding the agent's handle can send an exit; only an actor of
+    // this process may stop the node. The exit's `source` is message data a
+    // peer chooses (CAF's anon_send_exit even fills in the receiver's own
+    // address), so the mailbox's sender decides: BASP sets it to a proxy of
+    // the peer, and leaves it empty for an anonymous send, which is refused
+    // too because a peer's cannot be told apart from a local one (keel node
+    // stops the agent with a sourced exit for this reason).
+    auto from = sender_node(self);
+    if (!from || *from != self->node() || !em.source || em.source.node() != self->node()) {
       ++self->state.stats.refused;
-      log(self, "ignored an exit (" + to_string(em.reason) + ") sent by node " + to_string(em.source.node()));
+      log(self, "ignored an exit (" + to_string(em.reason) + ") " +
+                  (from ? "sent by node " + to_string(*from) : std::string("without a sender")));
       return;
     }
     stop(self, em.reason);

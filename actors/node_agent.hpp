@@ -32,10 +32,13 @@
 // certificates (libcaf_openssl, CAF::openssl) instead of or as well as this.
 // Validation of spawn requests bounds what a member can ask for, but a member
 // is trusted with the node's resources and the directories it names. Exit
-// messages from other processes are ignored (only the node's own process
-// stops the agent); CAF 0.17 gives no hook to refuse exit_reason::kill,
-// which no actor can trap, so a connected peer that is not a member can
-// still kill the agent (tested); `keel node` then ends, exit 1.
+// messages from other processes, and anonymous ones (which a peer can send
+// too; CAF's anon_send_exit names the receiver itself as the source), are
+// ignored and logged: only a sending actor of the node's own process stops
+// the agent. CAF 0.17 gives no hook to refuse
+// exit_reason::kill, which no actor can trap, so a connected peer that is
+// not a member can still kill the agent (tested); `keel node` then ends,
+// exit 1.
 // Children are not protected either: a member gets their handles.
 //
 // A child lives as long as the job it serves: the agent monitors the job's
@@ -86,8 +89,8 @@ using node_joined_atom = caf::atom_constant<caf::atom("nd_joined")>;     // (ato
 // Spawns the agent; fails (invalid_argument) without a secret. Send it
 // (node_listening_atom, port) once it is published, and (node_joined_atom,
 // node_info) for a node this process joined through connect_node (which
-// checked that node's proof). On an exit message from its own process it
-// stops its children, waits (at most 3 s) until they are down, then stops;
+// checked that node's proof). On an exit message from an actor of its own
+// process (sent by an actor, not anonymously: see above) it stops its children, waits (at most 3 s) until they are down, then stops;
 // wait for its down_msg before destroying the actor system.
 caf::expected<caf::actor> spawn_node_agent(caf::actor_system& sys, node_agent_config cfg);
 

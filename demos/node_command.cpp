@@ -136,9 +136,12 @@ int run_node(const node_flags& f) {
     });
     return {[](caf::ok_atom) {}};
   });
+  // The agent takes exits (and the messages below) only from its own node,
+  // and only with a sender: an anonymous exit could come from anywhere.
+  caf::scoped_actor self{sys};
   auto stop_agent = [&] {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(*agent, caf::exit_reason::user_shutdown);
+    self->send_exit(*agent, caf::exit_reason::user_shutdown);
   };
   auto port = sys.middleman().publish(*agent, f.listen.port, f.listen.host.c_str(), true);
   if (!port) {
@@ -147,7 +150,6 @@ int run_node(const node_flags& f) {
     stop_agent();
     return 1;
   }
-  caf::scoped_actor self{sys};  // the agent takes these only from its own node
   self->send(*agent, node_listening_atom::value, *port);
   std::cout << "keel node: listening on " << f.listen.host << ":" << *port << " (node " << to_string(sys.node())
             << ")" << std::endl;

@@ -148,3 +148,18 @@ TEST_CASE("an exit_reason::kill from an unauthenticated peer stops the agent (CA
   CHECK_MESSAGE(n->wait_exit(patience) == 1, n->log());
   CHECK(n->log().find("the node agent stopped") != std::string::npos);
 }
+
+TEST_CASE("an exit without a sender, as a peer's anon_send_exit arrives, is ignored and the node keeps serving") {
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto h = f.connect(*n);
+  // BASP delivers an anonymous exit from another process without a source:
+  // the agent cannot tell it from a local one, so it refuses both.
+  caf::anon_send_exit(h.agent, caf::exit_reason::user_shutdown);
+  CHECK_MESSAGE(n->wait_log("ignored an exit (exit_reason(user_shutdown)) without a sender", patience), n->log());
+  auto shard = spawn_shard(h);
+  CHECK(to_string(shard.node()) == n->node_id());
+  CHECK_FALSE(n->wait_exit(0ms));
+  n->signal(SIGTERM);
+  CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
+}
