@@ -50,7 +50,7 @@ caf::error io(const std::string& what) {
   return make_error(errc::io_error, what + ": " + errno_text());
 }
 
-caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port) {
+caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port, const char* who) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -61,7 +61,7 @@ caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-    return make_error(errc::not_found, "data plane: cannot resolve host '" + host + "'");
+    return make_error(errc::not_found, std::string(who) + ": cannot resolve host '" + host + "'");
   addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
   ::freeaddrinfo(res);
   return addr;
@@ -154,16 +154,16 @@ void socket_fd::shutdown() const {
     ::shutdown(fd_, SHUT_RDWR);
 }
 
-caf::expected<socket_fd> listen_on(const std::string& host, uint16_t& port) {
-  auto addr = resolve(host, port);
+caf::expected<socket_fd> listen_on(const std::string& host, uint16_t& port, int backlog, const char* who) {
+  auto addr = resolve(host, port, who);
   if (!addr)
     return addr.error();
   socket_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
   auto where = host + ":" + std::to_string(port);
   if (!fd || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0 || ::listen(fd.get(), 64) != 0)
-    return io("data plane: cannot listen on " + where);
+      ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0 || ::listen(fd.get(), backlog) != 0)
+    return io(std::string(who) + ": cannot listen on " + where);
   socklen_t len = sizeof(*addr);
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&*addr), &len);
   port = ntohs(addr->sin_port);
@@ -180,28 +180,29 @@ void set_options(int fd, std::chrono::milliseconds timeout) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-caf::expected<socket_fd> connect_to(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+caf::expected<socket_fd> connect_to(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
+                                    const char* who) {
   auto where = host + ":" + std::to_string(port);
-  auto addr = resolve(host, port);
+  auto addr = resolve(host, port, who);
   if (!addr)
     return addr.error();
   socket_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd)
-    return io("data plane: socket for " + where);
+    return io(std::string(who) + ": socket for " + where);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0) {
     if (errno != EINPROGRESS)
-      return io("data plane: cannot connect to " + where);
+      return io(std::string(who) + ": cannot connect to " + where);
     pollfd p{fd.get(), POLLOUT, 0};
     int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
     if (n == 0)
-      return make_error(errc::timeout, "data plane: no connection to " + where + " within " +
+      return make_error(errc::timeout, std::string(who) + ": no connection to " + where + " within " +
                                            std::to_string(timeout.count()) + " ms");
     int err = 0;
     socklen_t len = sizeof err;
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (n < 0 || err != 0) {
       errno = n < 0 ? errno : err;
-      return io("data plane: cannot connect to " + where);
+      return io(std::string(who) + ": cannot connect to " + where);
     }
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);

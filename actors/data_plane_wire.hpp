@@ -58,15 +58,25 @@ class socket_fd {
   // Wakes every thread blocked on the socket (they see an error or EOF);
   // the descriptor stays valid until destruction.
   void shutdown() const;
+  // Gives up ownership: the caller closes the descriptor returned.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_ = -1;
 };
 
-// Binds and listens on host:port (port 0: the OS picks; `port` is set).
-caf::expected<socket_fd> listen_on(const std::string& host, uint16_t& port);
+// Binds and listens on host:port (port 0: the OS picks; `port` is set),
+// with room for `backlog` connections not yet accepted. `who` opens error
+// messages (the cluster gate uses these too).
+caf::expected<socket_fd> listen_on(const std::string& host, uint16_t& port, int backlog = 64,
+                                   const char* who = "data plane");
 // Connects within `timeout`, with TCP_NODELAY.
-caf::expected<socket_fd> connect_to(const std::string& host, uint16_t port, std::chrono::milliseconds timeout);
+caf::expected<socket_fd> connect_to(const std::string& host, uint16_t port, std::chrono::milliseconds timeout,
+                                    const char* who = "data plane");
 // Sets TCP_NODELAY, and send/receive timeouts (zero: none).
 void set_options(int fd, std::chrono::milliseconds timeout);
 

@@ -1,12 +1,15 @@
 #pragma once
-// A node agent is the one actor a keel node publishes: it starts shards,
-// workers and checkpointers in its process on request from authenticated
-// peers, returns their handles (the requester monitors them; CAF proxies
-// carry the monitor across processes), exchanges heartbeats with the nodes
-// that joined it, and lists the live ones. The protocol it speaks is in
+// A node agent is the one actor a keel node serves, behind the node's gate
+// (actors/cluster_gate.hpp: CAF only ever sees peers that proved the
+// cluster secret on the raw socket). It starts shards, workers and
+// checkpointers in its process on request from authenticated peers,
+// returns their handles (the requester monitors them; CAF proxies carry the
+// monitor across processes), exchanges heartbeats with the nodes that
+// joined it, and lists the live ones. The protocol it speaks is in
 // actors/node_protocol.hpp; actors/node_client.hpp is its client side.
 //
-// Authentication (challenge-response, per CAF node id of the sender):
+// Authentication (challenge-response, per CAF node id of the sender), a
+// second check behind the gate's that ties membership to CAF node ids:
 //   1. peer -> agent: (hello, NodeJoin{node, challenge Cp})
 //      agent -> peer: NodeJoin{agent's node, challenge Ca,
 //                     proof = HMAC(secret, agent label, Cp, agent's node)}
@@ -35,10 +38,12 @@
 // messages from other processes, and anonymous ones (which a peer can send
 // too; CAF's anon_send_exit names the receiver itself as the source), are
 // ignored and logged: only a sending actor of the node's own process stops
-// the agent. CAF 0.17 gives no hook to refuse
-// exit_reason::kill, which no actor can trap, so a connected peer that is
-// not a member can still kill the agent (tested); `keel node` then ends,
-// exit 1.
+// the agent. CAF 0.17 gives no hook to refuse exit_reason::kill, which no
+// actor can trap, and BASP lets any connected peer address every actor a
+// node published or ever sent a handle of, by its (small, sequential) id:
+// that is why strangers are stopped at the gate, before BASP (tested in
+// tests/cluster/node_gate_test.cpp). A member can still kill the agent;
+// `keel node` then ends, exit 1.
 // Children are not protected either: a member gets their handles.
 //
 // A child lives as long as the job it serves: the agent monitors the job's
@@ -67,8 +72,8 @@ namespace keel {
 class data_plane;
 
 struct node_agent_config {
-  std::string host = "127.0.0.1";  // where the agent is published (for NodeJoin)
-  uint16_t port = 0;               // set once published (see node_listening_atom)
+  std::string host = "127.0.0.1";  // where its gate listens (for NodeJoin)
+  uint16_t port = 0;               // set once listening (see node_listening_atom)
   cluster_secret secret;
   std::chrono::milliseconds heartbeat_interval{200};
   // A joined node without a heartbeat this long is no longer listed as live.
@@ -87,7 +92,7 @@ using node_listening_atom = caf::atom_constant<caf::atom("nd_listen")>;  // (ato
 using node_joined_atom = caf::atom_constant<caf::atom("nd_joined")>;     // (atom, node_info)
 
 // Spawns the agent; fails (invalid_argument) without a secret. Send it
-// (node_listening_atom, port) once it is published, and (node_joined_atom,
+// (node_listening_atom, port) once its gate listens, and (node_joined_atom,
 // node_info) for a node this process joined through connect_node (which
 // checked that node's proof). On an exit message from an actor of its own
 // process (sent by an actor, not anonymously: see above) it stops its children, waits (at most 3 s) until they are down, then stops;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/io/basp_broker.hpp>
@@ -10,6 +12,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "actors/cluster_gate.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 
@@ -84,16 +87,23 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
                                         const join_identity& me) {
   auto at = where(host, port);
   exempt_caf_network_layer_from_leak_checks(sys);
-  // CAF gives up a handshake after middleman.connection-timeout (800 ms by
-  // default, for heartbeats); a node that is only slow to answer (a loaded
-  // machine) is asked again until `timeout`, which is this call's budget.
+  // The node's gate (actors/cluster_gate.hpp) hands the connection to CAF
+  // only after the secret's challenge. A gate that closed it meanwhile (too
+  // many strangers awaiting authentication) or a node only slow to answer
+  // (a loaded machine) is asked again until `timeout`, this call's budget.
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto agent = sys.middleman().remote_actor(host, port);
-  while (!agent && agent.error() == caf::sec::connection_timeout && std::chrono::steady_clock::now() < deadline)
-    agent = sys.middleman().remote_actor(host, port);
-  if (!agent)
-    return make_error(errc::not_found, "cannot reach a node at " + at + ": " + sys.render(agent.error()));
-  auto node_id = to_string(agent->node());
+  auto gated = connect_through_gate(sys, host, port, secret, timeout);
+  while (!gated && (is(gated.error(), errc::io_error) || is(gated.error(), errc::timeout)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // back off, do not spin on a busy gate
+    gated = connect_through_gate(
+      sys, host, port, secret,
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+  }
+  if (!gated)
+    return gated.error();
+  auto agent = &gated->agent;
+  auto node_id = gated->node;
   // Step 1: the node proves the secret over our challenge and sends its own.
   auto challenge = random_bytes(32);
   auto reply = ask<node_join_msg>(sys, *agent, timeout, "hello to node at " + at, hello_atom::value,

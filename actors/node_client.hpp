@@ -61,9 +61,11 @@ struct join_identity {
   uint16_t port = 0;
 };
 
-// Connects to the agent at host:port and runs the handshake. The TCP
-// connection itself is bounded by the system's middleman connection timeout
-// (configure_cluster_system); each handshake step by `timeout`.
+// Connects to the node's gate at host:port (actors/cluster_gate.hpp: the
+// secret's challenge on the raw socket, then CAF's BASP), then runs the
+// agent's handshake. Each step is bounded by `timeout`; a gate that closes
+// the connection during its handshake (too many strangers waiting) is
+// asked again until `timeout` has passed.
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                                         const cluster_secret& secret, std::chrono::milliseconds timeout,
                                         const join_identity& me = {});

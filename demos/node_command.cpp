@@ -1,5 +1,6 @@
-// `keel node`: runs this process as a cluster node. It publishes a node
-// agent (actors/node_agent.hpp) on --listen, prints
+// `keel node`: runs this process as a cluster node. It serves a node agent
+// (actors/node_agent.hpp) behind a gate on --listen (actors/cluster_gate.hpp:
+// CAF sees only peers that proved the cluster secret), prints
 //   keel node: listening on HOST:PORT (node NODE_ID)
 // and, unless --no-data-plane,
 //   keel node: data plane on HOST:PORT
@@ -20,6 +21,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/cluster_gate.hpp"
 #include "actors/data_plane.hpp"
 #include "actors/node_agent.hpp"
 #include "actors/node_client.hpp"
@@ -86,6 +88,8 @@ struct node_flags {
   bool stdin_eof = false;
   uint16_t data_port = 0;
   bool no_data_plane = false;
+  size_t max_unauthenticated = 64;
+  std::chrono::milliseconds handshake_timeout{1000};
 };
 
 int run_node(const node_flags& f) {
@@ -143,20 +147,30 @@ int run_node(const node_flags& f) {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
     self->send_exit(*agent, caf::exit_reason::user_shutdown);
   };
-  auto port = sys.middleman().publish(*agent, f.listen.port, f.listen.host.c_str(), true);
-  if (!port) {
+  // CAF itself listens nowhere: the gate accepts, and hands CAF only the
+  // connections that proved the cluster secret (actors/cluster_gate.hpp).
+  cluster_gate_config gc;
+  gc.host = f.listen.host;
+  gc.port = f.listen.port;
+  gc.secret = f.secret;
+  gc.max_pending = f.max_unauthenticated;
+  gc.handshake_timeout = f.handshake_timeout;
+  gc.log = [](const std::string& line) { std::cerr << "keel node: " + line + "\n" << std::flush; };
+  auto gate = cluster_gate::open(sys, gc, *agent);
+  if (!gate) {
     std::cerr << "keel node: cannot listen on " << f.listen.host << ":" << f.listen.port << ": "
-              << sys.render(port.error()) << "\n";
+              << describe(gate.error()) << "\n";
     stop_agent();
     return 1;
   }
-  self->send(*agent, node_listening_atom::value, *port);
-  std::cout << "keel node: listening on " << f.listen.host << ":" << *port << " (node " << to_string(sys.node())
+  auto port = (*gate)->port();
+  self->send(*agent, node_listening_atom::value, port);
+  std::cout << "keel node: listening on " << f.listen.host << ":" << port << " (node " << to_string(sys.node())
             << ")" << std::endl;
   if (plane)
     std::cout << "keel node: data plane on " << f.listen.host << ":" << plane->port() << std::endl;
   if (f.join) {
-    join_identity me{*agent, f.listen.host, *port};
+    join_identity me{*agent, f.listen.host, port};
     auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me);
     if (!peer) {
       std::cerr << "keel node: cannot join " << f.join->host << ":" << f.join->port << ": " << describe(peer.error())
@@ -169,6 +183,11 @@ int run_node(const node_flags& f) {
   }
   wait_for_stop(stop, f.stdin_eof);
   std::cerr << "keel node: stopping\n";
+  (*gate)->stop();
+  auto gs = (*gate)->stats();
+  std::cerr << "keel node: the gate accepted " << gs.accepted << " connections: " << gs.authenticated
+            << " authenticated, " << gs.refused << " refused (" << gs.evicted << " closed for newer ones, "
+            << gs.timed_out << " timed out)\n";
   // The agent stops its children and waits for them while the middleman is
   // still up (see spawn_node_agent); only then may the system go down.
   self->monitor(*agent);
@@ -189,11 +208,11 @@ int run_node(const node_flags& f) {
 
 int node(const args& a) {
   std::string listen_text = "127.0.0.1:0", join_text, secret_file;
-  uint32_t heartbeat_ms = 200, timeout_ms = 800;
+  uint32_t heartbeat_ms = 200, timeout_ms = 800, handshake_ms = 1000;
   node_flags f;
   po::options_description desc("keel node: run this process as a cluster node");
   desc.add_options()("help", "show this help")
-    ("listen", po::value(&listen_text)->default_value(listen_text), "HOST:PORT to publish the node agent on (port 0: any)")
+    ("listen", po::value(&listen_text)->default_value(listen_text), "HOST:PORT of the node's gate, where peers prove the secret and reach the node agent (port 0: any)")
     ("join", po::value(&join_text), "HOST:PORT of a node to join")
     ("secret-file", po::value(&secret_file), "file holding the cluster secret (else $KEEL_CLUSTER_SECRET)")
     ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "heartbeat interval")
@@ -204,6 +223,10 @@ int node(const args& a) {
      "port of the data plane that carries pushes and pulls between nodes (0: any)")
     ("no-data-plane", po::bool_switch(&f.no_data_plane),
      "carry pushes and pulls over CAF's middleman like all other messages")
+    ("max-unauthenticated", po::value(&f.max_unauthenticated)->default_value(f.max_unauthenticated),
+     "connections awaiting the secret's challenge at once; a newer one closes the oldest")
+    ("handshake-timeout-ms", po::value(&handshake_ms)->default_value(handshake_ms),
+     "a connection that has not proved the cluster secret this long is closed")
     ("exit-on-stdin-eof", po::bool_switch(&f.stdin_eof), "also stop when standard input ends");
   po::variables_map vm;
   try {
@@ -235,6 +258,11 @@ int node(const args& a) {
     std::cerr << "keel node: --heartbeat-ms must be positive and below --connection-timeout-ms\n";
     return 2;
   }
+  if (f.max_unauthenticated == 0 || handshake_ms == 0) {
+    std::cerr << "keel node: --max-unauthenticated and --handshake-timeout-ms must be positive\n";
+    return 2;
+  }
+  f.handshake_timeout = std::chrono::milliseconds(handshake_ms);
   f.settings.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   f.settings.connection_timeout = std::chrono::milliseconds(timeout_ms);
   auto secret = load_secret(secret_file);

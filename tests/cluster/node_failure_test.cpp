@@ -126,29 +126,6 @@ TEST_CASE("a node restarted on the same port after kill -9 serves spawns again")
   CHECK(status->children == 1);
 }
 
-TEST_CASE("an exit_reason::kill from an unauthenticated peer stops the agent (CAF 0.17 cannot refuse it) and the node exits 1") {
-  cluster_fixture f;
-  auto n = f.start_node();
-  auto shard = spawn_shard(f.connect(*n));  // the process must end despite its children
-  caf::actor_system_config cfg;
-  configure_cluster_system(cfg);
-  caf::actor_system outsider{cfg};
-  exempt_caf_network_layer_from_leak_checks(outsider);
-  auto agent = outsider.middleman().remote_actor("127.0.0.1", n->port());
-  REQUIRE(agent);
-  caf::scoped_actor self{outsider};
-  self->monitor(*agent);
-  self->send_exit(*agent, caf::exit_reason::kill);
-  caf::error reason;
-  wait_down(self, *agent, steady::now(), 5s, &reason);
-  // The node ends at once: the down carries the kill when it leaves before
-  // the connection closes, else the connection's loss.
-  CHECK_MESSAGE((reason == caf::exit_reason::kill || reason == caf::exit_reason::remote_link_unreachable),
-                to_string(reason));
-  CHECK_MESSAGE(n->wait_exit(patience) == 1, n->log());
-  CHECK(n->log().find("the node agent stopped") != std::string::npos);
-}
-
 TEST_CASE("an exit without a sender, as a peer's anon_send_exit arrives, is ignored and the node keeps serving") {
   cluster_fixture f;
   auto n = f.start_node();

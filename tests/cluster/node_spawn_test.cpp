@@ -9,6 +9,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/cluster_gate.hpp"
 #include "cluster_fixture.hpp"
 #include "push_builder.hpp"
 #include "storage/snapshot.hpp"
@@ -221,9 +222,12 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   REQUIRE_FALSE(h);
   CHECK_MESSAGE(is(h.error(), errc::not_authenticated), describe(h.error()));
 
-  // Past the client's own check: the handshake with a wrong proof, then a spawn.
-  auto agent = f.sys->middleman().remote_actor("127.0.0.1", n->port());
-  REQUIRE(agent);
+  // Past the gate (which a peer without the secret never passes, see
+  // node_gate_test.cpp), the agent checks its own handshake: a wrong proof
+  // there, then a spawn, are refused too.
+  auto gated = connect_through_gate(*f.sys, "127.0.0.1", n->port(), f.secret, patience);
+  REQUIRE_MESSAGE(gated, describe(gated.error()));
+  auto agent = &gated->agent;
   caf::scoped_actor self{*f.sys};
   auto me = to_string(f.sys->node());
   auto challenge = random_bytes(32);
