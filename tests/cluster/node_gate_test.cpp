@@ -88,9 +88,7 @@ rlim_t set_fd_limit(rlim_t soft) {
 
 }  // namespace
 
-TEST_CASE(
-    "a stranger's CAF connection is refused at the gate and logged, so its kill and anonymous exit "
-    "never reach the agent") {
+TEST_CASE("a stranger's CAF connection is refused at the gate and logged, so its kill and anonymous exit never reach the agent") {
   cluster_fixture f;
   auto n = f.start_node();
   caf::actor_system_config cfg;
@@ -116,9 +114,7 @@ TEST_CASE(
   CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
 }
 
-TEST_CASE(
-    "a 32-byte BASP header announcing a 4 GiB payload is refused: the connection closes, the "
-    "node's RSS stays put, it serves on") {
+TEST_CASE("a 32-byte BASP header announcing a 4 GiB payload is refused: the connection closes, the node's peak RSS stays put, it serves on") {
   cluster_fixture f;
   auto n = f.start_node();
   check_serves(f, *n);  // warmed up: what a serving node holds anyway
@@ -152,9 +148,7 @@ TEST_CASE(
   CHECK_FALSE(n->wait_exit(0ms));
 }
 
-TEST_CASE(
-    "idle connections beyond the cap are closed with a logged reason while a member still "
-    "connects") {
+TEST_CASE("idle connections beyond the cap are closed with a logged reason while a member still connects") {
   cluster_fixture f;
   // The node gets 256 descriptors, as a small ulimit would give it: without
   // a cap, 300 idle connections leave it none for a member.
@@ -178,8 +172,7 @@ TEST_CASE(
   CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
 }
 
-TEST_CASE(
-    "a peer holding another secret is refused at the gate, and the node logs from where and why") {
+TEST_CASE("a peer holding another secret is refused at the gate, and the node logs from where and why") {
   cluster_fixture f;
   auto n = f.start_node();
   auto wrong = *cluster_secret::from_bytes("not-the-cluster-secret-at-all", "wrong");
