@@ -1,5 +1,7 @@
 #include "actors/data_plane.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -123,7 +125,7 @@ void data_plane::impl::read_requests(const connection_ptr& c) {
   auto peer = dp::handshake_server(fd, cfg.secret, node);
   if (!peer) {
     ++refused;
-    log("refused a connection: " + describe(peer.error()));
+    log_refusal(*c, describe(peer.error()));
     return close(c, describe(peer.error()));
   }
   dp::set_options(fd, std::chrono::milliseconds{0});
@@ -178,7 +180,9 @@ void data_plane::impl::read_answers(const connection_ptr& c) {
 
 void data_plane::impl::accept_loop() {
   for (;;) {
-    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_in addr{};
+    socklen_t addr_len = sizeof addr;
+    int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&addr), &addr_len, SOCK_CLOEXEC);
     std::lock_guard<std::mutex> guard(mtx);
     if (stopping) {
       if (fd >= 0)
@@ -192,13 +196,16 @@ void data_plane::impl::accept_loop() {
     }
     reap_locked();
     auto inbound = std::count_if(all.begin(), all.end(), [](const connection_ptr& x) { return !x->outbound; });
+    auto c = std::make_shared<connection>();
+    char text[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
+    c->from = std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
     if (static_cast<size_t>(inbound) >= cfg.max_incoming) {
       ::close(fd);
       ++refused;
-      log("refused a connection: " + std::to_string(inbound) + " incoming connections are open (the limit)");
+      log_refusal(*c, std::to_string(inbound) + " incoming connections are open (the limit)");
       continue;
     }
-    auto c = std::make_shared<connection>();
     c->fd = dp::socket_fd(fd);
     c->actor = spawn_gateway(sys, std::weak_ptr<connection>(c), cfg.answer_timeout);
     if (!start(c))
@@ -336,6 +343,10 @@ void data_plane::stop() {
     p.close(c, "the data plane stopped");
     c->writer.join();
     c->reader.join();
+  }
+  {
+    std::lock_guard<std::mutex> guard(p.refusal_mtx);
+    p.refusals.flush(steady::time_point::max());  // the count of a window still open
   }
   std::lock_guard<std::mutex> guard(p.mtx);
   p.all.clear();

@@ -77,6 +77,8 @@ struct data_plane_config {
   std::chrono::milliseconds reconnect_after{1000};
   // Incoming connections open at once (handshaking or served); more are
   // refused and logged, so a flood cannot exhaust the node's threads.
+  // Refusals name the peer's address and the port; past 20 a second they
+  // are counted and summarised instead of logged one by one.
   size_t max_incoming = 256;
   // One line per event (connections, refusals, failures); thread-safe. Null:
   // standard error, prefixed "keel data plane: ".

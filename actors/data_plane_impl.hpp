@@ -21,6 +21,7 @@
 
 #include "actors/data_plane.hpp"
 #include "actors/data_plane_wire.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "messages/protocol.hpp"
 
 namespace keel {
@@ -47,6 +48,7 @@ struct connection {
 
   bool outbound = false;
   std::string peer;  // node id: the route's (outbound) or the handshake's (inbound)
+  std::string from;  // inbound: the peer's address, for refusals
   std::string host;  // outbound: where it connects
   uint16_t port = 0;
   caf::actor actor;  // set before the threads start
@@ -147,7 +149,12 @@ struct data_plane::impl {
   using connection_ptr = dp_detail::connection_ptr;
   using steady = dp_detail::steady;
 
-  impl(caf::actor_system& s, data_plane_config c) : sys(s), cfg(std::move(c)), node(to_string(s.node())) {}
+  impl(caf::actor_system& s, data_plane_config c)
+    : sys(s),
+      cfg(std::move(c)),
+      node(to_string(s.node())),
+      refusals([this](const std::string& line) { log(line); }, 20, std::chrono::milliseconds(1000),
+               "refused connections") {}
 
   caf::actor_system& sys;
   data_plane_config cfg;
@@ -165,6 +172,15 @@ struct data_plane::impl {
 
   std::atomic<uint64_t> connections_out{0}, connections_in{0}, refused{0}, requests_out{0}, requests_in{0},
     bytes_out{0}, bytes_in{0};
+
+  // Refusals of strangers (failed handshakes, the connection limit): a
+  // flood costs 20 log lines a second and a count (actors/rate_limited_log.hpp).
+  std::mutex refusal_mtx;
+  rate_limited_log refusals;
+  void log_refusal(const connection& c, const std::string& why) {
+    std::lock_guard<std::mutex> guard(refusal_mtx);
+    refusals("refused a connection from " + c.from + " to port " + std::to_string(port) + ": " + why, steady::now());
+  }
 
   void log(const std::string& line) const {
     if (cfg.log)

@@ -316,3 +316,30 @@ TEST_CASE("connections beyond the data plane's limit are refused at once and log
     },
     5s));
 }
+
+TEST_CASE("refusals name the peer's address and the port, and each is logged or counted in a summary line") {
+  plane_fixture f;
+  constexpr int strangers = 30;
+  for (int i = 0; i < strangers; ++i) {
+    auto c = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
+    REQUIRE(c);
+    dp::set_options(c->get(), 5000ms);
+    const char garbage[12] = "GET / HTTP/";
+    REQUIRE(dp::write_exact(c->get(), garbage, sizeof garbage));
+    unsigned char b;
+    CHECK(!dp::read_exact(c->get(), &b, 1));  // closed by the listener
+  }
+  CHECK(test::wait_until([&] { return f.plane->stats().refused == strangers; }, 5s));
+  f.plane->stop();  // writes the count of a window still open
+  auto log = f.logged();
+  CHECK_MESSAGE(log.find("refused a connection from 127.0.0.1:") != std::string::npos, log);
+  CHECK_MESSAGE(log.find(" to port " + std::to_string(f.plane->port()) + ": ") != std::string::npos, log);
+  // Every refusal is either a line of its own or in a count.
+  size_t lines = 0, counted = 0;
+  for (size_t at = 0; (at = log.find("refused a connection from", at)) != std::string::npos; ++at) ++lines;
+  for (size_t at = 0; (at = log.find(" more refused connections in", at)) != std::string::npos; ++at) {
+    auto start = log.rfind('\n', at);
+    counted += std::stoul(log.substr(start == std::string::npos ? 0 : start + 1, at));
+  }
+  CHECK(lines + counted == strangers);  // whether 20 fell in one second is up to the scheduler
+}
