@@ -419,6 +419,10 @@ caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std
                                                uint16_t port, const cluster_secret& secret,
                                                std::chrono::milliseconds timeout) {
   auto at = host + ":" + std::to_string(port);
+  // A zero socket timeout would mean none at all: a stopped node would
+  // block this call for ever.
+  if (timeout.count() <= 0)
+    return make_error(errc::timeout, "node at " + at + ": no time left to connect");
   auto sock = dp::connect_to(host, port, timeout, "cluster port");
   if (!sock)
     return make_error(is(sock.error(), errc::timeout) ? errc::timeout : errc::not_found,
