@@ -19,72 +19,23 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/io/basp_broker.hpp>
 
+#include "actors/cluster_gate_wire.hpp"
 #include "actors/data_plane_wire.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
 
+using namespace gate_wire;
+
 namespace {
 
 using steady = std::chrono::steady_clock;
 
-constexpr char gate_magic[8] = {'K', 'E', 'E', 'L', 'C', 'P', '0', '1'};
-constexpr const char* gate_label = "keel-cluster-gate-proof-v1";
-constexpr const char* connector_label = "keel-cluster-connector-proof-v1";
-constexpr unsigned char verdict_accepted = 'K';
-constexpr size_t head_bytes = 12;  // magic, u32 node id length
-constexpr size_t challenge_bytes = 32;
-constexpr size_t proof_bytes = sizeof(hmac_digest);
-constexpr size_t max_node_text = 256;
 // When accept fails for want of descriptors and no waiting connection can
 // be closed to free one, the gate stops accepting this long.
 constexpr auto accept_pause = std::chrono::milliseconds(100);
-
-void put32(unsigned char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-
-uint32_t get32(const unsigned char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-std::vector<unsigned char> hello(const std::string& node, const std::vector<uint8_t>& challenge) {
-  std::vector<unsigned char> out(head_bytes + node.size() + challenge.size());
-  std::memcpy(out.data(), gate_magic, sizeof gate_magic);
-  put32(out.data() + 8, static_cast<uint32_t>(node.size()));
-  std::memcpy(out.data() + head_bytes, node.data(), node.size());
-  std::memcpy(out.data() + head_bytes + node.size(), challenge.data(), challenge.size());
-  return out;
-}
-
-// The node id length a hello's head announces in `n`; false with `why`
-// when the head is refused.
-bool parse_head(const unsigned char* head, size_t& n, std::string& why) {
-  if (std::memcmp(head, gate_magic, sizeof gate_magic) != 0) {
-    why = "not a keel cluster handshake (a CAF client that skipped it, or another protocol)";
-    return false;
-  }
-  n = get32(head + 8);
-  if (n == 0 || n > max_node_text) {
-    why =
-        "a node id of " + std::to_string(n) + " bytes (1 to " + std::to_string(max_node_text) + ")";
-    return false;
-  }
-  return true;
-}
-
-bool proof_matches(const hmac_digest& expected, const unsigned char* got) {
-  return equal_in_constant_time(expected.data(), expected.size(), got, proof_bytes);
-}
-
-caf::actor basp_broker_of(caf::actor_system& sys) {
-  return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-}
 
 std::string address_of(const sockaddr_in& a) {
   char text[INET_ADDRSTRLEN] = "?";
@@ -389,107 +340,6 @@ void cluster_gate::stop() {
 
 cluster_gate::~cluster_gate() {
   stop();
-}
-
-// ---- the connector's side ----
-
-namespace {
-
-// Blocking reads and writes on a socket whose timeouts are set; errors name
-// the node's address and the step.
-struct connector {
-  int fd;
-  std::string at;
-
-  caf::error failed(const std::string& step) const {
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      return make_error(errc::timeout,
-                        "node at " + at + ": no answer to the cluster handshake (" + step + ")");
-    if (errno == 0)
-      return make_error(errc::io_error,
-                        "node at " + at + " closed the connection during the cluster handshake (" +
-                            step + "; too many peers awaiting authentication, or not a keel node)");
-    return make_error(errc::io_error, "node at " + at + ": " + step + ": " + std::strerror(errno));
-  }
-};
-
-}  // namespace
-
-caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std::string& host,
-                                               uint16_t port, const cluster_secret& secret,
-                                               std::chrono::milliseconds timeout) {
-  auto at = host + ":" + std::to_string(port);
-  // A zero socket timeout would mean none at all: a stopped node would
-  // block this call for ever.
-  if (timeout.count() <= 0)
-    return make_error(errc::timeout, "node at " + at + ": no time left to connect");
-  auto sock = dp::connect_to(host, port, timeout, "cluster port");
-  if (!sock)
-    return make_error(is(sock.error(), errc::timeout) ? errc::timeout : errc::not_found,
-                      "cannot reach a node at " + at + ": " + describe(sock.error()));
-  connector c{sock->get(), at};
-  auto me = to_string(sys.node());
-  auto mine = random_bytes(challenge_bytes);
-  auto out = hello(me, mine);
-  if (!dp::write_exact(c.fd, out.data(), out.size()))
-    return c.failed("sending the hello");
-  unsigned char head[head_bytes];
-  if (!dp::read_exact(c.fd, head, sizeof head))
-    return c.failed("reading the node's hello");
-  size_t n = 0;
-  std::string why;
-  if (!parse_head(head, n, why))
-    return make_error(errc::malformed_message, "node at " + at + " answered with " + why);
-  std::string node(n, '\0');
-  std::vector<uint8_t> theirs(challenge_bytes);
-  unsigned char proof[proof_bytes];
-  if (!dp::read_exact(c.fd, node.data(), node.size()) ||
-      !dp::read_exact(c.fd, theirs.data(), theirs.size()) ||
-      !dp::read_exact(c.fd, proof, sizeof proof))
-    return c.failed("reading the node's hello");
-  if (!proof_matches(secret.prove(gate_label, mine.data(), mine.size(), node), proof))
-    return make_error(
-        errc::not_authenticated,
-        "node at " + at + " did not prove the cluster secret (do both sides use the same secret?)");
-  auto my_proof = secret.prove(connector_label, theirs.data(), theirs.size(), me);
-  if (!dp::write_exact(c.fd, my_proof.data(), my_proof.size()))
-    return c.failed("sending the proof");
-  unsigned char verdict = 0;
-  if (!dp::read_exact(c.fd, &verdict, 1) || verdict != verdict_accepted)
-    return make_error(errc::not_authenticated,
-                      "node at " + at + " refused this process's proof of the cluster secret");
-  dp::set_options(c.fd, std::chrono::milliseconds{0});
-  auto basp = basp_broker_of(sys);
-  if (!basp)
-    return make_error(errc::invalid_argument,
-                      "connect to " + at + ": this actor system has no middleman");
-  // CAF's BASP handshake now runs on the authenticated connection, as after
-  // middleman::remote_actor's own connect.
-  auto scribe = sys.middleman().backend().new_scribe(sock->release());
-  caf::expected<gated_peer> result =
-      make_error(errc::timeout, "node at " + at + ": no BASP handshake");
-  caf::scoped_actor self{sys};
-  self->request(basp, timeout, caf::connect_atom::value, std::move(scribe), port)
-      .receive(
-          [&](caf::node_id& nid, caf::strong_actor_ptr& addr, std::set<std::string>&) {
-            if (to_string(nid) != node)
-              result = make_error(errc::not_authenticated,
-                                  "node at " + at + " proved the secret as node " + node +
-                                      " but speaks CAF as node " + to_string(nid));
-            else if (!addr)
-              result = make_error(errc::not_found, "node at " + at + " serves no agent");
-            else
-              result = gated_peer{caf::actor_cast<caf::actor>(addr), node};
-          },
-          [&](caf::error& e) {
-            result =
-                e == caf::sec::request_timeout
-                    ? make_error(errc::timeout, "node at " + at + ": no BASP handshake within " +
-                                                    std::to_string(timeout.count()) + " ms")
-                    : make_error(errc::io_error,
-                                 "node at " + at + ": BASP handshake: " + sys.render(e));
-          });
-  return result;
 }
 
 }  // namespace keel
