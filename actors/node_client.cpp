@@ -72,6 +72,10 @@ void configure_cluster_system(caf::actor_system_config& cfg, const cluster_setti
   // node was lost) the answers were never deserialized. Tested by the
   // cluster tests' `cut` of a node that holds a shard and a worker.
   cfg.set("middleman.workers", size_t{0});
+  // With automatic connections CAF opens a listening port of its own (and
+  // connects to its peers' ports) past keel's gate (actors/cluster_gate.hpp).
+  // Off is CAF 0.17's default; keel relies on it.
+  cfg.set("middleman.enable-automatic-connections", false);
 }
 
 void exempt_caf_network_layer_from_leak_checks([[maybe_unused]] caf::actor_system& sys) {
