@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include <doctest/doctest.h>
 
 #include "actors/node_client.hpp"
+#include "actors/node_protocol.hpp"
+#include "killed_run.hpp"
 #include "messages/errors.hpp"
 #include "node_process.hpp"
 
@@ -61,6 +64,45 @@ struct cluster_fixture {
     REQUIRE_MESSAGE(h, describe(h.error()));
     return *h;
   }
+
+  // "--connect 127.0.0.1:P0,127.0.0.1:P1,... --secret-file F" for `nodes`.
+  std::string connect_flags(const std::vector<const node_process*>& nodes) const {
+    std::string list;
+    for (auto* n : nodes)
+      list += (list.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(n->port());
+    return "--connect " + list + " --secret-file " + secret_file;
+  }
+
+  // Runs `keel cluster CONNECT TRAIN --quiet --checkpoint-dir DIR` (the
+  // keel program at `binary`), kills it with SIGKILL once DIR holds
+  // `checkpoints` committed checkpoints, and waits until each of `nodes`
+  // has stopped the dead job's actors: a coordinator lost mid-run, for a
+  // --resume to continue.
+  void kill9_coordinator_after_checkpoints(const std::string& binary, const std::string& connect,
+                                           const std::string& train, const std::string& dir,
+                                           size_t checkpoints,
+                                           const std::vector<const node_process*>& nodes) const {
+    std::vector<std::string> argv = {binary, "cluster"};
+    std::istringstream words(connect + " " + train + " --quiet --checkpoint-dir " + dir);
+    for (std::string w; words >> w;)
+      argv.push_back(w);
+    kill9_after_checkpoints(argv, dir, checkpoints);
+    for (auto* n : nodes)
+      CHECK_MESSAGE(n->wait_log("is gone", std::chrono::seconds(10)), n->log());
+  }
 };
+
+// A one-worker shard of two dense and two sparse keys spawned on `h`'s node
+// as shard:0; fails the test if the spawn fails.
+inline caf::actor spawn_small_shard(const node_handle& h, std::chrono::milliseconds patience) {
+  shard_spawn s;
+  s.config.num_workers = 1;
+  s.config.dense = {0, 2};
+  s.config.sparse = {2, 2};
+  s.initial_dense = {0, 0};
+  auto shard = spawn_on(h, make_spawn_request("shard:0", s), patience);
+  REQUIRE_MESSAGE(shard, describe(shard.error()));
+  return *shard;
+}
 
 }  // namespace keel::test

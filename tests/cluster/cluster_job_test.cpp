@@ -146,18 +146,11 @@ TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --co
   auto n1 = f.start_node();
   const std::string train = "--model probe --steps 4000 --checkpoint-every 10";
   auto sha = reference_sha(train);
-  auto connect = "--connect 127.0.0.1:" + std::to_string(n0->port()) + ",127.0.0.1:" +
-                 std::to_string(n1->port()) + " --secret-file " + f.secret_file;
+  auto connect = f.connect_flags({n0.get(), n1.get()});
   auto dir = (f.dir / "run").string();
 
-  std::vector<std::string> argv = {KEEL_BINARY, "cluster"};
-  std::istringstream words(connect + " " + train + " --quiet --checkpoint-dir " + dir);
-  for (std::string w; words >> w;) argv.push_back(w);
-  kill9_after_checkpoints(argv, dir, 3);
-
   // Each node stops the dead job's actors once it loses the coordinator.
-  CHECK_MESSAGE(n0->wait_log("is gone", 10s), n0->log());
-  CHECK_MESSAGE(n1->wait_log("is gone", 10s), n1->log());
+  f.kill9_coordinator_after_checkpoints(KEEL_BINARY, connect, train, dir, 3, {n0.get(), n1.get()});
 
   auto r = run_keel("cluster " + connect + " --resume " + dir);
   check_promises(r, sha);

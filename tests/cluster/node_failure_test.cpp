@@ -19,17 +19,6 @@ namespace {
 
 constexpr auto patience = 10s;
 
-caf::actor spawn_shard(const node_handle& h) {
-  shard_spawn s;
-  s.config.num_workers = 1;
-  s.config.dense = {0, 2};
-  s.config.sparse = {2, 2};
-  s.initial_dense = {0, 0};
-  auto shard = spawn_on(h, make_spawn_request("shard:0", s), patience);
-  REQUIRE_MESSAGE(shard, describe(shard.error()));
-  return *shard;
-}
-
 // Waits for the down_msg of `watched`; the time from `since`, or fails.
 std::chrono::milliseconds wait_down(caf::scoped_actor& self, const caf::actor& watched, steady::time_point since,
                                     std::chrono::milliseconds limit, caf::error* reason = nullptr) {
@@ -55,7 +44,7 @@ TEST_CASE("a coordinator monitoring a shard on a node sees it down, its link los
   cluster_fixture f;
   auto n = f.start_node();
   auto h = f.connect(*n);
-  auto shard = spawn_shard(h);
+  auto shard = spawn_small_shard(h, patience);
   caf::scoped_actor self{*f.sys};
   self->monitor(shard);
   auto t0 = steady::now();
@@ -83,7 +72,7 @@ TEST_CASE("a SIGSTOPped node is detected by the coordinator and by the node that
     return false;
   };
   REQUIRE(wait_until([&] { return listed(h2, n1->node_id()); }, patience));
-  auto shard = spawn_shard(h1);
+  auto shard = spawn_small_shard(h1, patience);
   caf::scoped_actor self{*f.sys};
   self->monitor(shard);
 
@@ -107,7 +96,7 @@ TEST_CASE("a node restarted on the same port after kill -9 serves spawns again")
   auto n = f.start_node();
   auto port = n->port();
   auto h = f.connect(*n);
-  auto shard = spawn_shard(h);
+  auto shard = spawn_small_shard(h, patience);
   caf::scoped_actor self{*f.sys};
   self->monitor(shard);
   n->signal(SIGKILL);
@@ -119,7 +108,7 @@ TEST_CASE("a node restarted on the same port after kill -9 serves spawns again")
   CHECK(restarted->node_id() != n->node_id());
   auto h2 = f.connect(*restarted);
   CHECK(h2.node == restarted->node_id());
-  auto again = spawn_shard(h2);
+  auto again = spawn_small_shard(h2, patience);
   CHECK(to_string(again.node()) == restarted->node_id());
   auto status = status_of(h2, patience);
   REQUIRE(status);
@@ -134,7 +123,7 @@ TEST_CASE("an exit without a sender, as a peer's anon_send_exit arrives, is igno
   // the agent cannot tell it from a local one, so it refuses both.
   caf::anon_send_exit(h.agent, caf::exit_reason::user_shutdown);
   CHECK_MESSAGE(n->wait_log("ignored an exit (exit_reason(user_shutdown)) without a sender", patience), n->log());
-  auto shard = spawn_shard(h);
+  auto shard = spawn_small_shard(h, patience);
   CHECK(to_string(shard.node()) == n->node_id());
   CHECK_FALSE(n->wait_exit(0ms));
   n->signal(SIGTERM);

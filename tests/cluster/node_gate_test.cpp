@@ -26,21 +26,10 @@ namespace {
 
 constexpr auto patience = 10s;
 
-caf::actor spawn_shard(const node_handle& h) {
-  shard_spawn s;
-  s.config.num_workers = 1;
-  s.config.dense = {0, 2};
-  s.config.sparse = {2, 2};
-  s.initial_dense = {0, 0};
-  auto shard = spawn_on(h, make_spawn_request("shard:0", s), patience);
-  REQUIRE_MESSAGE(shard, describe(shard.error()));
-  return *shard;
-}
-
 // The node still does its job for a member: connect, spawn, status.
 void check_serves(cluster_fixture& f, node_process& n) {
   auto h = f.connect(n);
-  auto shard = spawn_shard(h);
+  auto shard = spawn_small_shard(h, patience);
   CHECK(to_string(shard.node()) == n.node_id());
   auto status = status_of(h, patience);
   REQUIRE_MESSAGE(status, describe(status.error()));
