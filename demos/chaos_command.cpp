@@ -1,5 +1,5 @@
 // `keel chaos`: runs N seeded random fault plans against short training
-// runs and checks keel's promises on each (actors/faults/chaos.hpp). Prints one
+// runs and checks keel's promises on each (actors/chaos/chaos.hpp). Prints one
 // row per seed and exits 1 if any invariant broke, with the command that
 // replays the failing seed.
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "actors/faults/chaos.hpp"
+#include "actors/chaos/chaos.hpp"
 #include "actors/keel.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"

@@ -18,9 +18,9 @@
 #include <caf/expected.hpp>
 #include <nlohmann/json_fwd.hpp>
 
-#include "actors/job.hpp"
-#include "actors/job_event.hpp"
+#include "actors/core/job_event.hpp"
 #include "actors/faults/recovery.hpp"
+#include "actors/job/job.hpp"
 
 namespace keel::cli {
 

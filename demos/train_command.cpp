@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "actors/job/placement.hpp"
 #include "actors/keel.hpp"
-#include "actors/placement.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"
 #include "job_builder.hpp"

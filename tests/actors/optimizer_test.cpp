@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/optimizer.hpp"
+#include "actors/core/optimizer.hpp"
 #include "messages/errors.hpp"
 
 using namespace keel;

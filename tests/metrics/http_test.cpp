@@ -4,9 +4,9 @@
 
 #include <atomic>
 
-#include "actors/job_event.hpp"
-#include "actors/metrics.hpp"
-#include "actors/metrics_http.hpp"
+#include "actors/core/job_event.hpp"
+#include "actors/metrics/metrics.hpp"
+#include "actors/metrics/metrics_http.hpp"
 #include "scrape.hpp"
 
 using namespace keel;

@@ -2,8 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "actors/faults/recovery.hpp"
-#include "actors/job.hpp"
-#include "actors/metrics.hpp"
+#include "actors/job/job.hpp"
+#include "actors/metrics/metrics.hpp"
 #include "json_check.hpp"
 #include "scrape.hpp"
 
