@@ -131,6 +131,13 @@ class tree {
                                    tree_options options = {},
                                    caf::timespan timeout = std::chrono::seconds(10));
 
+  // Starts the root supervisor and returns at once, for a caller that must
+  // not block (an actor). The root starts its children in its init and only
+  // then answers which_children_atom: that answer says the tree is up. A
+  // child that fails to start ends the root, whose exit reason is the
+  // failure (what start() returns); monitor root() to see it.
+  static tree launch(caf::actor_system& sys, supervisor_spec root, tree_options options = {});
+
   tree(tree&&) noexcept;
   tree& operator=(tree&&) noexcept;
   ~tree();

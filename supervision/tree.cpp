@@ -1,5 +1,6 @@
 // The embedding application's side of a supervision tree: starting the root
-// with its services, waiting for it, and blocking requests to supervisors.
+// with its services (waiting for it, or not), and blocking requests to
+// supervisors.
 #include <caf/actor_system.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
@@ -49,8 +50,7 @@ caf::error await_down(caf::scoped_actor& self, const caf::actor& who, caf::times
 
 }  // namespace
 
-caf::expected<tree> tree::start(caf::actor_system& sys, supervisor_spec root,
-                                tree_options options, caf::timespan timeout) {
+tree tree::launch(caf::actor_system& sys, supervisor_spec root, tree_options options) {
   tree t;
   t.sys_ = &sys;
   t.clock_ = options.clock ? options.clock : make_system_clock();
@@ -72,6 +72,12 @@ caf::expected<tree> tree::start(caf::actor_system& sys, supervisor_spec root,
     caf::anon_send(t.events_, follow_atom::value, t.root_);
   caf::anon_send(t.directory_, register_atom::value,
                  directory_update{name, 1, name_state::up, t.root_});
+  return t;
+}
+
+caf::expected<tree> tree::start(caf::actor_system& sys, supervisor_spec root,
+                                tree_options options, caf::timespan timeout) {
+  auto t = launch(sys, std::move(root), std::move(options));
   // The root answers only after its init, i.e. after starting every child.
   caf::scoped_actor self{sys};
   self->monitor(t.root_);
