@@ -20,6 +20,7 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<supervision::directory_update>("keel.directory_update");
   // What a job's remote shards and workers send its coordinator.
   cfg.add_message_type<job_event>("keel.job_event");
+  cfg.add_message_type<step_report>("keel.step_report");
   cfg.add_message_type<worker_report>("keel.worker_report");
 }
 

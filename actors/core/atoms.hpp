@@ -12,7 +12,6 @@ namespace keel {
 using status_atom = caf::atom_constant<caf::atom("status")>;      // ask a shard what it has of a worker
 using params_atom = caf::atom_constant<caf::atom("params")>;      // read a shard's state as a snapshot
 using truncate_atom = caf::atom_constant<caf::atom("truncate")>;  // a checkpoint covers logged pushes
-using step_atom = caf::atom_constant<caf::atom("step")>;          // (epoch, worker, step, loss as IEEE bits)
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;      // (shard, push, attempt): send a logged push again
 using done_atom = caf::atom_constant<caf::atom("done")>;          // a worker finished its steps

@@ -1,7 +1,9 @@
 #pragma once
-// What a worker tells the job when it has finished its last step: its
-// counters over this incarnation. A plain value, registered as a CAF message
-// type (keel.worker_report); last_loss crosses processes as its bit pattern.
+// What a worker tells the job: after each step, a step_report (the job's
+// progress and checkpoint window follow these); when it has finished its last
+// step, a worker_report, its counters over this incarnation. Plain values,
+// registered as CAF message types (keel.step_report, keel.worker_report);
+// their losses cross processes as bit patterns (messages/wire_bits.hpp).
 
 #include <caf/meta/type_name.hpp>
 #include <cstdint>
@@ -9,6 +11,19 @@
 #include "messages/wire_bits.hpp"
 
 namespace keel {
+
+struct step_report {
+  uint32_t epoch = 0;   // the tree incarnation the worker belongs to (job rollbacks)
+  uint32_t worker = 0;
+  uint64_t step = 0;    // global steps completed
+  double loss = 0;      // the training loss of the step just completed
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_report& x) {
+  using wire::bits;
+  return f(caf::meta::type_name("keel.step_report"), x.epoch, x.worker, x.step, bits(x.loss));
+}
 
 struct worker_report {
   uint32_t worker = 0;

@@ -369,13 +369,11 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
       },
       [&](supervision::directory_update& u) { j.on_directory(u); },
       [&](checkpoint_committed& c) { j.on_committed(c); },
-      [&](step_atom, uint32_t epoch, uint32_t worker, uint64_t step, uint64_t loss_bits) {
-        if (epoch != j.epoch || worker >= j.worker_step.size())
+      [&](const step_report& r) {
+        if (r.epoch != j.epoch || r.worker >= j.worker_step.size())
           return;
-        double loss = 0;
-        std::memcpy(&loss, &loss_bits, sizeof loss);
-        j.worker_step[worker] = step;
-        j.loss_sum += loss;
+        j.worker_step[r.worker] = r.step;
+        j.loss_sum += r.loss;
         ++j.loss_count;
         auto slowest = *std::min_element(j.worker_step.begin(), j.worker_step.end());
         if (j.cfg.progress_every > 0 && slowest >= j.last_progress + j.cfg.progress_every) {

@@ -1,7 +1,6 @@
 #include "actors/roles/worker.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
@@ -204,12 +203,8 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
 // The step is complete: tell the job, go on.
 void step_done(worker_actor* self) {
   auto& st = self->state;
-  // The loss as its bits (see messages/wire_bits.hpp): a diverging run's infinite loss
-  // would hang CAF 0.17's serializer on the way to a remote job.
-  uint64_t loss_bits = 0;
-  double loss = st.core.report().last_loss;
-  std::memcpy(&loss_bits, &loss, sizeof loss_bits);
-  self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.core.step(), loss_bits);
+  self->send(st.opt.job, step_report{st.opt.epoch, st.opt.worker, st.core.step(),
+                                     st.core.report().last_loss});
   start_step(self);
 }
 

@@ -89,7 +89,7 @@ struct replay_fixture {
     bool seen = false;
     while (!seen && std::chrono::steady_clock::now() < deadline)
       (*job)->receive(
-        [&](step_atom, uint32_t, uint32_t, uint64_t s, uint64_t) { seen = s >= step; },
+        [&](const step_report& r) { seen = r.step >= step; },
         [](const job_event&) {},
         caf::after(std::chrono::milliseconds(100)) >> [] {});
     return seen;
@@ -112,7 +112,7 @@ struct replay_fixture {
         return true;
       if (std::chrono::steady_clock::now() >= deadline)
         return false;
-      (*job)->receive([](const job_event&) {}, [](step_atom, uint32_t, uint32_t, uint64_t, uint64_t) {},
+      (*job)->receive([](const job_event&) {}, [](const step_report&) {},
                       caf::after(std::chrono::milliseconds(20)) >> [] {});
     }
   }
