@@ -42,18 +42,21 @@ fault_driver::fault_driver(std::vector<fault> plan, std::filesystem::path checkp
       links_->at_count(plan_[i].of, plan_[i].at_step, [on_count, i] { on_count(i); });
 }
 
-caf::error fault_driver::end_actor(const std::string& name, fault_kind how) {
-  auto e = make_job_event(event_kind::fault, name, how_text(how));
-  fault f;
-  f.kind = how;
-  f.target = name;
-  e.fault = to_string(f);
-  e.fault = e.fault.substr(0, e.fault.rfind('@'));  // the kill itself has no trigger
-  e.killed = true;
-  if (auto err = hooks_.end_actor(name, how))
-    return err;
-  hooks_.record(std::move(e));
-  return {};
+void fault_driver::end_actor(const std::string& name, fault_kind how, outcome_fn done) {
+  hooks_.end_actor(name, how, [this, name, how, done = std::move(done)](caf::error err) {
+    if (!err) {
+      auto e = make_job_event(event_kind::fault, name, how_text(how));
+      fault f;
+      f.kind = how;
+      f.target = name;
+      e.fault = to_string(f);
+      e.fault = e.fault.substr(0, e.fault.rfind('@'));  // the kill itself has no trigger
+      e.killed = true;
+      hooks_.record(std::move(e));
+    }
+    if (done)
+      done(std::move(err));
+  });
 }
 
 // Flips one bit in the middle of the newest snapshot file on disk: a later
@@ -76,23 +79,34 @@ caf::error fault_driver::flip_newest_snapshot(const fault& f) {
   return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
 }
 
-caf::error fault_driver::inject(const fault& f) {
-  caf::error err;
+void fault_driver::inject(const fault& f, outcome_fn done) {
+  if (f.is_kill()) {
+    end_actor(f.target, f.kind, [this, f, done = std::move(done)](caf::error err) {
+      record_injection(f, err);
+      if (done)
+        done(std::move(err));
+    });
+    return;
+  }
+  auto err = inject_now(f);
+  record_injection(f, err);
+  if (done)
+    done(std::move(err));
+}
+
+caf::error fault_driver::inject_now(const fault& f) {
   switch (f.kind) {
     case fault_kind::kill:
     case fault_kind::exit:
     case fault_kind::raise:
-      err = end_actor(f.target, f.kind);
-      break;
+      break;  // inject() ends the actor
     case fault_kind::flip:
-      err = flip_newest_snapshot(f);
-      break;
+      return flip_newest_snapshot(f);
     case fault_kind::drop:
     case fault_kind::duplicate:
     case fault_kind::delay:
     case fault_kind::reorder:
-      err = links_->arm(f);
-      break;
+      return links_->arm(f);
     case fault_kind::enospc:
     case fault_kind::eio:
       disk_->arm(io_fault{f.target == "write" ? io_op::write : io_op::fsync, 1,
@@ -104,10 +118,13 @@ caf::error fault_driver::inject(const fault& f) {
     case fault_kind::kill9:
     case fault_kind::stop:
     case fault_kind::cut:
-      err = hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
-                              std::chrono::milliseconds(f.delay_ms));
-      break;
+      return hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
+                               std::chrono::milliseconds(f.delay_ms));
   }
+  return {};
+}
+
+void fault_driver::record_injection(const fault& f, const caf::error& err) {
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);
   if (f.is_node_fault()) {
     auto e = make_job_event(event_kind::fault, f.target,
@@ -128,7 +145,6 @@ caf::error fault_driver::inject(const fault& f) {
     e.step = f.at_step;
     hooks_.record(std::move(e));
   }
-  return err;
 }
 
 void fault_driver::skip_through(uint64_t step) {
@@ -150,14 +166,18 @@ void fault_driver::fire_due(uint64_t slowest_step, int64_t now_ms) {
                (f.when == trigger::time && f.at_step <= now) || counted_[i];
     if (due && !fired_[i] && !(f.is_kill() && not_back_.count(f.target))) {
       fired_[i] = true;
-      auto err = inject(f);
-      if (err) {
-        failed_.push_back(to_string(f) + ": " + describe(err));
-        continue;
-      }
-      ++planned_injected_;
       if (f.is_kill())
         not_back_.insert(f.target);
+      inject(f, [this, i](caf::error err) {
+        auto& f = plan_[i];
+        if (!err) {
+          ++planned_injected_;
+          return;
+        }
+        failed_.push_back(to_string(f) + ": " + describe(err));
+        if (f.is_kill())
+          not_back_.erase(f.target);
+      });
     }
   }
 }

@@ -9,9 +9,11 @@
 // process and a cluster across several. Every fault it injects is recorded
 // as an event named as the plan spells it; a fault that cannot be injected
 // (its target is down) is recorded with the reason and does not stop the
-// run. Owned by the job's controller thread; the message-count callbacks
-// arrive on actor threads and only call `on_count`, which must be
-// thread-safe (the job's sends a message to its own actor).
+// run. Owned by the job's controller actor; the message-count callbacks
+// arrive on other actors' threads and only call `on_count`, which must be
+// thread-safe (the job's sends a message to its controller). Ending an actor
+// may have to wait for its name to be up, so a kill completes through a
+// callback the runtime calls later, on the controller's thread.
 
 #include <chrono>
 #include <cstdint>
@@ -38,8 +40,11 @@ class fault_hooks {
   virtual ~fault_hooks() = default;
   // Ends the actor named `name`: fault_kind::kill (CAF's kill), exit (a quit
   // with an error) or raise (an exception thrown in one of its handlers).
-  // Fails, naming it, when the actor cannot be found.
-  virtual caf::error end_actor(const std::string& name, fault_kind how) = 0;
+  // Calls `done` exactly once, now or later (while `name` restarts the
+  // runtime waits, bounded, for its next incarnation), with an error naming
+  // the actor when it cannot be found.
+  virtual void end_actor(const std::string& name, fault_kind how,
+                         std::function<void(caf::error)> done) = 0;
   // Adds an event to the timeline (the runtime stamps its time).
   virtual void record(job_event e) = 0;
   // Ends or stops node `node`'s process: kill9 (SIGKILL), stop (SIGSTOP),
@@ -59,16 +64,21 @@ class fault_driver {
   const std::shared_ptr<link_faults>& links() const { return links_; }
   const std::shared_ptr<faulty_io>& disk() const { return disk_; }
 
-  // Injects `f` now, whatever its trigger says; the error says why it could not.
-  caf::error inject(const fault& f);
+  // What became of an injection: an error says why it could not be made.
+  using outcome_fn = std::function<void(caf::error)>;
 
-  // Ends an actor now and records it as a fault (job::kill).
-  caf::error end_actor(const std::string& name, fault_kind how);
+  // Injects `f` now, whatever its trigger says; `done` (may be empty) learns
+  // the outcome once it is known (a kill's, when its target was found).
+  void inject(const fault& f, outcome_fn done);
+
+  // Ends an actor now and records it as a fault (job::kill); `done` as for inject.
+  void end_actor(const std::string& name, fault_kind how, outcome_fn done);
 
   void count_reached(size_t i);
   // Injects every fault whose step, time or count has come, in plan order.
   // A second kill of an actor waits until it is back (two kills are two
-  // crashes, not one incarnation killed twice).
+  // crashes, not one incarnation killed twice); a kill counts as not back
+  // from the moment it fires, and as never fired if it fails.
   void fire_due(uint64_t slowest_step, int64_t now_ms);
   // `name` has (re)started: a pending kill of it may fire.
   void back(const std::string& name) { not_back_.erase(name); }
@@ -98,6 +108,10 @@ class fault_driver {
 
  private:
   caf::error flip_newest_snapshot(const fault& f);
+  // Injects a fault that is not a kill, at once.
+  caf::error inject_now(const fault& f);
+  // Records what injecting `f` did.
+  void record_injection(const fault& f, const caf::error& err);
 
   std::vector<fault> plan_;
   std::filesystem::path dir_;

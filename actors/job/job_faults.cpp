@@ -15,10 +15,11 @@ caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::times
   return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
 }
 
-caf::error job::impl::end_actor(const std::string& name, fault_kind how) {
+void job::impl::end_actor(const std::string& name, fault_kind how,
+                          std::function<void(caf::error)> done) {
   auto found = resolve(name, std::chrono::seconds(5));
   if (!found)
-    return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error()));
+    return done(make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error())));
   auto target = *found;
   switch (how) {
     case fault_kind::exit:
@@ -31,7 +32,7 @@ caf::error job::impl::end_actor(const std::string& name, fault_kind how) {
       caf::anon_send_exit(target, caf::exit_reason::kill);
       break;
   }
-  return {};
+  done({});
 }
 
 caf::error job::impl::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
@@ -48,7 +49,9 @@ caf::error job::kill(const std::string& name, kill_mode mode) {
   auto how = mode == kill_mode::exit    ? fault_kind::exit
              : mode == kill_mode::raise ? fault_kind::raise
                                         : fault_kind::kill;
-  return impl_->faults->end_actor(name, how);
+  caf::error out;
+  impl_->faults->end_actor(name, how, [&](caf::error err) { out = std::move(err); });
+  return out;
 }
 
 caf::error job::inject(const fault& f) {
@@ -58,7 +61,9 @@ caf::error job::inject(const fault& f) {
   if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers,
                                   j.cfg.placement ? j.cfg.placement->nodes() : 0))
     return err;
-  return j.faults->inject(f);
+  caf::error out;
+  j.faults->inject(f, [&](caf::error err) { out = std::move(err); });
+  return out;
 }
 
 }  // namespace keel

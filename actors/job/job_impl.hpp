@@ -60,7 +60,8 @@ struct job::impl final : fault_hooks {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   // fault_hooks (job_faults.cpp)
-  caf::error end_actor(const std::string& name, fault_kind how) override;
+  void end_actor(const std::string& name, fault_kind how,
+                 std::function<void(caf::error)> done) override;
   void record(job_event e) override;
   // Records an event stamped with the time it happened rather than now (a
   // progress event: the step was reached before its evaluation ran).

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -33,11 +34,20 @@ struct recording_hooks : fault_hooks {
   std::vector<std::pair<std::string, fault_kind>> ended;
   std::vector<job_event> events;
   std::set<std::string> missing;  // actors end_actor cannot find
-  caf::error end_actor(const std::string& name, fault_kind how) override {
+  // When set, end_actor answers nothing yet: the test completes each kill
+  // (the runtime waiting for a name to be up).
+  bool hold = false;
+  std::vector<std::function<void(caf::error)>> held;
+  void end_actor(const std::string& name, fault_kind how,
+                 std::function<void(caf::error)> done) override {
+    if (hold) {
+      held.push_back(std::move(done));
+      return;
+    }
     if (missing.count(name))
-      return make_error(errc::not_found, "'" + name + "' is not up");
+      return done(make_error(errc::not_found, "'" + name + "' is not up"));
     ended.emplace_back(name, how);
-    return {};
+    done({});
   }
   void record(job_event e) override { events.push_back(std::move(e)); }
 };
@@ -173,6 +183,29 @@ TEST_CASE("a second kill of one actor waits until it is back, and a kill that fi
   CHECK(missed[0].rfind("kill:worker:9@6: ", 0) == 0);
 }
 
+TEST_CASE("a kill still looking for its target holds back the next kill of it, and one that fails frees it") {
+  recording_hooks hooks;
+  hooks.hold = true;
+  fault_driver d(plan("kill:shard:0@5,kill:shard:0@6"), std::filesystem::temp_directory_path(), hooks,
+                 [](size_t) {});
+  d.fire_due(6, 0);
+  REQUIRE(hooks.held.size() == 1);  // the second waits for the first's target to be back
+  CHECK(d.planned_injected() == 0);
+  CHECK(hooks.events.empty());      // nothing recorded before the kill is done
+  hooks.held[0](make_error(errc::not_found, "'shard:0' is not up"));
+  CHECK(d.planned_injected() == 0);
+  REQUIRE(hooks.events.size() == 1);
+  CHECK(hooks.events[0].detail.find("not killed") != std::string::npos);
+  d.fire_due(6, 0);  // the failed kill did not end shard:0: the next one may
+  REQUIRE(hooks.held.size() == 2);
+  hooks.held[1]({});
+  CHECK(d.planned_injected() == 1);
+  CHECK(hooks.events.back().killed);
+  auto missed = d.close_run();
+  REQUIRE(missed.size() == 1);
+  CHECK(missed[0].rfind("kill:shard:0@5: ", 0) == 0);
+}
+
 TEST_CASE("planned faults that never fired are named when the run ends, a postponed kill included") {
   recording_hooks hooks;
   fault_driver d(plan("kill:shard:0@5,kill:shard:0@6,drop:worker:0>shard:1@50,eio:fsync@900ms,"
@@ -232,7 +265,8 @@ TEST_CASE("node faults: kill9, stop and cut target node:N, and a job in one proc
   // A job in one process has no node to fault: the hook refuses by default.
   recording_hooks hooks;
   fault_driver d(p, std::filesystem::temp_directory_path(), hooks, [](size_t) {});
-  auto err = d.inject(p[0]);
+  caf::error err;
+  d.inject(p[0], [&](caf::error e) { err = std::move(e); });
   REQUIRE(err);
   CHECK(describe(err).find("one process") != std::string::npos);
 }
