@@ -9,7 +9,7 @@ work="$(mktemp -d /tmp/keel-embed-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 # Only the public API is installed: implementation headers stay inside.
-for private in actors/job/job_impl.hpp actors/roles/worker_state.hpp actors/roles/parameter_shard.hpp \
+for private in actors/job/job_controller.hpp actors/job/event_feed.hpp actors/roles/worker_state.hpp actors/roles/parameter_shard.hpp \
                models/mnist_data.hpp supervision/supervisor.hpp storage/snapshot_store.hpp; do
   if [ -e "$work/prefix/include/keel/$private" ]; then
     echo "embedding_check: $private is installed, but it is not public API" >&2

@@ -28,10 +28,10 @@ struct scratch_dir {
 // Runs one job; a failure's text ends with the last events before it, so a
 // hang says what the job was doing.
 caf::expected<job_result> run_one(job_config cfg, std::chrono::milliseconds timeout) {
+  std::deque<std::string> last;  // before the job: its callback may run until the job goes
   auto j = job::start(std::move(cfg));
   if (!j)
     return j.error();
-  std::deque<std::string> last;
   (*j)->on_event([&last](const job_event& e) {
     if (e.kind == event_kind::progress)
       return;

@@ -1,14 +1,21 @@
 #pragma once
 // A job is one training run of keel's parameter server inside the calling
 // process: an actor system, a supervision tree (root over a checkpointer, a
-// shard supervisor and a worker supervisor), and a controller that follows
-// the run. `start` validates the configuration and starts the tree; `wait`
-// follows the run until every worker has finished (or it fails, or the time
-// runs out) and returns the result: the trained parameters' quality and
-// hash, what was pushed and applied, and the timeline of faults and
-// recoveries. Failures are values: a bad configuration, a tree that gives up
-// (the error names the child that exhausted its restart intensity), or a
-// timeout. One thread uses a job at a time.
+// shard supervisor and a worker supervisor), and a controller that runs the
+// job. `start` validates the configuration, starts the tree and returns once
+// it is up. From then on the job runs on its own, whether or not anyone
+// waits: the controller (an actor on a thread of its own) follows the
+// workers' steps, moves the checkpoint window as checkpoints commit,
+// injects the fault plan, rolls the tree back when local recovery is
+// impossible, and at the end reads the parameters and stops the tree.
+// `wait` only waits for that outcome: the result (the trained parameters'
+// quality and hash, what was pushed and applied, the timeline of faults and
+// recoveries) or the run's failure. Failures are values: a bad
+// configuration, a tree that gives up (the error names the child that
+// exhausted its restart intensity), or a timeout. Every member may be
+// called from any thread, on_event callbacks included (but for `wait` and
+// the destructor there); a call that needs the controller is a request to
+// it and waits for its answer.
 
 #include <chrono>
 #include <cstdint>
@@ -65,7 +72,8 @@ struct job_config {
   // process. keel_cluster's placement runs them on node processes.
   std::shared_ptr<child_placement> placement;
   // Who carries out node faults (kill9, stop, cut on node:N): the owner of
-  // the node processes (keel cluster). Null: node faults are refused.
+  // the node processes (keel cluster). Null: node faults are refused. Called
+  // on the job's controller thread, which waits for it: keep it short.
   std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
     node_faults;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
@@ -109,21 +117,39 @@ class job {
   static caf::expected<std::unique_ptr<job>> start(job_config cfg);
 
   // The parameters as the shards hold them now (dense, then sparse key k at
-  // k); callable before or during `wait` (from on_event), on that thread.
+  // k), read while the job runs. Fails with errc::not_found while a shard
+  // restarts, errc::shutting_down once the run has ended.
   struct parameters_now {
     std::vector<float> dense;
     std::vector<float> sparse;
   };
   caf::expected<parameters_now> parameters();
 
-  // Stops the run: every actor in reverse start order. `wait` then returns
-  // errc::shutting_down. Also done by the destructor.
+  // Stops the run: every actor in reverse start order. Returns once they are
+  // down and the events they sent are recorded (each delivered to on_event
+  // before `wait` returns). `wait` then returns errc::shutting_down. Fails
+  // with errc::shutting_down when the run has ended already. The destructor
+  // stops a running job too.
   caf::error stop();
 
-  // Called for every event as `wait` sees it (on the thread calling wait).
+  // Calls `f` for every event of the run, in the order they happened, one at
+  // a time, on the job's event thread: never the controller's, never the
+  // thread in `wait`. So `f` may block (that holds back later callbacks, not
+  // the training) and may call kill, inject, parameters and stop. Events
+  // from before the call are delivered first: `f` sees the run from its
+  // first event. Without a callback, events are held for one until `wait`
+  // is called, and then only kept in the result. No call of `f` starts
+  // after `wait` has returned the outcome or once the destructor has begun;
+  // what `f` uses must outlive the job (declare it before the job).
   void on_event(std::function<void(const job_event&)> f);
 
-  // Follows the run to its end; returns the result or the run's failure.
+  // Waits up to `timeout` for the run's outcome: its result, its failure, or
+  // errc::shutting_down after stop(). Every on_event callback for an event
+  // before the outcome has returned by then. If the run has not ended,
+  // returns errc::timeout saying where it stands; the run goes on, and
+  // `wait` may be called again. Refused (errc::invalid_argument) from an
+  // on_event callback, whose return the outcome waits for. An exception
+  // thrown by a callback is rethrown here (and no callback runs after it).
   caf::expected<job_result> wait(std::chrono::milliseconds timeout);
 
   // How kill() ends an actor: CAF's unconditional kill, a quit with an error
@@ -132,7 +158,9 @@ class job {
   enum class kill_mode { kill, exit, raise };
 
   // Kills the actor with this name now: shard:N, worker:N, checkpointer, or
-  // the supervisors root, shards and workers.
+  // the supervisors root, shards and workers. While the actor restarts, waits
+  // (up to 5 s) for its next incarnation; fails with errc::not_found naming
+  // it when there is none.
   caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
 
   // Injects one fault now, whatever its trigger says (parse_fault_plan
@@ -144,7 +172,7 @@ class job {
   job(const job&) = delete;
   job& operator=(const job&) = delete;
 
-  // Opaque: defined in actors/job/job_impl.hpp, which is not installed.
+  // Opaque: defined in actors/job/job.cpp.
   struct impl;
 
  private:

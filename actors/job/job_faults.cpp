@@ -1,29 +1,21 @@
 // The job's side of fault injection: the hooks the fault driver
-// (actors/faults/fault_driver.hpp) calls to end an actor in the running
-// tree, and the embedding calls job::kill and job::inject.
+// (actors/faults/fault_driver.hpp) calls to end an actor in the running tree
+// (found through the tree's directory, waiting while it restarts, without
+// blocking the controller), and the application's job::kill and job::inject.
 #include "actors/core/crash.hpp"
-#include "actors/job/job_impl.hpp"
+#include "actors/job/job_controller.hpp"
 #include "actors/job/placement.hpp"
+#include "messages/errors.hpp"
+#include "supervision/protocol.hpp"
 
 namespace keel {
 
-caf::expected<caf::actor> job::impl::resolve(const std::string& name, caf::timespan timeout) {
-  if (!tree)
-    return make_error(errc::not_found, "'" + name + "': the job is not running");
-  if (name == "root")
-    return tree->root();
-  return supervision::await_name(*sys, tree->directory(), name, 1, timeout);
-}
+namespace {
 
-void job::impl::end_actor(const std::string& name, fault_kind how,
-                          std::function<void(caf::error)> done) {
-  auto found = resolve(name, std::chrono::seconds(5));
-  if (!found)
-    return done(make_error(errc::not_found, "cannot kill '" + name + "': " + describe(found.error())));
-  auto target = *found;
+void end(controller_actor* self, const caf::actor& target, const std::string& name, fault_kind how) {
   switch (how) {
     case fault_kind::exit:
-      (*ctl)->send_exit(target, make_error(errc::invalid_argument, "injected crash of " + name));
+      self->send_exit(target, make_error(errc::invalid_argument, "injected crash of " + name));
       break;
     case fault_kind::raise:
       caf::anon_send(target, crash_atom::value);
@@ -32,10 +24,48 @@ void job::impl::end_actor(const std::string& name, fault_kind how,
       caf::anon_send_exit(target, caf::exit_reason::kill);
       break;
   }
-  done({});
 }
 
-caf::error job::impl::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+void deliver(caf::response_promise& rp, caf::error err) {
+  if (err)
+    rp.deliver(std::move(err));
+  else
+    rp.deliver(caf::ok_atom::value);
+}
+
+}  // namespace
+
+void controller_hooks::end_actor(const std::string& name, fault_kind how,
+                                 std::function<void(caf::error)> done) {
+  auto& run = self->state.run;
+  auto cannot = [name](const caf::error& why) {
+    return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(why));
+  };
+  if (!run.tree)
+    return done(cannot(make_error(errc::not_found, "'" + name + "': the job is not running")));
+  if (name == "root") {
+    end(self, run.tree->root(), name, how);
+    return done({});
+  }
+  // The directory answers within five seconds; the extra one covers a
+  // directory that died (its own timeout would otherwise race this one).
+  auto me = self;
+  self->request(run.tree->directory(), std::chrono::seconds(6), supervision::await_name_atom::value,
+                name, uint64_t{1}, caf::timespan{std::chrono::seconds(5)})
+    .then(
+      [me, name, how, done](caf::actor& target) {
+        end(me, target, name, how);
+        done({});
+      },
+      [done, cannot](caf::error& err) { done(cannot(err)); });
+}
+
+void controller_hooks::record(job_event e) {
+  keel::record(self, std::move(e));
+}
+
+caf::error controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+  auto& cfg = self->state.cfg;
   if (!cfg.node_faults)
     return fault_hooks::node_fault(node, how, away);
   fault f;
@@ -45,25 +75,16 @@ caf::error job::impl::node_fault(uint32_t node, fault_kind how, std::chrono::mil
   return cfg.node_faults(node, text.substr(0, text.find(':')), away);
 }
 
-caf::error job::kill(const std::string& name, kill_mode mode) {
-  auto how = mode == kill_mode::exit    ? fault_kind::exit
-             : mode == kill_mode::raise ? fault_kind::raise
-                                        : fault_kind::kill;
-  caf::error out;
-  impl_->faults->end_actor(name, how, [&](caf::error err) { out = std::move(err); });
-  return out;
+void kill_now(controller_actor* self, const fault& f, caf::response_promise rp) {
+  self->state.faults->end_actor(f.target, f.kind,
+                                [rp](caf::error err) mutable { deliver(rp, std::move(err)); });
 }
 
-caf::error job::inject(const fault& f) {
-  auto& j = *impl_;
-  if (!j.tree)
-    return make_error(errc::shutting_down, "the job is not running");
-  if (auto err = check_fault_plan({f}, j.cfg.shards, j.cfg.workers,
-                                  j.cfg.placement ? j.cfg.placement->nodes() : 0))
-    return err;
-  caf::error out;
-  j.faults->inject(f, [&](caf::error err) { out = std::move(err); });
-  return out;
+void inject_now(controller_actor* self, const fault& f, caf::response_promise rp) {
+  auto& cfg = self->state.cfg;
+  if (auto err = check_fault_plan({f}, cfg.shards, cfg.workers, cfg.placement ? cfg.placement->nodes() : 0))
+    return deliver(rp, std::move(err));
+  self->state.faults->inject(f, [rp](caf::error err) mutable { deliver(rp, std::move(err)); });
 }
 
 }  // namespace keel

@@ -1,13 +1,26 @@
 // Whole-tree recovery: a rollback to the newest valid checkpoint when local
 // recovery is impossible, and the same read of the checkpoint directory for
-// a run that resumes after its process died.
+// a run that resumes after its process died. A rollback runs in three
+// steps, each a continuation of the last: the old tree goes down (with its
+// checkpointer, which may still be writing), the checkpoint is read, the
+// new tree is launched.
 #include "actors/core/shard_snapshot.hpp"
-#include "actors/job/job_impl.hpp"
+#include "actors/job/job_controller.hpp"
+#include "messages/decode.hpp"
+#include "messages/errors.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
 
-caf::expected<uint64_t> job::impl::load_newest_checkpoint() {
+namespace {
+
+// Reads the newest valid checkpoint in the directory (recording what it
+// skipped as damaged) and makes it the state the next tree starts from.
+// Returns its step (0: none, start from scratch); sets restored_checkpoint.
+caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
+  auto& cfg = self->state.cfg;
+  auto& run = self->state.run;
+  auto& start_from = run.start_from;
   start_from.clear();
   auto store = snapshot_store::open(cfg.checkpoint_dir, {cfg.keep_checkpoints});
   if (!store)
@@ -23,21 +36,50 @@ caf::expected<uint64_t> job::impl::load_newest_checkpoint() {
     auto e = make_job_event(event_kind::discarded, "checkpoint:" + std::to_string(id),
                             "newer than the checkpoint restored");
     e.checkpoint = id;
-    record(std::move(e));
+    record(self, std::move(e));
   }
   if (!latest)
     return uint64_t{0};
   for (auto& d : latest->skipped)
-    record(make_job_event(event_kind::damaged, d.file, describe(d.reason)));
+    record(self, make_job_event(event_kind::damaged, d.file, describe(d.reason)));
   for (auto& s : latest->checkpoint.snapshots)
     start_from.push_back(s.source());
   auto& m = latest->checkpoint.manifest;
-  restored_checkpoint = m.checkpoint;
+  run.restored_checkpoint = m.checkpoint;
   return m.step;
 }
 
-caf::error job::impl::resume_from_newest_checkpoint() {
-  auto step = load_newest_checkpoint();
+// The old tree is gone: the newest valid checkpoint becomes the state the
+// new tree starts from.
+void restart_from_checkpoint(controller_actor* self) {
+  auto& st = self->state;
+  st.faults->all_back();  // the whole tree starts afresh
+  st.run.restored_checkpoint = 0;
+  auto step = load_newest_checkpoint(self);
+  if (!step)
+    return end_job(self, step.error());
+  st.progress.checkpoints->rolled_back(*step);
+  if (auto id = st.run.restored_checkpoint; id > 0) {
+    auto e = make_job_event(event_kind::restored, "root",
+                            "rolling back to checkpoint " + std::to_string(id) + " at step " +
+                              std::to_string(*step));
+    e.checkpoint = id;
+    e.step = *step;
+    record(self, std::move(e));
+  } else {
+    record(self, make_job_event(event_kind::restored, "root", "no valid checkpoint: restarting from step 0"));
+  }
+  launch_tree(self);
+}
+
+}  // namespace
+
+caf::error resume_from_newest_checkpoint(controller_actor* self) {
+  auto& cfg = self->state.cfg;
+  auto& run = self->state.run;
+  auto& start_from = run.start_from;
+  auto& restored_checkpoint = run.restored_checkpoint;
+  auto step = load_newest_checkpoint(self);
   if (!step)
     return step.error();
   if (restored_checkpoint == 0)
@@ -53,69 +95,53 @@ caf::error job::impl::resume_from_newest_checkpoint() {
                         std::to_string(cfg.shards) + " shards");
   for (uint32_t i = 0; i < cfg.shards; ++i) {
     auto d = decode<schema::ShardSnapshot>(start_from[i]);
-    auto restored = d ? restore_shard(shard_cfgs[i], d->root())
+    auto restored = d ? restore_shard(run.shard_cfgs[i], d->root())
                       : caf::expected<shard_core>(d.error());
     if (!restored)
       return make_error(errc::invalid_argument, "cannot resume from " + where + ": shard " +
                                                   std::to_string(i) + ": " +
                                                   describe(restored.error()));
   }
-  checkpoints->start_at(*step);
-  faults->skip_through(*step);
-  resumed_step = *step;
+  self->state.progress.checkpoints->start_at(*step);
+  self->state.faults->skip_through(*step);
+  run.resumed_step = *step;
   auto e = make_job_event(event_kind::restored, "root",
                           "resuming from checkpoint " + std::to_string(restored_checkpoint) +
                             " at step " + std::to_string(*step));
   e.checkpoint = restored_checkpoint;
   e.step = *step;
-  record(std::move(e));
+  record(self, std::move(e));
   return {};
 }
 
-// Restarts the whole tree from the newest checkpoint that validates.
-caf::error job::impl::roll_back(const std::string& why) {
-  record(make_job_event(event_kind::rollback, "root", why));
-  ++result.rollbacks;
+void roll_back(controller_actor* self, const std::string& why) {
+  auto& st = self->state;
+  auto& run = st.run;
+  record(self, make_job_event(event_kind::rollback, "root", why));
+  ++st.readout.result.rollbacks;
   // The job supervises the tree as root supervises its children: more
   // rollbacks within the period than the intensity allows end the job.
-  if (auto err = rollbacks->admit(std::chrono::steady_clock::now(), why)) {
-    record(make_job_event(event_kind::escalate, "root", describe(err)));
-    return err;
+  if (auto err = run.rollbacks->admit(std::chrono::steady_clock::now(), why)) {
+    record(self, make_job_event(event_kind::escalate, "root", describe(err)));
+    return end_job(self, err);
   }
-  if (tree) {
-    tree->shutdown(std::chrono::seconds(30));
-    tree.reset();
+  // From here the old tree's reports are stale (the new tree is launched
+  // with this epoch).
+  ++run.epoch;
+  run.now = run_phase::rolling_back;
+  // A killed root's children die asynchronously: the old checkpointer must
+  // be gone before the store is read and cleaned, so that no write of the
+  // old run races with the rollback's own reading and discarding.
+  std::vector<caf::actor_addr> old;
+  if (auto it = run.handles.find("checkpointer"); it != run.handles.end()) {
+    self->monitor(it->second);
+    old.push_back(it->second.address());
   }
-  // A killed root's children die asynchronously: wait until the old
-  // checkpointer is gone, so that no write of the old run races with the
-  // store's cleanup and the rollback's own reading and discarding.
-  if (auto it = handles.find("checkpointer"); it != handles.end()) {
-    auto old = it->second;
-    auto& self = *ctl;
-    self->monitor(old);
-    bool gone = false;
-    while (!gone)
-      self->receive([&](caf::down_msg& dm) { gone = dm.source == old.address(); },
-                    caf::after(std::chrono::seconds(30)) >> [&] { gone = true; });
-  }
-  faults->all_back();  // the whole tree starts afresh
-  restored_checkpoint = 0;
-  auto step = load_newest_checkpoint();
-  if (!step)
-    return step.error();
-  checkpoints->rolled_back(*step);
-  if (restored_checkpoint > 0) {
-    auto e = make_job_event(event_kind::restored, "root",
-                            "rolling back to checkpoint " + std::to_string(restored_checkpoint) +
-                              " at step " + std::to_string(*step));
-    e.checkpoint = restored_checkpoint;
-    e.step = *step;
-    record(std::move(e));
-  } else {
-    record(make_job_event(event_kind::restored, "root", "no valid checkpoint: restarting from step 0"));
-  }
-  ++epoch;
-  return start_tree();
+  if (run.tree && !run.root_down)
+    old.push_back(run.tree->root().address());
+  run.tree.reset();  // asks the root to stop, if it is not gone already
+  run.handles.clear();
+  after_downs(self, std::move(old), std::chrono::seconds(60), [self] { restart_from_checkpoint(self); });
 }
 
 }  // namespace keel

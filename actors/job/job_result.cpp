@@ -1,14 +1,20 @@
-// The end of a job: read every shard's final state (as a snapshot, so the
-// read-out is validated like any restore), assemble the parameters, hash
-// them, evaluate the model and stop the tree.
+// The read-out: every shard's state read as a snapshot (so it is validated
+// like any restore), shard by shard, each read a chain of continuations on
+// the controller's thread (find the shard's current incarnation, ask it,
+// take its tensors); progress events, scored by such a read when asked; and
+// the end of the run: the final read, retried until every shard holds every
+// push, then the result (hash, evaluation) and the tree stopped.
 #include <openssl/evp.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "actors/faults/link_faults.hpp"
-#include "actors/job/job_impl.hpp"
+#include "actors/job/job_controller.hpp"
+#include "messages/decode.hpp"
+#include "messages/errors.hpp"
 #include "storage/snapshot.hpp"
+#include "supervision/directory.hpp"
 
 namespace keel {
 
@@ -46,161 +52,176 @@ uint64_t tensor_rows(schema::ShardSnapshot::Reader s, const char* name) {
   return 0;
 }
 
-}  // namespace
+// One read of every shard's parameters, in shard order. The directory may
+// still name an incarnation that has just died (its down not yet seen); a
+// mid-run read then waits for the next one, once.
+struct shard_read {
+  controller_actor* self;
+  caf::actor directory;
+  bool final_read;
+  std::function<void(caf::expected<parameters_read>)> done;
+  parameters_read out;
+  uint32_t shard = 0;
+  int attempt = 0;           // of this shard: a second after its incarnation died under the first
+  uint64_t incarnation = 0;  // of this shard, the one last found
 
-caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
-  auto& self = *ctl;
-  auto& layout = cfg.training_model->layout();
-  auto dense_size = layout.dense_size();
-  result.dense.assign(dense_size, 0.0f);
-  result.sparse.assign(layout.sparse_key_count(), 0.0f);
-  result.pushes_applied = 0;
-  caf::error failure;
-  bool complete = true;  // every shard has applied every worker's last push
-  for (uint32_t i = 0; i < cfg.shards && !failure; ++i) {
-    // A shard (or the whole tree) restarting now answers later: the caller
-    // reads again after its next messages.
-    auto name = "shard:" + std::to_string(i);
-    // The directory may still name an incarnation that has just died (its
-    // down not yet seen); a mid-run read then waits for the next one, once.
-    uint64_t incarnation = 0;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      caf::expected<caf::actor> shard = make_error(errc::not_found, name + " has no entry");
-      if (!tree) {
-        shard = make_error(errc::not_found, "'" + name + "': the job is not running");
-      } else if (auto entry = supervision::lookup(*sys, tree->directory(), name, std::chrono::seconds(2));
-                 entry && entry->state == supervision::name_state::up && entry->incarnation > incarnation) {
-        shard = entry->handle;
-        incarnation = entry->incarnation;
-      } else {
-        shard = supervision::await_name(*sys, tree->directory(), name, incarnation + 1, std::chrono::seconds(2));
-        if (shard)
-          if (auto again = supervision::lookup(*sys, tree->directory(), name, std::chrono::seconds(2)))
-            incarnation = again->incarnation;
-      }
-      if (!shard && !stop_at_incomplete)
-        return make_error(errc::not_found, name + " is restarting; its parameters cannot be read now");
-      if (!shard)
-        return false;
-      if (!complete && stop_at_incomplete)
-        break;
-      bool receiver_down = false;
-      bool was_complete = complete;
-      self->request(*shard, std::chrono::seconds(5), params_atom::value)
-        .receive(
-          [&](const shard_snapshot_msg& m) {
-            auto d = decode(m);
-            if (!d) {
-              failure = d.error();
-              return;
-            }
-            auto s = d->root();
-            auto range = parts[i].dense;
-            if (auto err = find_tensor(s, "dense", result.dense.data() + range.begin, range.size() * 4)) {
-              failure = err;
-              return;
-            }
-            auto rows = tensor_rows(s, "sparse.keys");
-            std::vector<uint64_t> keys(rows);
-            std::vector<float> entries(rows * 3);
-            if (auto err = find_tensor(s, "sparse.keys", keys.data(), rows * 8)) {
-              failure = err;
-              return;
-            }
-            if (auto err = find_tensor(s, "sparse.entries", entries.data(), rows * 12)) {
-              failure = err;
-              return;
-            }
-            for (size_t k = 0; k < rows; ++k)
-              if (keys[k] >= dense_size && keys[k] - dense_size < result.sparse.size())
-                result.sparse[keys[k] - dense_size] = entries[3 * k];
-            for (auto a : s.getApplied()) {
-              result.pushes_applied += a.getSeq();
-              complete = complete && a.getSeq() == cfg.steps;
-            }
-          },
-          [&](caf::error& err) {
-            // The shard died under the request (a kill, a crash): it restarts
-            // and the read-out tries again (mid-run: once, right away).
-            complete = false;
-            receiver_down = err == caf::sec::request_receiver_down;
-            if (!stop_at_incomplete && !(receiver_down && attempt == 0))
-              failure = make_error(errc::not_found, name + " did not answer: " + describe(err));
-          });
-      if (!receiver_down || stop_at_incomplete)
-        break;
-      complete = was_complete;  // the retry decides
-    }
+  std::string name() const { return "shard:" + std::to_string(shard); }
+};
+
+using read_ptr = std::shared_ptr<shard_read>;
+
+void find_shard(const read_ptr& r);
+
+// Takes one shard's tensors and applied seqs into the read.
+caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
+  auto& st = r.self->state;
+  auto d = decode(m);
+  if (!d)
+    return d.error();
+  auto s = d->root();
+  auto dense_size = st.cfg.training_model->layout().dense_size();
+  auto range = st.run.parts[r.shard].dense;
+  if (auto err = find_tensor(s, "dense", r.out.dense.data() + range.begin, range.size() * 4))
+    return err;
+  auto rows = tensor_rows(s, "sparse.keys");
+  std::vector<uint64_t> keys(rows);
+  std::vector<float> entries(rows * 3);
+  if (auto err = find_tensor(s, "sparse.keys", keys.data(), rows * 8))
+    return err;
+  if (auto err = find_tensor(s, "sparse.entries", entries.data(), rows * 12))
+    return err;
+  for (size_t k = 0; k < rows; ++k)
+    if (keys[k] >= dense_size && keys[k] - dense_size < r.out.sparse.size())
+      r.out.sparse[keys[k] - dense_size] = entries[3 * k];
+  for (auto a : s.getApplied()) {
+    r.out.pushes_applied += a.getSeq();
+    r.out.complete = r.out.complete && a.getSeq() == st.cfg.steps;
   }
-  if (failure)
-    return failure;
-  return complete;
+  return {};
 }
 
-caf::expected<job_result> job::impl::finish() {
+// The shard (or the whole tree) restarting now answers later: a final read
+// is incomplete, a mid-run read fails.
+void shard_unavailable(const read_ptr& r, caf::error why) {
+  if (!r->final_read)
+    return r->done(std::move(why));
+  r->out.complete = false;
+  r->done(std::move(r->out));
+}
+
+void ask_shard(const read_ptr& r, const caf::actor& shard) {
+  r->self->request(shard, std::chrono::seconds(5), params_atom::value)
+    .then(
+      [r](const shard_snapshot_msg& m) {
+        if (auto err = take_shard(*r, m))
+          return r->done(err);  // a shard's state failed validation
+        ++r->shard;
+        r->attempt = 0;
+        r->incarnation = 0;
+        if (r->shard == r->self->state.cfg.shards || (r->final_read && !r->out.complete))
+          return r->done(std::move(r->out));
+        find_shard(r);
+      },
+      [r](caf::error& err) {
+        // The shard died under the request (a kill, a crash): it restarts,
+        // and the read tries again (mid-run: once, right away).
+        bool receiver_down = err == caf::sec::request_receiver_down;
+        if (!r->final_read && receiver_down && r->attempt == 0) {
+          r->attempt = 1;
+          return find_shard(r);
+        }
+        shard_unavailable(r, make_error(errc::not_found, r->name() + " did not answer: " + describe(err)));
+      });
+}
+
+// The shard's next incarnation, once it is up (two seconds at most).
+void await_shard(const read_ptr& r) {
+  auto self = r->self;
+  auto dir = r->directory;
+  self->request(dir, std::chrono::seconds(3), supervision::await_name_atom::value, r->name(),
+                r->incarnation + 1, caf::timespan{std::chrono::seconds(2)})
+    .then(
+      [r, self, dir](caf::actor& shard) {
+        self->request(dir, std::chrono::seconds(2), supervision::lookup_atom::value, r->name())
+          .then(
+            [r, shard](const supervision::directory_update& u) {
+              r->incarnation = u.incarnation;
+              ask_shard(r, shard);
+            },
+            [r, shard](caf::error&) { ask_shard(r, shard); });
+      },
+      [r](caf::error&) {
+        shard_unavailable(r, make_error(errc::not_found, r->name() +
+                                                           " is restarting; its parameters cannot be read now"));
+      });
+}
+
+void find_shard(const read_ptr& r) {
+  r->self->request(r->directory, std::chrono::seconds(2), supervision::lookup_atom::value, r->name())
+    .then(
+      [r](const supervision::directory_update& u) {
+        if (u.state == supervision::name_state::up && u.incarnation > r->incarnation) {
+          r->incarnation = u.incarnation;
+          return ask_shard(r, u.handle);
+        }
+        await_shard(r);
+      },
+      [r](caf::error&) { await_shard(r); });
+}
+
+// Completes the result from the final read, evaluates, stops the tree and
+// ends the job with the result.
+void finish(controller_actor* self, parameters_read read) {
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto& result = st.readout.result;
+  st.run.now = run_phase::finishing;
   // The run's time ends here, with every shard's parameters read: scoring
   // them on the held-out set below is not training (the plain trainer does
   // not count its evaluation either).
-  result.seconds = static_cast<double>(elapsed_ms()) / 1000.0;
+  result.seconds = static_cast<double>(elapsed_ms(st)) / 1000.0;
+  result.dense = std::move(read.dense);
+  result.sparse = std::move(read.sparse);
+  result.pushes_applied = read.pushes_applied;
   result.pushes_acked = 0;
   result.steps = cfg.steps;
   result.window_wait_seconds = 0;
-  for (auto& [worker, r] : reports) {
+  for (auto& [worker, r] : st.progress.reports) {
     result.pushes_acked += r.pushes_acked;
     result.steps = std::min(result.steps, r.steps);
     result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;
   }
   result.params_sha256 = params_sha256(result.dense, result.sparse);
-  result.messages_hit = faults->links()->hits();
-  result.fault_plan = faults->injected();
-  result.faults_not_injected = faults->close_run();
-  result.faults_injected = faults->planned_injected();
+  result.messages_hit = st.faults->links()->hits();
+  result.fault_plan = st.faults->injected();
+  result.faults_not_injected = st.faults->close_run();
+  result.faults_injected = st.faults->planned_injected();
   auto scratch = cfg.training_model->make_scratch();
   auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
   if (!q)
-    return q.error();
+    return end_job(self, q.error());
   result.quality = *q;
-  result.resumed_at_step = resumed_step;
+  auto resumed = st.run.resumed_step;
+  result.resumed_at_step = resumed;
   result.samples_per_second =
-    static_cast<double>((result.steps - std::min(result.steps, resumed_step)) * cfg.workers *
+    static_cast<double>((result.steps - std::min(result.steps, resumed)) * cfg.workers *
                         cfg.batch_size) / std::max(result.seconds, 1e-9);
-  stop_tree_and_drain();
-  return result;
+  stop_tree_and_drain(self, [self] { end_job(self, self->state.readout.result); });
 }
 
-// A progress line: the mean training loss since the last one, samples/s,
-// restarts, and (when asked) the held-out score of the parameters now.
-void job::impl::report_progress(uint64_t step) {
-  const auto reached = std::chrono::steady_clock::now();
-  auto& j = *this;
-  uint64_t restarts = 0;
-  for (auto& [name, n] : j.result.restarts)
-    restarts += n;
-  double secs = std::max(static_cast<double>(j.elapsed_ms()) / 1000.0, 1e-3);
-  auto spe = std::max<uint64_t>(
-    1, steps_per_epoch(j.cfg.training_model->num_train_examples(), j.cfg.workers, j.cfg.batch_size));
-  auto e = make_job_event(event_kind::progress, "job", {});
-  e.step = step;
-  e.loss = j.loss_count ? j.loss_sum / static_cast<double>(j.loss_count) : NAN;
-  // Steps this process ran: a resumed run's clock starts at its checkpoint.
-  auto ran = step - std::min(step, j.resumed_step);
-  e.samples_per_second = static_cast<double>(ran * j.cfg.workers * j.cfg.batch_size) / secs;
-  for (auto s : j.worker_step) e.pushes_acked += s * j.cfg.shards;
-  char line[256];
-  std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
-                static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
-                static_cast<unsigned long long>(j.cfg.steps), e.loss, e.samples_per_second,
-                static_cast<unsigned long long>(restarts));
-  e.detail = line;
-  if (j.cfg.progress_accuracy) {
-    // The parameters the shards hold now (every shard's, read as a
-    // snapshot), scored on the held-out set.
-    auto read = j.read_parameters(false);
+// Scores the oldest waiting progress event with the parameters the shards
+// hold now, records it, and goes on with the next.
+void score_next(controller_actor* self) {
+  read_parameters(self, false, [self](caf::expected<parameters_read> read) {
+    auto& st = self->state;
+    auto& scoring = st.readout.scoring;
+    auto& [e, reached] = scoring.front();
     if (read)
-      e.pushes_applied = j.result.pushes_applied;
-    auto scratch = j.cfg.training_model->make_scratch();
-    auto q = read ? j.cfg.training_model->evaluate({j.result.dense, j.result.sparse}, *scratch)
+      e.pushes_applied = read->pushes_applied;
+    auto scratch = st.cfg.training_model->make_scratch();
+    auto q = read ? st.cfg.training_model->evaluate({read->dense, read->sparse}, *scratch)
                   : caf::expected<evaluation>(read.error());
+    char line[256];
     if (q && q->accuracy) {
       e.accuracy = *q->accuracy;
       std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
@@ -210,10 +231,95 @@ void job::impl::report_progress(uint64_t step) {
       std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
     }
     e.detail += line;
+    record_at(self, std::move(e), reached);
+    scoring.pop_front();
+    if (!scoring.empty())
+      score_next(self);
+    else
+      maybe_finish(self);
+  });
+}
+
+}  // namespace
+
+void read_parameters(controller_actor* self, bool final_read,
+                     std::function<void(caf::expected<parameters_read>)> done) {
+  auto& st = self->state;
+  if (!st.run.tree) {
+    if (!final_read)
+      return done(make_error(errc::not_found, "shard:0: the job is not running"));
+    parameters_read none;
+    none.complete = false;
+    return done(std::move(none));
   }
-  j.loss_sum = 0;
-  j.loss_count = 0;
-  j.record_at(std::move(e), reached);
+  auto r = std::make_shared<shard_read>(shard_read{self, st.run.tree->directory(), final_read, std::move(done), {}});
+  auto& layout = st.cfg.training_model->layout();
+  r->out.dense.assign(layout.dense_size(), 0.0f);
+  r->out.sparse.assign(layout.sparse_key_count(), 0.0f);
+  find_shard(r);
+}
+
+void maybe_finish(controller_actor* self) {
+  auto& st = self->state;
+  auto& readout = st.readout;
+  if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.workers ||
+      readout.final_reading || !readout.scoring.empty())
+    return;
+  // Runs until every shard holds every push: faults may still strike after
+  // the workers' last step (a shard restarts and needs their replay, the
+  // root dies and the job rolls back), so an incomplete read is tried again
+  // a little later, and a read a rollback overtook counts for nothing.
+  readout.final_reading = true;
+  auto epoch = st.run.epoch;
+  read_parameters(self, true, [self, epoch](caf::expected<parameters_read> read) {
+    auto& st = self->state;
+    st.readout.final_reading = false;
+    if (st.run.now != run_phase::running || st.run.epoch != epoch)
+      return maybe_finish(self);
+    if (!read)
+      return end_job(self, read.error());  // a shard's state failed validation
+    if (!read->complete) {
+      self->delayed_send(self, std::chrono::milliseconds(20), reread_atom::value);
+      return;
+    }
+    finish(self, std::move(*read));
+  });
+}
+
+// A progress line: the mean training loss since the last one, samples/s,
+// restarts, and (when asked) the held-out score of the parameters then.
+void report_progress(controller_actor* self, uint64_t step) {
+  const auto reached = std::chrono::steady_clock::now();
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto& p = st.progress;
+  uint64_t restarts = 0;
+  for (auto& [name, n] : st.readout.result.restarts)
+    restarts += n;
+  double secs = std::max(static_cast<double>(elapsed_ms(st)) / 1000.0, 1e-3);
+  auto spe = std::max<uint64_t>(
+    1, steps_per_epoch(cfg.training_model->num_train_examples(), cfg.workers, cfg.batch_size));
+  auto e = make_job_event(event_kind::progress, "job", {});
+  e.step = step;
+  e.loss = p.loss_count ? p.loss_sum / static_cast<double>(p.loss_count) : NAN;
+  // Steps this process ran: a resumed run's clock starts at its checkpoint.
+  auto ran = step - std::min(step, st.run.resumed_step);
+  e.samples_per_second = static_cast<double>(ran * cfg.workers * cfg.batch_size) / secs;
+  for (auto s : p.worker_step) e.pushes_acked += s * cfg.shards;
+  char line[256];
+  std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
+                static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
+                static_cast<unsigned long long>(cfg.steps), e.loss, e.samples_per_second,
+                static_cast<unsigned long long>(restarts));
+  e.detail = line;
+  p.loss_sum = 0;
+  p.loss_count = 0;
+  if (!cfg.progress_accuracy)
+    return record_at(self, std::move(e), reached);
+  auto& scoring = st.readout.scoring;
+  scoring.push_back({std::move(e), reached});
+  if (scoring.size() == 1)
+    score_next(self);
 }
 
 }  // namespace keel

@@ -14,12 +14,20 @@
 // checkpointer reopens the store. Restarting siblings would only lose work.
 // When local recovery is impossible (a shard needs pushes no log holds any
 // more, or the root itself is lost) the job rolls the whole tree back to the
-// last valid checkpoint (job.cpp).
+// last valid checkpoint (job_recovery.cpp).
+//
+// The controller starts and stops trees without waiting: a tree is up when
+// its root answers which_children, down when the controller sees its root's
+// down message. Here too is what the controller tells the running tree: the
+// checkpoint window and the commits' fan-out.
 #include "actors/core/shard_snapshot.hpp"
-#include "actors/job/job_impl.hpp"
+#include "actors/job/job_controller.hpp"
 #include "actors/job/placement.hpp"
 #include "actors/roles/checkpointer.hpp"
 #include "actors/roles/parameter_shard.hpp"
+#include "messages/errors.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/events.hpp"
 #include "storage/faulty_io.hpp"
 #include "storage/snapshot.hpp"
 
@@ -37,15 +45,15 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
   };
 }
 
-supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
+supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   supervision::child_spec c;
   c.id = "shard:" + std::to_string(i);
-  auto cfg = j.shard_cfgs[i];
+  auto cfg = j.run.shard_cfgs[i];
   auto model = j.cfg.training_model;
   auto seed = j.cfg.seed;
   auto every = j.cfg.checkpoint_every;
-  frame_ptr initial = i < j.start_from.size() ? j.start_from[i] : nullptr;
-  auto committed = j.checkpoints->snapshots();
+  frame_ptr initial = i < j.run.start_from.size() ? j.run.start_from[i] : nullptr;
+  auto committed = j.progress.checkpoints->snapshots();
   auto validate = shard_validator(cfg);
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
@@ -81,22 +89,23 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   return c;
 }
 
-supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
+supervision::child_spec worker_spec(const controller_state& j, const caf::actor& job,
+                                    uint32_t i) {
   supervision::child_spec c;
   c.id = "worker:" + std::to_string(i);
   worker_options o;
   o.worker = i;
   o.num_workers = j.cfg.workers;
   o.training_model = j.cfg.training_model;
-  o.parts = j.parts;
+  o.parts = j.run.parts;
   for (uint32_t s = 0; s < j.cfg.shards; ++s)
     o.shard_names.push_back("shard:" + std::to_string(s));
-  o.job = caf::actor_cast<caf::actor>(*j.ctl);
+  o.job = job;
   o.seed = j.cfg.seed;
   o.batch_size = j.cfg.batch_size;
   o.total_steps = j.cfg.steps;
   o.request_timeout = j.cfg.request_timeout;
-  o.epoch = j.epoch;
+  o.epoch = j.run.epoch;
   o.rule = j.cfg.rule.kind;
   o.windowed = j.cfg.checkpoint_every > 0;
   o.faults = j.faults->links();
@@ -112,22 +121,23 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   return c;
 }
 
-}  // namespace
-
-supervision::supervisor_spec job::impl::root_spec() {
+supervision::supervisor_spec root_spec(controller_actor* self) {
+  auto& j = self->state;
+  auto& cfg = j.cfg;
+  auto job = caf::actor_cast<caf::actor>(self);
   supervision::supervisor_spec shards;
   shards.name = "shards";
   shards.max_restarts = cfg.max_restarts;
   shards.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.shards; ++i)
-    shards.children.push_back(shard_spec(*this, i));
+    shards.children.push_back(shard_spec(j, i));
 
   supervision::supervisor_spec workers;
   workers.name = "workers";
   workers.max_restarts = cfg.max_restarts;
   workers.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.workers; ++i)
-    workers.children.push_back(worker_spec(*this, i));
+    workers.children.push_back(worker_spec(j, job, i));
 
   supervision::child_spec ckpt;
   ckpt.id = "checkpointer";
@@ -135,8 +145,8 @@ supervision::supervisor_spec job::impl::root_spec() {
   co.dir = cfg.checkpoint_dir;
   co.keep_last = cfg.keep_checkpoints;
   co.num_shards = cfg.shards;
-  co.job = caf::actor_cast<caf::actor>(*ctl);
-  co.io = faults->disk();
+  co.job = job;
+  co.io = j.faults->disk();
   co.detached = !cfg.placement;  // see checkpointer_options::detached
   co.incomplete_timeout = cfg.checkpoint_timeout;
   ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
@@ -155,25 +165,150 @@ supervision::supervisor_spec job::impl::root_spec() {
   return root;
 }
 
-caf::error job::impl::start_tree() {
-  handles.clear();
-  done.clear();
-  reports.clear();
-  worker_step.assign(cfg.workers, 0);
-  auto t = supervision::tree::start(*sys, root_spec());
-  if (!t)
-    return t.error();
-  tree.emplace(std::move(*t));
-  auto& self = *ctl;
-  self->monitor(tree->root());
-  self->send(tree->events(), supervision::subscribe_atom::value);
+// The tree answered: it is up. The controller follows its events and the
+// names of its children from here on.
+void follow_tree(controller_actor* self) {
+  auto& st = self->state;
+  auto& tree = *st.run.tree;
+  self->send(tree.events(), supervision::subscribe_atom::value);
   for (auto name : {"checkpointer", "shards", "workers"})
-    self->send(tree->directory(), supervision::watch_atom::value, std::string(name));
-  for (uint32_t i = 0; i < cfg.shards; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < cfg.workers; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
-  return {};
+    self->send(tree.directory(), supervision::watch_atom::value, std::string(name));
+  for (uint32_t i = 0; i < st.cfg.shards; ++i)
+    self->send(tree.directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
+  for (uint32_t i = 0; i < st.cfg.workers; ++i)
+    self->send(tree.directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
+  tree_up(self);
+}
+
+void send_window(controller_actor* self, const caf::actor& worker) {
+  auto& coordinator = *self->state.progress.checkpoints;
+  if (coordinator.windowed())
+    self->send(worker, window_atom::value, coordinator.window());
+}
+
+}  // namespace
+
+void launch_tree(controller_actor* self) {
+  auto& st = self->state;
+  st.run.handles.clear();
+  st.progress.done.clear();
+  st.progress.reports.clear();
+  st.progress.worker_step.assign(st.cfg.workers, 0);
+  st.run.now = run_phase::starting;
+  st.run.tree.emplace(supervision::tree::launch(self->system(), root_spec(self)));
+  st.run.root_down = false;
+  auto root = st.run.tree->root();
+  self->monitor(root);
+  // The root answers once it has started every child. A child that cannot
+  // start ends the root: its down message fails the job (on_root_down).
+  self->request(root, std::chrono::seconds(10), supervision::which_children_atom::value)
+    .then(
+      [=](const std::vector<supervision::child_info>&) {
+        auto& run = self->state.run;
+        if (run.now == run_phase::starting && run.tree && run.tree->root() == root)
+          follow_tree(self);
+      },
+      [=](caf::error& err) {
+        auto& run = self->state.run;
+        bool current = run.now == run_phase::starting && run.tree && run.tree->root() == root;
+        if (current && err == caf::sec::request_timeout)
+          end_job(self, make_error(errc::timeout, "the supervision tree did not start within 10 s"));
+      });
+}
+
+void stop_tree_and_drain(controller_actor* self, std::function<void()> then) {
+  auto& run = self->state.run;
+  if (!run.tree) {
+    then();
+    return;
+  }
+  auto root = run.tree->root();
+  auto events = run.tree->events();
+  bool root_down = run.root_down;
+  run.tree.reset();  // asks the root to stop its children, in reverse start order
+  run.handles.clear();
+  std::vector<caf::actor_addr> awaited;
+  if (!root_down)
+    awaited.push_back(root.address());
+  after_downs(self, std::move(awaited), std::chrono::seconds(30), [=] {
+    // The event stream stops once it has forwarded the root's last events.
+    self->monitor(events);
+    after_downs(self, {events.address()}, std::chrono::seconds(5), then);
+  });
+}
+
+std::string progress_text(const controller_state& st) {
+  auto& p = st.progress;
+  std::string text = "workers at steps";
+  for (size_t w = 0; w < p.worker_step.size(); ++w)
+    text += (w ? ", " : " ") + std::to_string(p.worker_step[w]) +
+            (p.done.count(static_cast<uint32_t>(w)) ? " (done)" : "");
+  text += " of " + std::to_string(st.cfg.steps) + "; checkpoint window released to step " +
+          std::to_string(p.checkpoints->released()) + "; epoch " + std::to_string(st.run.epoch);
+  std::string missing;
+  std::vector<std::string> names = {"checkpointer", "shards", "workers"};
+  for (uint32_t i = 0; i < st.cfg.shards; ++i) names.push_back("shard:" + std::to_string(i));
+  for (uint32_t i = 0; i < st.cfg.workers; ++i) names.push_back("worker:" + std::to_string(i));
+  for (auto& name : names)
+    if (!st.run.handles.count(name))
+      missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty())
+    text += "; not up: " + missing;
+  return text;
+}
+
+void widen_window(controller_actor* self) {
+  for (auto& [name, h] : self->state.run.handles)
+    if (name.rfind("worker:", 0) == 0)
+      send_window(self, h);
+}
+
+void watch_window(controller_actor* self) {
+  auto& st = self->state;
+  if (!st.run.tree || st.progress.worker_step.empty())
+    return;
+  auto lost = st.progress.checkpoints->watch(st.progress.slowest(), std::chrono::steady_clock::now());
+  if (!lost)
+    return;
+  auto e = make_job_event(event_kind::checkpoint_failed, "checkpointer",
+                          "the checkpoint at step " + std::to_string(*lost) +
+                            " is lost: none of its snapshots reached the checkpointer within " +
+                            std::to_string(st.cfg.checkpoint_timeout.count()) +
+                            " ms while every worker waited for it");
+  e.step = *lost;
+  record(self, std::move(e));
+  if (st.progress.checkpoints->given_up(*lost))
+    widen_window(self);
+}
+
+void on_committed(controller_actor* self, const checkpoint_committed& c) {
+  auto& st = self->state;
+  auto& result = st.readout.result;
+  ++result.checkpoints;
+  result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
+  result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
+  if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
+    widen_window(self);
+  for (auto& s : c.shards)
+    for (uint32_t w = 0; w < st.cfg.workers; ++w)
+      if (auto it = st.run.handles.find("worker:" + std::to_string(w)); it != st.run.handles.end())
+        self->send(it->second, truncate_atom::value, s.shard, s.step);
+}
+
+void on_directory(controller_actor* self, const supervision::directory_update& u) {
+  auto& run = self->state.run;
+  // Updates from a rolled-back tree's directory may still arrive.
+  if (!run.tree || self->current_sender() != run.tree->directory().address())
+    return;
+  if (u.state != supervision::name_state::up) {
+    run.handles.erase(u.name);
+    return;
+  }
+  auto& h = run.handles[u.name];
+  bool fresh = h != u.handle;
+  h = u.handle;
+  if (fresh && u.name.rfind("worker:", 0) == 0)
+    send_window(self, u.handle);
 }
 
 }  // namespace keel

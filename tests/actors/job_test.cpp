@@ -1,6 +1,13 @@
 // Failure injection on the real path: whole jobs with actors killed by name
 // at given steps. The probe model makes loss or double application visible
 // in every parameter; BSP runs must end bit-identical to the fault-free run.
+// And the job's own contract: it runs whether or not anyone waits, and its
+// event callbacks run on a thread of their own.
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "job_fixture.hpp"
 
 using namespace keel;
@@ -254,4 +261,93 @@ TEST_CASE("a job accounts what its checkpoints cost: the writes, and the steps t
   // Each worker's wait is a part of its run: together at most the run's
   // time once per worker.
   CHECK(r->window_wait_seconds <= c.workers * r->seconds);
+}
+
+TEST_CASE("a job nobody waits for trains on: its checkpoints commit, and wait then returns the result") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 200);
+  c.checkpoint_every = 10;  // without commits the window holds every worker at step 20
+  c.progress_every = 10;
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  std::mutex mtx;
+  std::condition_variable seen;
+  uint64_t checkpoints = 0;
+  uint64_t progress_step = 0;
+  (*j)->on_event([&](const job_event& e) {
+    std::lock_guard<std::mutex> lock(mtx);
+    if (e.kind == event_kind::checkpoint)
+      ++checkpoints;
+    if (e.kind == event_kind::progress)
+      progress_step = std::max(progress_step, e.step);
+    seen.notify_all();
+  });
+  // Nobody calls wait: the job commits checkpoints and moves the window on
+  // its own, so the workers pass step 100.
+  {
+    std::unique_lock<std::mutex> lock(mtx);
+    bool trained = seen.wait_for(lock, std::chrono::seconds(30),
+                                 [&] { return checkpoints >= 5 && progress_step >= 100; });
+    CHECK_MESSAGE(trained, "checkpoints seen " << checkpoints << ", progress to step " << progress_step);
+  }
+  auto r = (*j)->wait(std::chrono::minutes(2));
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_exactly_once(c, *r);
+  CHECK(r->steps == c.steps);
+  CHECK(r->checkpoints >= 5);
+  std::lock_guard<std::mutex> lock(mtx);
+  CHECK(progress_step == c.steps);  // every progress event was delivered before wait returned
+}
+
+TEST_CASE("on_event callbacks run on one thread of their own, and one that blocks holds back no training") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 400);
+  c.checkpoint_every = 10;
+  c.progress_every = 10;
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  std::mutex mtx;
+  std::condition_variable changed;
+  bool release = false;
+  std::set<std::thread::id> callback_threads;
+  caf::error nested_wait;
+  (*j)->on_event([&](const job_event& e) {
+    std::unique_lock<std::mutex> lock(mtx);
+    callback_threads.insert(std::this_thread::get_id());
+    if (e.kind != event_kind::progress || nested_wait)
+      return;
+    // The first progress event: the outcome comes after this callback, so
+    // a wait from here is refused rather than left to hang.
+    auto r = (*j)->wait(std::chrono::seconds(1));
+    nested_wait = r ? caf::error{} : r.error();
+    changed.notify_all();
+    changed.wait(lock, [&] { return release; });
+  });
+  // While the callback blocks, the shards' parameters go on growing: the
+  // probe's values count the pushes applied, and more than a window's worth
+  // (2 workers x 20 steps) needs checkpoints committed meanwhile.
+  {
+    std::unique_lock<std::mutex> lock(mtx);
+    REQUIRE(changed.wait_for(lock, std::chrono::seconds(30), [&] { return bool(nested_wait); }));
+  }
+  CHECK(is(nested_wait, errc::invalid_argument));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  float applied = 0;
+  while (applied < 2 * 100 && std::chrono::steady_clock::now() < deadline) {
+    auto p = (*j)->parameters();
+    if (p)
+      applied = p->dense.at(0);
+  }
+  CHECK(applied >= 2 * 100);
+  {
+    std::lock_guard<std::mutex> lock(mtx);
+    release = true;
+  }
+  changed.notify_all();
+  auto r = (*j)->wait(std::chrono::minutes(2));
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_exactly_once(c, *r);
+  std::lock_guard<std::mutex> lock(mtx);
+  CHECK(callback_threads.size() == 1);
+  CHECK(callback_threads.count(std::this_thread::get_id()) == 0);
 }

@@ -1,0 +1,456 @@
+// The job controller's behaviour, top to bottom: how the run begins, what
+// each message does, how the run ends (a result, a failure, a stop), and the
+// waits of its transitions. The states and the protocol are in
+// job_controller.hpp; the tree, recovery, the read-out and the fault hooks
+// in job_tree.cpp, job_recovery.cpp, job_result.cpp and job_faults.cpp.
+#include "actors/job/job_controller.hpp"
+
+#include <algorithm>
+
+#include "actors/job/event_feed.hpp"
+#include "actors/roles/checkpointer.hpp"
+#include "messages/errors.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/events.hpp"
+
+namespace keel {
+
+namespace {
+
+event_kind folded(supervision::event_kind k) {
+  switch (k) {
+    case supervision::event_kind::start: return event_kind::start;
+    case supervision::event_kind::down: return event_kind::down;
+    case supervision::event_kind::restart: return event_kind::restart;
+    case supervision::event_kind::escalate: return event_kind::escalate;
+    case supervision::event_kind::shutdown: return event_kind::shutdown;
+  }
+  return event_kind::down;
+}
+
+job_event from_supervision(const supervision::event& e) {
+  auto j = make_job_event(folded(e.kind), e.child, supervision::to_string(e));
+  j.count = e.incarnation;
+  if (e.from_snapshot)
+    j.snapshot = e.snapshot_label;
+  j.failed = e.kind == supervision::event_kind::down && static_cast<bool>(e.reason);
+  return j;
+}
+
+caf::error not_running() {
+  return make_error(errc::shutting_down, "the job is not running");
+}
+
+// Schedules a job_tick for the next timed fault or window deadline, unless
+// one is due sooner already.
+void schedule_tick(controller_actor* self) {
+  using namespace std::chrono;
+  auto& st = self->state;
+  const milliseconds none = hours(1);
+  auto wait = st.faults->until_next(none, elapsed_ms(st));
+  auto now = steady_clock::now();
+  if (auto due = st.progress.checkpoints->next_deadline())
+    wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
+  if (wait >= none)
+    return;
+  wait = std::max(wait, milliseconds(0));
+  auto at = now + wait;
+  if (st.progress.tick_at && *st.progress.tick_at <= at)
+    return;
+  st.progress.tick_at = at;
+  self->delayed_send(self, wait, job_tick_atom::value);
+}
+
+// What follows every message while the tree runs: the faults that came due
+// strike, the window is watched, the next deadline is scheduled.
+void follow_up(controller_actor* self) {
+  auto& st = self->state;
+  if (st.run.now != run_phase::running)
+    return;
+  st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
+  watch_window(self);
+  schedule_tick(self);
+}
+
+// A request that needs a running tree: while the tree is (re)started it is
+// held (`again` runs once the tree is up, or the job has ended).
+bool held(controller_actor* self, std::function<void()> again) {
+  auto now = self->state.run.now;
+  if (now != run_phase::starting && now != run_phase::rolling_back)
+    return false;
+  self->state.run.deferred.push_back(std::move(again));
+  return true;
+}
+
+void run_deferred(controller_actor* self) {
+  auto held = std::move(self->state.run.deferred);
+  self->state.run.deferred.clear();
+  for (auto& again : held) again();
+}
+
+// --- The run begins -------------------------------------------------------
+
+void init(controller_actor* self, job_config cfg, std::shared_ptr<event_feed> feed) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.feed = std::move(feed);
+  st.hooks.self = self;
+  auto& c = st.cfg;
+  auto& layout = c.training_model->layout();
+  st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.shards);
+  for (uint32_t i = 0; i < c.shards; ++i) {
+    shard_config sc;
+    sc.shard = i;
+    sc.num_workers = c.workers;
+    sc.dense = st.run.parts[i].dense;
+    sc.sparse = st.run.parts[i].sparse;
+    sc.rule = c.rule;
+    sc.optimizer = c.optimizer;
+    st.run.shard_cfgs.push_back(sc);
+  }
+  st.progress.checkpoints.emplace(c.checkpoint_every, c.checkpoint_timeout);
+  st.run.rollbacks.emplace(c.max_restarts, c.restart_period);
+  // A fault that fires after N messages of a kind: the link that counts the
+  // Nth tells the controller (a weak handle: the links outlive no one).
+  st.faults.emplace(c.faults, c.checkpoint_dir, st.hooks,
+                    [me = caf::actor_cast<caf::actor_addr>(self)](size_t i) {
+                      if (auto a = caf::actor_cast<caf::actor>(me))
+                        caf::anon_send(a, fire_atom::value, static_cast<uint64_t>(i));
+                    });
+}
+
+caf::result<caf::ok_atom> begin(controller_actor* self) {
+  auto& run = self->state.run;
+  if (run.tree || run.begun.pending() || run.now != run_phase::starting)
+    return make_error(errc::invalid_argument, "the job has begun already");
+  run.begun = self->make_response_promise();
+  auto rp = run.begun;
+  if (self->state.cfg.resume)
+    if (auto err = resume_from_newest_checkpoint(self)) {
+      end_job(self, std::move(err));
+      return rp;
+    }
+  launch_tree(self);
+  return rp;
+}
+
+// --- Messages of a running tree --------------------------------------------
+
+void on_step(controller_actor* self, const step_report& r) {
+  auto& st = self->state;
+  auto& p = st.progress;
+  bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
+  if (!live || r.epoch != st.run.epoch || r.worker >= p.worker_step.size())
+    return;
+  p.worker_step[r.worker] = r.step;
+  p.loss_sum += r.loss;
+  ++p.loss_count;
+  auto slowest = p.slowest();
+  if (st.cfg.progress_every > 0 && slowest >= p.last_progress + st.cfg.progress_every) {
+    // Progress points sit on the multiples of progress_every. The slowest
+    // worker's step can move by more than one (a restarted worker resumes
+    // where its shards need it); a point set at that step shifted every
+    // later one, and the run's last was lost.
+    p.last_progress = slowest - slowest % st.cfg.progress_every;
+    report_progress(self, p.last_progress);
+  }
+}
+
+void on_done(controller_actor* self, const worker_report& r) {
+  auto& st = self->state;
+  bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
+  if (!live || r.epoch != st.run.epoch)
+    return;
+  st.progress.done.insert(r.worker);
+  st.progress.reports[r.worker] = r;  // a worker killed after its last step reports again
+  maybe_finish(self);
+}
+
+void on_rollback_request(controller_actor* self, uint32_t epoch, const std::string& why) {
+  if (held(self, [=] { on_rollback_request(self, epoch, why); }))
+    return;
+  if (epoch == self->state.run.epoch && self->state.run.now == run_phase::running)
+    roll_back(self, why);
+}
+
+void on_job_event(controller_actor* self, job_event& e) {
+  auto& st = self->state;
+  if (e.kind == event_kind::checkpoint_failed && st.progress.checkpoints->given_up(e.step))
+    widen_window(self);  // the previous checkpoint stays in force; go on
+  record(self, std::move(e));
+}
+
+void on_supervision_event(controller_actor* self, const supervision::event& e) {
+  if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start)
+    self->state.faults->back(e.child);
+  record(self, from_supervision(e));
+}
+
+// The current tree's root went down: it escalated (the job fails), or it
+// was killed (the job rolls back), or it could not start its children.
+void on_root_down(controller_actor* self, const caf::error& reason) {
+  switch (self->state.run.now) {
+    case run_phase::starting:
+      end_job(self, reason ? reason
+                           : make_error(errc::start_failed, "the supervision tree stopped while starting"));
+      return;
+    case run_phase::running:
+      if (is(reason, errc::escalated)) {
+        record(self, make_job_event(event_kind::escalate, "root", describe(reason)));
+        end_job(self, reason);
+        return;
+      }
+      roll_back(self, "the root supervisor went down: " + self->system().render(reason));
+      return;
+    default:
+      return;  // stopped on purpose
+  }
+}
+
+void on_down(controller_actor* self, const caf::down_msg& dm) {
+  auto& run = self->state.run;
+  if (run.tree && !run.root_down && dm.source == run.tree->root().address()) {
+    run.root_down = true;
+    on_root_down(self, dm.reason);
+  }
+  if (run.awaited.erase(dm.source) > 0 && run.awaited.empty() && run.then) {
+    auto then = std::move(run.then);
+    run.then = nullptr;
+    then();
+  }
+}
+
+void on_guard(controller_actor* self, uint64_t transition) {
+  auto& run = self->state.run;
+  if (transition != run.transition || !run.then)
+    return;
+  run.awaited.clear();
+  auto then = std::move(run.then);
+  run.then = nullptr;
+  then();
+}
+
+// --- Requests of the application ------------------------------------------
+
+void stop_now(controller_actor* self, caf::response_promise rp) {
+  if (held(self, [=] { stop_now(self, rp); }))
+    return;
+  auto& run = self->state.run;
+  switch (run.now) {
+    case run_phase::running:
+      run.stoppers.push_back(rp);
+      run.now = run_phase::stopping;
+      stop_tree_and_drain(self, [self] {
+        end_job(self, make_error(errc::shutting_down, "the job was stopped"));
+      });
+      return;
+    case run_phase::stopping:
+    case run_phase::finishing:
+      run.stoppers.push_back(rp);  // answered when it ends
+      return;
+    default:
+      rp.deliver(not_running());
+  }
+}
+
+void read_now(controller_actor* self, caf::response_promise rp) {
+  if (held(self, [=] { read_now(self, rp); }))
+    return;
+  if (self->state.run.now != run_phase::running)
+    return rp.deliver(not_running());
+  read_parameters(self, false, [rp](caf::expected<parameters_read> r) mutable {
+    if (!r)
+      return rp.deliver(r.error());
+    rp.deliver(job::parameters_now{std::move(r->dense), std::move(r->sparse)});
+  });
+}
+
+void kill_request(controller_actor* self, const fault& f, caf::response_promise rp) {
+  if (!held(self, [=] { kill_request(self, f, rp); }))
+    kill_now(self, f, rp);
+}
+
+void inject_request(controller_actor* self, const fault& f, caf::response_promise rp) {
+  if (held(self, [=] { inject_request(self, f, rp); }))
+    return;
+  if (self->state.run.now != run_phase::running)
+    return rp.deliver(not_running());
+  inject_now(self, f, rp);
+}
+
+caf::error controller_failed(std::exception_ptr& ep) {
+  std::string what = "an unknown exception";
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  return make_error(errc::invalid_argument, "the job controller failed: " + what);
+}
+
+caf::behavior job_controller(controller_actor* self, job_config cfg, std::shared_ptr<event_feed> feed) {
+  init(self, std::move(cfg), std::move(feed));
+  // What no handler takes (a late answer) is ignored without a reply: an
+  // error sent back would end its sender (CAF's default error handler),
+  // and the sender may be the tree's event stream. Errors sent here are
+  // ignored for the same reason.
+  self->set_default_handler([](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+    return caf::message{};  // an empty answer to a plain message is not sent
+  });
+  self->set_error_handler([](caf::error&) {});
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
+  self->set_exception_handler([=](std::exception_ptr& ep) -> caf::error {
+    auto err = controller_failed(ep);
+    end_job(self, err);
+    return err;
+  });
+  auto promise = [self] { return self->make_response_promise(); };
+  return {
+    [=](begin_atom) { return begin(self); },
+    [=](stop_atom) -> caf::result<caf::ok_atom> {
+      auto rp = promise();
+      stop_now(self, rp);
+      return rp;
+    },
+    [=](params_atom) -> caf::result<job::parameters_now> {
+      auto rp = promise();
+      read_now(self, rp);
+      return rp;
+    },
+    [=](kill_atom, const fault& f) -> caf::result<caf::ok_atom> {
+      auto rp = promise();
+      kill_request(self, f, rp);
+      return rp;
+    },
+    [=](inject_atom, const fault& f) -> caf::result<caf::ok_atom> {
+      auto rp = promise();
+      inject_request(self, f, rp);
+      return rp;
+    },
+    [=](job_status_atom) { return progress_text(self->state); },
+    [=](const step_report& r) {
+      on_step(self, r);
+      follow_up(self);
+    },
+    [=](done_atom, const worker_report& r) {
+      on_done(self, r);
+      follow_up(self);
+    },
+    [=](rollback_atom, uint32_t epoch, uint32_t, const std::string& why) {
+      on_rollback_request(self, epoch, why);
+    },
+    [=](job_event& e) {
+      on_job_event(self, e);
+      follow_up(self);
+    },
+    [=](const supervision::event& e) {
+      on_supervision_event(self, e);
+      follow_up(self);
+    },
+    [=](const supervision::directory_update& u) {
+      on_directory(self, u);
+      follow_up(self);
+    },
+    [=](const checkpoint_committed& c) {
+      on_committed(self, c);
+      follow_up(self);
+    },
+    [=](fire_atom, uint64_t i) {
+      self->state.faults->count_reached(i);
+      follow_up(self);
+    },
+    [=](job_tick_atom) {
+      self->state.progress.tick_at.reset();
+      follow_up(self);
+    },
+    [=](reread_atom) { maybe_finish(self); },
+    [=](guard_atom, uint64_t transition) { on_guard(self, transition); },
+    [=](caf::ok_atom) {},  // the event stream's answer to the subscription
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_controller(caf::actor_system& sys, job_config cfg,
+                                std::shared_ptr<event_feed> feed) {
+  return sys.spawn<caf::detached>(job_controller, std::move(cfg), std::move(feed));
+}
+
+uint64_t progress_state::slowest() const {
+  return worker_step.empty() ? 0 : *std::min_element(worker_step.begin(), worker_step.end());
+}
+
+int64_t elapsed_ms(const controller_state& st) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               st.started)
+    .count();
+}
+
+void record(controller_actor* self, job_event e) {
+  record_at(self, std::move(e), std::chrono::steady_clock::now());
+}
+
+void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
+  auto& st = self->state;
+  if (st.run.now == run_phase::ended)
+    return;  // the timeline closed with the outcome
+  e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - st.started).count();
+  e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(at - st.started).count();
+  auto& result = st.readout.result;
+  if (e.kind == event_kind::restart)
+    ++result.restarts[e.actor];
+  st.feed->push(e);
+  result.events.push_back(std::move(e));
+}
+
+// --- The run's ends ---------------------------------------------------------
+
+void tree_up(controller_actor* self) {
+  auto& run = self->state.run;
+  run.now = run_phase::running;
+  // Faults due at once strike before job::start returns: a short run may
+  // be over before its caller looks again.
+  follow_up(self);
+  if (run.begun.pending())
+    run.begun.deliver(caf::ok_atom::value);
+  run_deferred(self);
+  maybe_finish(self);
+}
+
+void end_job(controller_actor* self, caf::expected<job_result> outcome) {
+  auto& run = self->state.run;
+  if (run.now == run_phase::ended)
+    return;
+  bool stopped = run.now == run_phase::stopping;
+  run.now = run_phase::ended;
+  if (run.begun.pending())
+    run.begun.deliver(outcome ? caf::error{not_running()} : outcome.error());
+  for (auto& rp : run.stoppers)
+    if (stopped)
+      rp.deliver(caf::ok_atom::value);
+    else
+      rp.deliver(not_running());
+  run.stoppers.clear();
+  self->state.feed->close(std::move(outcome));
+  run.tree.reset();  // whatever still runs of it stops (its destructor asks the root)
+  run_deferred(self);  // each now fails: the job has ended
+}
+
+void after_downs(controller_actor* self, std::vector<caf::actor_addr> who, caf::timespan guard,
+                 std::function<void()> then) {
+  auto& run = self->state.run;
+  run.awaited.clear();
+  for (auto& a : who)
+    if (a)
+      run.awaited.insert(a);
+  ++run.transition;
+  if (run.awaited.empty()) {
+    then();
+    return;
+  }
+  run.then = std::move(then);
+  self->delayed_send(self, guard, guard_atom::value, run.transition);
+}
+
+}  // namespace keel

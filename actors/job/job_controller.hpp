@@ -1,0 +1,240 @@
+#pragma once
+// The job controller: the actor that runs a keel::job, whether or not the
+// application waits for it. job.cpp (the application's handle) spawns it
+// detached (a thread of its own, so the model's evaluation and the reading of
+// checkpoints never take a scheduler thread from the actors that train) and
+// talks to it only through the requests below. The controller starts the
+// supervision tree, follows the workers' steps and the checkpoints (window,
+// commit fan-out), injects the fault plan, rolls the tree back when local
+// recovery is impossible, reads the parameters (mid-run on request, and at
+// the end) and ends the run with an outcome it hands to the event_feed.
+// Its handlers never wait for a message: what waits (a tree going down, a
+// shard's answer, a name to come back) is a continuation. They block only on
+// the disk (a rollback reading its checkpoint), the model's evaluation, and
+// job_config::node_faults. Not part of the public API.
+//
+// Its state is in owned parts, each with its contract: run_state (which tree
+// runs, in which phase, how it got there), progress_state (how far the
+// workers are, the checkpoint window), readout_state (the result as it is
+// assembled, and reads of the parameters). The functions that act on them
+// are declared at the end, by the file that defines them; job_controller.cpp
+// is the top: the behaviour and the run's phases.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/core/atoms.hpp"
+#include "actors/core/checkpoint_coordinator.hpp"
+#include "actors/core/partition.hpp"
+#include "actors/core/shard_core.hpp"
+#include "actors/core/worker_report.hpp"
+#include "actors/faults/fault_driver.hpp"
+#include "actors/job/job.hpp"
+#include "actors/job/rollback_policy.hpp"
+#include "actors/roles/checkpointer.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/supervisor.hpp"
+
+namespace keel {
+
+class event_feed;
+
+// The requests job.cpp sends the controller; each is answered exactly once.
+//   (begin_atom)               -> ok | error: resumes if asked, starts the first
+//                                 tree; answered once it is up (or failed)
+//   (stop_atom)                -> ok once the tree is down and its events are
+//                                 recorded | errc::shutting_down (not running)
+//   (params_atom)              -> job::parameters_now | error
+//   (kill_atom, fault)         -> ok | error: ends fault.target by fault.kind
+//   (inject_atom, fault)       -> ok | error: injects the fault now
+//   (job_status_atom)          -> std::string: where the run stands
+// While the tree restarts (a rollback) params, kill, inject and stop wait for
+// it to run again; once the job has ended they fail with errc::shutting_down.
+using begin_atom = caf::atom_constant<caf::atom("job_begin")>;
+using stop_atom = caf::atom_constant<caf::atom("job_stop")>;
+using kill_atom = caf::atom_constant<caf::atom("job_kill")>;
+using inject_atom = caf::atom_constant<caf::atom("job_inject")>;
+using job_status_atom = caf::atom_constant<caf::atom("job_status")>;
+// The controller's own timers.
+using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed fault or window deadline
+using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
+using guard_atom = caf::atom_constant<caf::atom("job_guard")>;        // (transition): stop waiting for downs
+
+caf::actor spawn_job_controller(caf::actor_system& sys, job_config cfg,
+                                std::shared_ptr<event_feed> feed);
+
+// ---------------------------------------------------------------------------
+// run_state: which supervision tree runs, in which phase, and how it came to
+// be there (the first start, a resume, rollbacks). The phase decides what the
+// controller does with a message: workers' reports count only for the
+// current epoch, requests wait while the tree restarts, and nothing is
+// recorded once the job has ended.
+struct run_state {
+  enum class phase {
+    starting,      // a tree launched, not yet up
+    running,       // the tree runs; the workers train
+    rolling_back,  // the old tree goes down before the checkpoint is read
+    finishing,     // every shard read complete: evaluating, then draining
+    stopping,      // job::stop: the tree goes down, its events are drained
+    ended,         // the outcome is with the event feed
+  };
+  phase now = phase::starting;
+  std::optional<supervision::tree> tree;  // the current tree (none while it is replaced or gone)
+  bool root_down = false;                 // the current tree's root has gone down
+  uint32_t epoch = 0;                     // stamps the workers' reports; +1 per rollback
+  std::map<std::string, caf::actor> handles;  // name -> its handle in the current tree
+  std::vector<shard_keys> parts;
+  std::vector<shard_config> shard_cfgs;
+  std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
+  uint64_t restored_checkpoint = 0;   // its id (0: none)
+  uint64_t resumed_step = 0;          // job_config::resume: the step the run resumed at
+  std::optional<rollback_policy> rollbacks;
+  // A transition (rollback, drain) waiting for actors to be down: `then`
+  // runs once `awaited` is empty, or when guard `transition` times out.
+  std::set<caf::actor_addr> awaited;
+  std::function<void()> then;
+  uint64_t transition = 0;
+  std::vector<std::function<void()>> deferred;  // requests waiting for the tree to run
+  caf::response_promise begun;                  // job::start's, until the first tree is up
+  std::vector<caf::response_promise> stoppers;  // job::stop's, answered at the end
+};
+
+// progress_state: where the workers of the current epoch stand, and the
+// checkpoint window they run in. Reset (but for the coordinator and the
+// progress points) whenever a tree starts.
+struct progress_state {
+  std::vector<uint64_t> worker_step;           // by worker: global steps completed
+  std::set<uint32_t> done;                     // workers that finished their steps
+  std::map<uint32_t, worker_report> reports;   // the last report of each worker
+  std::optional<checkpoint_coordinator> checkpoints;
+  uint64_t last_progress = 0;                  // the step of the last progress event
+  double loss_sum = 0;                         // training losses since that event
+  uint64_t loss_count = 0;
+  std::optional<std::chrono::steady_clock::time_point> tick_at;  // the job_tick scheduled
+
+  uint64_t slowest() const;
+};
+
+// The shards' parameters as one read found them.
+struct parameters_read {
+  std::vector<float> dense;
+  std::vector<float> sparse;   // key k at k
+  uint64_t pushes_applied = 0; // the shards' applied seqs, summed
+  bool complete = true;        // every shard has applied every worker's last push
+};
+
+// readout_state: the result as the run assembles it (counters and the
+// timeline as they happen, the parameters and their quality at the end), and
+// the progress events that wait for a read of the parameters. Those are
+// scored one at a time, in order, and the final read waits for them, so the
+// timeline keeps its order.
+struct readout_state {
+  struct pending_progress {
+    job_event event;
+    std::chrono::steady_clock::time_point reached;
+  };
+  job_result result;
+  std::deque<pending_progress> scoring;  // the head is being read
+  bool final_reading = false;            // the final read is in flight
+};
+
+struct controller_state;
+using controller_actor = caf::stateful_actor<controller_state>;
+
+// The fault driver's hooks into the running tree (job_faults.cpp).
+struct controller_hooks final : fault_hooks {
+  controller_actor* self = nullptr;
+  void end_actor(const std::string& name, fault_kind how,
+                 std::function<void(caf::error)> done) override;
+  void record(job_event e) override;
+  caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) override;
+};
+
+struct controller_state {
+  job_config cfg;
+  std::shared_ptr<event_feed> feed;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  run_state run;
+  progress_state progress;
+  readout_state readout;
+  controller_hooks hooks;
+  std::optional<fault_driver> faults;
+  static inline const char* name = "keel.job_controller";
+};
+
+using run_phase = run_state::phase;
+
+// job_controller.cpp: the run's phases and what follows each message.
+void record(controller_actor* self, job_event e);
+// Records an event stamped with the time it happened rather than now (a
+// progress event: the step was reached before its evaluation ran).
+void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at);
+int64_t elapsed_ms(const controller_state& st);
+// The tree is up: requests held for it run, the run goes on.
+void tree_up(controller_actor* self);
+// Ends the job with `outcome` (a failure, or the result); stops what runs.
+void end_job(controller_actor* self, caf::expected<job_result> outcome);
+// Runs `then` once every actor in `who` is down (each monitored by the
+// caller), or after `guard` at the latest.
+void after_downs(controller_actor* self, std::vector<caf::actor_addr> who, caf::timespan guard,
+                 std::function<void()> then);
+
+// job_tree.cpp: the supervision tree, started and stopped without waiting.
+// Launches a tree from the run's start_from; tree_up() once it is up, the
+// job fails if it cannot start.
+void launch_tree(controller_actor* self);
+// The tree goes down (every actor, in reverse start order); then every
+// event its actors sent before they stopped is recorded (the event stream
+// stops after forwarding them), so the timeline is complete; then `then`.
+void stop_tree_and_drain(controller_actor* self, std::function<void()> then);
+void on_directory(controller_actor* self, const supervision::directory_update& u);
+// A commit's fan-out: the window moves, workers may truncate their logs.
+void on_committed(controller_actor* self, const checkpoint_committed& c);
+// Every worker waits at the window and no checkpoint has moved it for
+// checkpoint_timeout: the awaited checkpoint is given up.
+void watch_window(controller_actor* self);
+void widen_window(controller_actor* self);
+std::string progress_text(const controller_state& st);
+
+// job_recovery.cpp: whole-tree recovery.
+// Rolls the tree back to the newest valid checkpoint if the rollback policy
+// admits it (else the job fails with the escalation): the old tree goes
+// down, its checkpointer with it, before the checkpoint is read.
+void roll_back(controller_actor* self, const std::string& why);
+// job_config::resume: the run starts from the newest valid checkpoint,
+// which must fit this job (shards, shapes); faults planned for the steps
+// before it are not injected again.
+caf::error resume_from_newest_checkpoint(controller_actor* self);
+
+// job_result.cpp: reading the parameters, progress, the result.
+// Reads every shard's parameters. The final read (`final_read`) stops at the
+// first shard that lacks a push or is restarting (complete = false); a
+// mid-run read reads every shard whatever it holds and fails (not_found)
+// while one is restarting. `done` runs on the controller's thread.
+void read_parameters(controller_actor* self, bool final_read,
+                     std::function<void(caf::expected<parameters_read>)> done);
+// A progress event at `step`, scoring the parameters the shards hold then
+// when job_config::progress_accuracy asks for it.
+void report_progress(controller_actor* self, uint64_t step);
+// Once every worker is done (and no progress event waits for its score):
+// reads the shards until they are complete, then finishes the result.
+void maybe_finish(controller_actor* self);
+
+// job_faults.cpp: job::kill and job::inject.
+void kill_now(controller_actor* self, const fault& f, caf::response_promise rp);
+void inject_now(controller_actor* self, const fault& f, caf::response_promise rp);
+
+}  // namespace keel
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::fault)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::job::parameters_now)
