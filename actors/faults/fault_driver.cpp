@@ -22,10 +22,11 @@ const char* how_text(fault_kind how) {
 
 }  // namespace
 
-caf::error fault_hooks::node_fault(uint32_t node, fault_kind, std::chrono::milliseconds) {
-  return make_error(errc::invalid_argument, "node:" + std::to_string(node) +
-                                              ": this job runs in one process, with no node "
-                                              "processes to fault");
+void fault_hooks::node_fault(uint32_t node, fault_kind, std::chrono::milliseconds,
+                             std::function<void(caf::error)> done) {
+  done(make_error(errc::invalid_argument, "node:" + std::to_string(node) +
+                                            ": this job runs in one process, with no node "
+                                            "processes to fault"));
 }
 
 fault_driver::fault_driver(std::vector<fault> plan, std::filesystem::path checkpoint_dir,
@@ -80,18 +81,17 @@ caf::error fault_driver::flip_newest_snapshot(const fault& f) {
 }
 
 void fault_driver::inject(const fault& f, outcome_fn done) {
-  if (f.is_kill()) {
-    end_actor(f.target, f.kind, [this, f, done = std::move(done)](caf::error err) {
-      record_injection(f, err);
-      if (done)
-        done(std::move(err));
-    });
-    return;
-  }
-  auto err = inject_now(f);
-  record_injection(f, err);
-  if (done)
-    done(std::move(err));
+  auto injected = [this, f, done = std::move(done)](caf::error err) {
+    record_injection(f, err);
+    if (done)
+      done(std::move(err));
+  };
+  if (f.is_kill())
+    return end_actor(f.target, f.kind, std::move(injected));
+  if (f.is_node_fault())
+    return hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
+                             std::chrono::milliseconds(f.delay_ms), std::move(injected));
+  injected(inject_now(f));
 }
 
 caf::error fault_driver::inject_now(const fault& f) {
@@ -99,7 +99,10 @@ caf::error fault_driver::inject_now(const fault& f) {
     case fault_kind::kill:
     case fault_kind::exit:
     case fault_kind::raise:
-      break;  // inject() ends the actor
+    case fault_kind::kill9:
+    case fault_kind::stop:
+    case fault_kind::cut:
+      break;  // inject() asks the runtime
     case fault_kind::flip:
       return flip_newest_snapshot(f);
     case fault_kind::drop:
@@ -115,11 +118,6 @@ caf::error fault_driver::inject_now(const fault& f) {
     case fault_kind::tear:
       disk_->arm(io_tear{1, 16, true});
       break;
-    case fault_kind::kill9:
-    case fault_kind::stop:
-    case fault_kind::cut:
-      return hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
-                               std::chrono::milliseconds(f.delay_ms));
   }
   return {};
 }

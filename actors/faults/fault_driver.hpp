@@ -12,7 +12,8 @@
 // run. Owned by the job's controller actor; the message-count callbacks
 // arrive on other actors' threads and only call `on_count`, which must be
 // thread-safe (the job's sends a message to its controller). Ending an actor
-// may have to wait for its name to be up, so a kill completes through a
+// may have to wait for its name to be up, and faulting a node for a process
+// to be signalled or started, so kills and node faults complete through a
 // callback the runtime calls later, on the controller's thread.
 
 #include <chrono>
@@ -48,9 +49,11 @@ class fault_hooks {
   // Adds an event to the timeline (the runtime stamps its time).
   virtual void record(job_event e) = 0;
   // Ends or stops node `node`'s process: kill9 (SIGKILL), stop (SIGSTOP),
-  // cut (SIGSTOP, then SIGCONT after `away`). Only a runtime that owns node
-  // processes can; the default refuses.
-  virtual caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away);
+  // cut (SIGSTOP, then SIGCONT after `away`); calls `done` exactly once, now
+  // or later, with what happened. Only a runtime that owns node processes
+  // can; the default refuses.
+  virtual void node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,
+                          std::function<void(caf::error)> done);
 };
 
 class fault_driver {
@@ -68,7 +71,8 @@ class fault_driver {
   using outcome_fn = std::function<void(caf::error)>;
 
   // Injects `f` now, whatever its trigger says; `done` (may be empty) learns
-  // the outcome once it is known (a kill's, when its target was found).
+  // the outcome once it is known (a kill's when its target was found, a node
+  // fault's when the runtime carried it out).
   void inject(const fault& f, outcome_fn done);
 
   // Ends an actor now and records it as a fault (job::kill); `done` as for inject.
@@ -108,7 +112,7 @@ class fault_driver {
 
  private:
   caf::error flip_newest_snapshot(const fault& f);
-  // Injects a fault that is not a kill, at once.
+  // Injects a fault that is neither a kill nor a node fault, at once.
   caf::error inject_now(const fault& f);
   // Records what injecting `f` did.
   void record_injection(const fault& f, const caf::error& err);

@@ -73,7 +73,8 @@ struct job_config {
   std::shared_ptr<child_placement> placement;
   // Who carries out node faults (kill9, stop, cut on node:N): the owner of
   // the node processes (keel cluster). Null: node faults are refused. Called
-  // on the job's controller thread, which waits for it: keep it short.
+  // on a thread of its own, one fault at a time in the plan's order; it may
+  // block.
   std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
     node_faults;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none

@@ -61,16 +61,21 @@ void schedule_tick(controller_actor* self) {
   self->delayed_send(self, wait, job_tick_atom::value);
 }
 
+}  // namespace
+
 // What follows every message while the tree runs: the faults that came due
 // strike, the window is watched, the next deadline is scheduled.
 void follow_up(controller_actor* self) {
   auto& st = self->state;
   if (st.run.now != run_phase::running)
     return;
-  st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
+  if (st.readout.scoring.empty())  // else once the score is in (readout_state)
+    st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
   watch_window(self);
   schedule_tick(self);
 }
+
+namespace {
 
 // A request that needs a running tree: while the tree is (re)started it is
 // held (`again` runs once the tree is up, or the job has ended).
@@ -374,6 +379,9 @@ caf::behavior job_controller(controller_actor* self, job_config cfg, std::shared
 
 caf::actor spawn_job_controller(caf::actor_system& sys, job_config cfg,
                                 std::shared_ptr<event_feed> feed) {
+  // See job_controller.hpp: detached where the job's actors train here.
+  if (cfg.placement)
+    return sys.spawn(job_controller, std::move(cfg), std::move(feed));
   return sys.spawn<caf::detached>(job_controller, std::move(cfg), std::move(feed));
 }
 
@@ -392,6 +400,24 @@ void record(controller_actor* self, job_event e) {
 }
 
 void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
+  auto& readout = self->state.readout;
+  if (!readout.scoring.empty())
+    readout.held.push_back({std::move(e), at});
+  else
+    append_event(self, std::move(e), at);
+}
+
+void release_held(controller_actor* self) {
+  auto& readout = self->state.readout;
+  while (!readout.held.empty() &&
+         (readout.scoring.empty() || readout.held.front().at <= readout.scoring.front().at)) {
+    auto& next = readout.held.front();
+    append_event(self, std::move(next.event), next.at);
+    readout.held.pop_front();
+  }
+}
+
+void append_event(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
   auto& st = self->state;
   if (st.run.now == run_phase::ended)
     return;  // the timeline closed with the outcome
@@ -423,6 +449,17 @@ void end_job(controller_actor* self, caf::expected<job_result> outcome) {
   if (run.now == run_phase::ended)
     return;
   bool stopped = run.now == run_phase::stopping;
+  // The timeline closes in order: progress events still waiting for their
+  // score go unscored, with the events held behind them.
+  auto& readout = self->state.readout;
+  while (!readout.scoring.empty()) {
+    auto waiting = std::move(readout.scoring.front());
+    readout.scoring.pop_front();
+    waiting.event.detail += " (no evaluation: the run ended first)";
+    append_event(self, std::move(waiting.event), waiting.at);
+    release_held(self);
+  }
+  release_held(self);
   run.now = run_phase::ended;
   if (run.begun.pending())
     run.begun.deliver(outcome ? caf::error{not_running()} : outcome.error());

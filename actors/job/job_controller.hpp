@@ -1,17 +1,21 @@
 #pragma once
 // The job controller: the actor that runs a keel::job, whether or not the
 // application waits for it. job.cpp (the application's handle) spawns it
-// detached (a thread of its own, so the model's evaluation and the reading of
-// checkpoints never take a scheduler thread from the actors that train) and
-// talks to it only through the requests below. The controller starts the
+// and talks to it only through the requests below. Where the job's actors
+// run in this process it is detached (a thread of its own, so the model's
+// evaluation and the reading of checkpoints never take a scheduler thread
+// from the actors that train); in a cluster's coordinator, which trains
+// nothing, it is scheduled, since its handle goes to other nodes and a
+// detached actor's that did blocks CAF 0.17's shutdown (upstream #1110). The controller starts the
 // supervision tree, follows the workers' steps and the checkpoints (window,
 // commit fan-out), injects the fault plan, rolls the tree back when local
 // recovery is impossible, reads the parameters (mid-run on request, and at
 // the end) and ends the run with an outcome it hands to the event_feed.
 // Its handlers never wait for a message: what waits (a tree going down, a
 // shard's answer, a name to come back) is a continuation. They block only on
-// the disk (a rollback reading its checkpoint), the model's evaluation, and
-// job_config::node_faults. Not part of the public API.
+// the disk (a rollback reading its checkpoint) and the model's evaluation;
+// job_config::node_faults runs on a thread of its own (job_faults.cpp). Not part of the
+// public API.
 //
 // Its state is in owned parts, each with its contract: run_state (which tree
 // runs, in which phase, how it got there), progress_state (how far the
@@ -136,16 +140,19 @@ struct parameters_read {
 // readout_state: the result as the run assembles it (counters and the
 // timeline as they happen, the parameters and their quality at the end), and
 // the progress events that wait for a read of the parameters. Those are
-// scored one at a time, in order, and the final read waits for them, so the
-// timeline keeps its order.
+// scored one at a time, in order. While one waits, the events that follow
+// it wait behind it, no planned fault fires and the final read does not
+// start, so the timeline stays in the order things happened and a score
+// reads the parameters of its step, not of a fault after it.
 struct readout_state {
-  struct pending_progress {
+  struct timed_event {
     job_event event;
-    std::chrono::steady_clock::time_point reached;
+    std::chrono::steady_clock::time_point at;  // when it happened (a progress event: its step)
   };
   job_result result;
-  std::deque<pending_progress> scoring;  // the head is being read
-  bool final_reading = false;            // the final read is in flight
+  std::deque<timed_event> scoring;  // progress events; the head is being read
+  std::deque<timed_event> held;     // events that came after the head
+  bool final_reading = false;       // the final read is in flight
 };
 
 struct controller_state;
@@ -157,7 +164,8 @@ struct controller_hooks final : fault_hooks {
   void end_actor(const std::string& name, fault_kind how,
                  std::function<void(caf::error)> done) override;
   void record(job_event e) override;
-  caf::error node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) override;
+  void node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,
+                  std::function<void(caf::error)> done) override;
 };
 
 struct controller_state {
@@ -169,6 +177,7 @@ struct controller_state {
   readout_state readout;
   controller_hooks hooks;
   std::optional<fault_driver> faults;
+  caf::actor node_fault_runner;  // runs job_config::node_faults, on a thread of its own
   static inline const char* name = "keel.job_controller";
 };
 
@@ -177,11 +186,21 @@ using run_phase = run_state::phase;
 // job_controller.cpp: the run's phases and what follows each message.
 void record(controller_actor* self, job_event e);
 // Records an event stamped with the time it happened rather than now (a
-// progress event: the step was reached before its evaluation ran).
+// progress event: the step was reached before its evaluation ran). While a
+// progress event waits for its score, the event waits behind it.
 void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at);
+// Appends an event to the timeline and hands it to the event feed.
+void append_event(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at);
+// Appends the held events that happened before the next waiting progress
+// event (all of them when none waits).
+void release_held(controller_actor* self);
 int64_t elapsed_ms(const controller_state& st);
 // The tree is up: requests held for it run, the run goes on.
 void tree_up(controller_actor* self);
+// What follows every message while the tree runs: the faults that came due
+// strike (unless a progress event waits for its score), the window is
+// watched, the next deadline is scheduled.
+void follow_up(controller_actor* self);
 // Ends the job with `outcome` (a failure, or the result); stops what runs.
 void end_job(controller_actor* self, caf::expected<job_result> outcome);
 // Runs `then` once every actor in `who` is down (each monitored by the

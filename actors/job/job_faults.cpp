@@ -26,6 +26,20 @@ void end(controller_actor* self, const caf::actor& target, const std::string& na
   }
 }
 
+// Carries out node faults with the application's callback, one at a time,
+// in the order asked. Linked to the controller: it ends with it.
+caf::behavior node_fault_runner(caf::event_based_actor*,
+                                std::function<caf::error(uint32_t, const std::string&,
+                                                         std::chrono::milliseconds)> carry_out) {
+  return {
+    [=](uint32_t node, const std::string& how, int64_t away_ms) -> caf::result<caf::ok_atom> {
+      if (auto err = carry_out(node, how, std::chrono::milliseconds(away_ms)))
+        return err;
+      return caf::ok_atom::value;
+    },
+  };
+}
+
 void deliver(caf::response_promise& rp, caf::error err) {
   if (err)
     rp.deliver(std::move(err));
@@ -64,15 +78,24 @@ void controller_hooks::record(job_event e) {
   keel::record(self, std::move(e));
 }
 
-caf::error controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+void controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,
+                                  std::function<void(caf::error)> done) {
   auto& cfg = self->state.cfg;
   if (!cfg.node_faults)
-    return fault_hooks::node_fault(node, how, away);
+    return fault_hooks::node_fault(node, how, away, std::move(done));
   fault f;
   f.kind = how;
   f.target = "node:" + std::to_string(node);
   auto text = to_string(f);
-  return cfg.node_faults(node, text.substr(0, text.find(':')), away);
+  // The application's callback may take a while (it signals a process, and
+  // may start another): it runs on a thread of its own, and its answer comes
+  // back as a message.
+  auto& runner = self->state.node_fault_runner;
+  if (!runner)
+    runner = self->spawn<caf::detached + caf::linked>(node_fault_runner, cfg.node_faults);
+  self->request(runner, caf::infinite, node, text.substr(0, text.find(':')),
+                static_cast<int64_t>(away.count()))
+    .then([done](caf::ok_atom) { done({}); }, [done](caf::error& err) { done(err); });
 }
 
 void kill_now(controller_actor* self, const fault& f, caf::response_promise rp) {

@@ -215,6 +215,8 @@ void score_next(controller_actor* self) {
   read_parameters(self, false, [self](caf::expected<parameters_read> read) {
     auto& st = self->state;
     auto& scoring = st.readout.scoring;
+    if (scoring.empty())
+      return;  // the run ended meanwhile (end_job recorded it unscored)
     auto& [e, reached] = scoring.front();
     if (read)
       e.pushes_applied = read->pushes_applied;
@@ -231,12 +233,13 @@ void score_next(controller_actor* self) {
       std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
     }
     e.detail += line;
-    record_at(self, std::move(e), reached);
+    append_event(self, std::move(e), reached);
     scoring.pop_front();
+    release_held(self);
     if (!scoring.empty())
-      score_next(self);
-    else
-      maybe_finish(self);
+      return score_next(self);
+    follow_up(self);  // the faults held back for the score
+    maybe_finish(self);
   });
 }
 
