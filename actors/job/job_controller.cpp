@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "actors/job/event_feed.hpp"
-#include "actors/roles/checkpointer.hpp"
+#include "actors/ps/checkpointer.hpp"
 #include "messages/errors.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/events.hpp"
@@ -168,6 +168,12 @@ void on_done(controller_actor* self, const worker_report& r) {
     return;
   st.progress.done.insert(r.worker);
   st.progress.reports[r.worker] = r;  // a worker killed after its last step reports again
+  // A done worker has completed every step, though it may not have
+  // reported the last ones: an incarnation that finds the shards through
+  // its last step ends without a step report. Faults due at those steps
+  // are due now.
+  if (r.worker < st.progress.worker_step.size())
+    st.progress.worker_step[r.worker] = st.cfg.steps;
   maybe_finish(self);
 }
 

@@ -45,7 +45,7 @@
 #include "actors/faults/fault_driver.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/rollback_policy.hpp"
-#include "actors/roles/checkpointer.hpp"
+#include "actors/ps/checkpointer.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/supervisor.hpp"
 
