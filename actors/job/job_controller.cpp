@@ -407,7 +407,7 @@ void record(controller_actor* self, job_event e) {
 
 void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
   auto& readout = self->state.readout;
-  if (!readout.scoring.empty())
+  if (!readout.scoring.empty() || readout.node_faults_pending > 0)
     readout.held.push_back({std::move(e), at});
   else
     append_event(self, std::move(e), at);
@@ -415,7 +415,7 @@ void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::t
 
 void release_held(controller_actor* self) {
   auto& readout = self->state.readout;
-  while (!readout.held.empty() &&
+  while (!readout.held.empty() && readout.node_faults_pending == 0 &&
          (readout.scoring.empty() || readout.held.front().at <= readout.scoring.front().at)) {
     auto& next = readout.held.front();
     append_event(self, std::move(next.event), next.at);
@@ -458,6 +458,7 @@ void end_job(controller_actor* self, caf::expected<job_result> outcome) {
   // The timeline closes in order: progress events still waiting for their
   // score go unscored, with the events held behind them.
   auto& readout = self->state.readout;
+  readout.node_faults_pending = 0;
   while (!readout.scoring.empty()) {
     auto waiting = std::move(readout.scoring.front());
     readout.scoring.pop_front();

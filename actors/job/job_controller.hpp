@@ -151,7 +151,8 @@ struct readout_state {
   };
   job_result result;
   std::deque<timed_event> scoring;  // progress events; the head is being read
-  std::deque<timed_event> held;     // events that came after the head
+  std::deque<timed_event> held;     // events that came after the head, or during a node fault
+  int node_faults_pending = 0;      // node faults being carried out: their events come first
   bool final_reading = false;       // the final read is in flight
 };
 

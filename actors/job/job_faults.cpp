@@ -2,6 +2,8 @@
 // (actors/faults/fault_driver.hpp) calls to end an actor in the running tree
 // (found through the tree's directory, waiting while it restarts, without
 // blocking the controller), and the application's job::kill and job::inject.
+#include <algorithm>
+
 #include "actors/core/crash.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/placement.hpp"
@@ -38,6 +40,15 @@ caf::behavior node_fault_runner(caf::event_based_actor*,
       return caf::ok_atom::value;
     },
   };
+}
+
+void node_fault_done(controller_actor* self, const std::function<void(caf::error)>& done,
+                     caf::error err) {
+  auto& pending = self->state.readout.node_faults_pending;
+  pending = std::max(pending - 1, 0);
+  done(std::move(err));  // records the fault
+  release_held(self);
+  maybe_finish(self);  // the run's end waited for it
 }
 
 void deliver(caf::response_promise& rp, caf::error err) {
@@ -95,7 +106,10 @@ void controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::mi
     runner = self->spawn<caf::detached + caf::linked>(node_fault_runner, cfg.node_faults);
   self->request(runner, caf::infinite, node, text.substr(0, text.find(':')),
                 static_cast<int64_t>(away.count()))
-    .then([done](caf::ok_atom) { done({}); }, [done](caf::error& err) { done(err); });
+    .then([me = self, done](caf::ok_atom) { node_fault_done(me, done, {}); },
+          [me = self, done](caf::error& err) { node_fault_done(me, done, err); });
+  // What happens meanwhile (the node's loss) follows the fault's own event.
+  ++self->state.readout.node_faults_pending;
 }
 
 void kill_now(controller_actor* self, const fault& f, caf::response_promise rp) {

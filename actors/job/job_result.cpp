@@ -271,7 +271,7 @@ void maybe_finish(controller_actor* self) {
   auto& st = self->state;
   auto& readout = st.readout;
   if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.workers ||
-      readout.final_reading || !readout.scoring.empty())
+      readout.final_reading || !readout.scoring.empty() || readout.node_faults_pending > 0)
     return;
   // Runs until every shard holds every push: faults may still strike after
   // the workers' last step (a shard restarts and needs their replay, the
