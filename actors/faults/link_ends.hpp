@@ -24,7 +24,6 @@
 #include <vector>
 
 #include <caf/actor.hpp>
-#include <caf/actor_cast.hpp>
 #include <caf/result.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -52,12 +51,11 @@ struct link_request<schema::PullRequest> {
   static constexpr msg_kind out = msg_kind::reply;
 };
 
-// The way back of one request: its promise, and where a duplicated answer's
-// plain copy goes (CAF delivers one response per request).
+// The way back of one request: its promise, the peer it answers, and the
+// kind of the answer on the link.
 template <class Reply>
 struct reply_to {
   caf::typed_response_promise<Reply> promise;
-  caf::actor requester;  // set only with link faults
   uint32_t peer = 0;
   msg_kind kind = msg_kind::reply;
 
@@ -139,8 +137,7 @@ caf::result<typename link_request<S>::answer> link_ends::request(Self* self, con
   peer_link stray;
   const auto& link = link_of(peer, stray);
   auto in = faults_->on_message(link.name, me_, link_request<S>::in);
-  reply_to<answer_t> to{self->template make_response_promise<answer_t>(),
-                        caf::actor_cast<caf::actor>(self->current_sender()), peer,
+  reply_to<answer_t> to{self->template make_response_promise<answer_t>(), peer,
                         link_request<S>::out};
   if (in.action == send_action::deliver) {
     auto reply = handle(std::move(*d));
@@ -149,11 +146,15 @@ caf::result<typename link_request<S>::answer> link_ends::request(Self* self, con
     answer(self, to, std::move(reply));
     return to.promise;
   }
+  // A doubled request is handled, then its copy twice: once answered again
+  // and once unanswered. (So the shard has always treated a doubled push;
+  // the answers after the first are dropped by CAF, which keeps one
+  // response per request.)
   held_.apply(
     self, in, link.in, [this, self, m, to, handle]() mutable { late_request(self, m, &to, handle); },
     [this, self, m, to, handle]() mutable {
       late_request(self, m, &to, handle);
-      late_request(self, m, nullptr, handle);  // the copy: handled, its answer unheard
+      late_request(self, m, nullptr, handle);
     });
   return to.promise;
 }
@@ -180,8 +181,8 @@ caf::result<typename link_request<S>::answer> link_ends::request_later(Self* sel
   auto d = decode(m);
   if (!d)
     return d.error();
-  reply_to<answer_t> to{self->template make_response_promise<answer_t>(), caf::actor{},
-                        d->root().getWorker(), link_request<S>::out};
+  reply_to<answer_t> to{self->template make_response_promise<answer_t>(), d->root().getWorker(),
+                        link_request<S>::out};
   if (!faults_) {
     handle(std::move(*d), to);
     return to.promise;
@@ -189,7 +190,6 @@ caf::result<typename link_request<S>::answer> link_ends::request_later(Self* sel
   peer_link stray;
   const auto& link = link_of(to.peer, stray);
   auto in = faults_->on_message(link.name, me_, link_request<S>::in);
-  to.requester = caf::actor_cast<caf::actor>(self->current_sender());
   if (in.action == send_action::deliver) {
     handle(std::move(*d), to);
     held_.delivered(link.in);
@@ -221,14 +221,10 @@ void link_ends::answer(Self* self, reply_to<Reply>& to, Reply reply) {
     held_.delivered(link.out);
     return;
   }
-  held_.apply(
-    self, out, link.out,
-    [rp = to.promise, reply]() mutable { rp.deliver(reply); },
-    [self, rp = to.promise, reply, requester = to.requester]() mutable {
-      rp.deliver(reply);
-      if (requester)
-        self->send(requester, reply);  // the second copy, as a plain message
-    });
+  // A doubled answer is delivered twice as the response to its request;
+  // the requester's CAF takes the first.
+  auto deliver = [rp = to.promise, reply]() mutable { rp.deliver(reply); };
+  held_.apply(self, out, link.out, deliver, deliver);
 }
 
 template <class Self, class Deliver>

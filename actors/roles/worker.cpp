@@ -367,9 +367,9 @@ caf::behavior running(worker_actor* self) {
         for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
         self->delayed_send(self, st.opt.request_timeout, refresh_atom::value);
       },
-      // An answer that arrives as a plain message (a duplicating link sends
-      // its second copy so): acks are idempotent; a pull reply counts only
-      // while that pull is still open.
+      // An answer that arrives as a plain message rather than as the
+      // response to a request: acks are idempotent; a pull reply counts
+      // only while that pull is still open.
       [self](const push_ack_msg& m) {
         auto a = decode(m);
         if (!a || self->state.core.phase() == worker_phase::halted)
