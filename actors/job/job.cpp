@@ -12,7 +12,7 @@
 
 #include "actors/job/job_impl.hpp"
 #include "actors/job/placement.hpp"
-#include "actors/roles/checkpointer.hpp"
+#include "actors/ps/checkpointer.hpp"
 #include "messages/decode.hpp"
 #include "messages/register_types.hpp"
 #include "storage/snapshot_store.hpp"

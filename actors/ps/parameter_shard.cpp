@@ -4,7 +4,7 @@
 // request is answered from the core. Messages cross the shard's links
 // through link_ends (actors/faults/link_ends.hpp), the decorator where the
 // job's link faults act; nothing here knows of them.
-#include "actors/roles/parameter_shard.hpp"
+#include "actors/ps/parameter_shard.hpp"
 
 #include <chrono>
 #include <deque>

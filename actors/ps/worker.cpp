@@ -4,7 +4,7 @@
 // are worker_core's; recovery is in worker_recovery.cpp. Directory updates
 // arrive through link_ends (actors/faults/link_ends.hpp), where the job's
 // link faults act on them; the shards' links are faulted at the shards.
-#include "actors/roles/worker.hpp"
+#include "actors/ps/worker.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -14,7 +14,7 @@
 #include "actors/core/job_event.hpp"
 #include "actors/core/request_timer.hpp"
 #include "actors/data_plane/data_plane.hpp"
-#include "actors/roles/worker_state.hpp"
+#include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 
