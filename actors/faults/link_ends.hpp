@@ -67,9 +67,10 @@ class link_ends {
   // No link faults: every message is delivered at once.
   link_ends() = default;
   // This actor is `me` ("shard:0"); its requests come from `peers` numbered
-  // peers named `peer_kind` + index ("worker:"). `faults` may be null.
-  link_ends(std::shared_ptr<link_faults> faults, std::string me, const std::string& peer_kind,
-            uint32_t peers);
+  // peers named `peer_kind` + index ("worker:"), if any. `faults` may be
+  // null.
+  link_ends(std::shared_ptr<link_faults> faults, std::string me,
+            const std::string& peer_kind = {}, uint32_t peers = 0);
 
   // Receives request `m` from the peer it names and returns its answer,
   // `handle(decoded<S>)`, over the link back. A request that does not

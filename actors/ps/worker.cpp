@@ -429,7 +429,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options op
     st.early.resize(opts.parts.size());
     st.scratch = opts.training_model->make_scratch();
     st.shards.resize(opts.parts.size());
-    st.links = link_ends(opts.faults, "worker:" + std::to_string(opts.worker), "shard:", 0);
+    st.links = link_ends(opts.faults, "worker:" + std::to_string(opts.worker));
     self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.
