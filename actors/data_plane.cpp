@@ -37,9 +37,9 @@ void data_plane::impl::start_threads(const connection_ptr& c) {
       if (!c->adopt(std::move(*s)))
         return;
       if (cfg.tls) {
-        if (auto err = c->secure(*cfg.tls, tls_session::role::connect, cfg.connect_timeout)) {
-          log("connection to " + c->name() + " refused: TLS: " + describe(err));
-          return close(c, describe(err));
+        if (auto why = c->secure(*cfg.tls, tls_session::role::connect, cfg.connect_timeout); !why.empty()) {
+          log("connection to " + c->name() + " refused: TLS: " + why);
+          return close(c, "TLS: " + why);
         }
         c->bytes()->set_timeout(cfg.connect_timeout);
       }
@@ -134,10 +134,10 @@ void data_plane::impl::read_requests(const connection_ptr& c) {
   if (cfg.tls) {
     // Nothing of a peer whose certificate our CA did not sign is read as
     // the data plane's: the TLS handshake refuses it first.
-    if (auto err = c->secure(*cfg.tls, tls_session::role::accept, cfg.connect_timeout)) {
+    if (auto why = c->secure(*cfg.tls, tls_session::role::accept, cfg.connect_timeout); !why.empty()) {
       ++refused;
-      log_refusal(*c, "TLS: " + describe(err));
-      return close(c, describe(err));
+      log_refusal(*c, "TLS: " + why);
+      return close(c, "TLS: " + why);
     }
   }
   auto io = c->bytes();

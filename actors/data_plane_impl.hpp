@@ -22,6 +22,7 @@
 #include "actors/data_plane.hpp"
 #include "actors/data_plane_wire.hpp"
 #include "actors/rate_limited_log.hpp"
+#include "messages/errors.hpp"
 #include "messages/protocol.hpp"
 
 namespace keel {
@@ -90,15 +91,15 @@ struct connection {
   }
 
   // Runs the TLS handshake on the socket (within `timeout`) and carries the
-  // connection's bytes through it from then on. Errors say why the peer, or
-  // this process's certificate, was refused.
-  caf::error secure(const tls_context& ctx, tls_session::role r, std::chrono::milliseconds timeout) {
+  // connection's bytes through it from then on. Empty on success, else why
+  // the peer, or this process's certificate, was refused.
+  std::string secure(const tls_context& ctx, tls_session::role r, std::chrono::milliseconds timeout) {
     int s = socket();
     auto session = tls_session::make(ctx, s, r, tls_name);
     if (!session)
-      return session.error();
-    if (auto err = (*session)->handshake(timeout))
-      return err;
+      return describe(session.error());
+    if ((*session)->handshake(timeout))
+      return (*session)->failure();
     std::lock_guard<std::mutex> guard(mtx);
     io = std::make_shared<dp::link>(s, std::move(*session));
     return {};

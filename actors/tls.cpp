@@ -182,8 +182,12 @@ caf::expected<std::shared_ptr<tls_context>> tls_context::load(const tls_files& f
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (SSL_CTX_use_certificate_chain_file(ctx, f.cert.c_str()) != 1)
     return bad_file(prefix + "cert", f.cert, "not a PEM certificate (" + take_openssl_reason() + ")");
-  if (SSL_CTX_use_PrivateKey_file(ctx, f.key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return bad_file(prefix + "key", f.key, "not an unencrypted PEM private key (" + take_openssl_reason() + ")");
+  if (SSL_CTX_use_PrivateKey_file(ctx, f.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    auto reason = take_openssl_reason();
+    if (reason.find("mismatch") != std::string::npos)
+      return bad_file(prefix + "key", f.key, "is not the key of the certificate " + f.cert);
+    return bad_file(prefix + "key", f.key, "not an unencrypted PEM private key (" + reason + ")");
+  }
   if (SSL_CTX_check_private_key(ctx) != 1)
     return bad_file(prefix + "key", f.key, "is not the key of the certificate " + f.cert);
   if (SSL_CTX_load_verify_locations(ctx, f.ca.c_str(), nullptr) != 1)
