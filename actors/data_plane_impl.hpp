@@ -100,6 +100,7 @@ struct connection {
       return describe(session.error());
     if ((*session)->handshake(timeout))
       return (*session)->failure();
+    (*session)->read_ahead();  // every read of this link loops until it would block
     std::lock_guard<std::mutex> guard(mtx);
     io = std::make_shared<dp::link>(s, std::move(*session));
     return {};

@@ -104,8 +104,15 @@ class tls_session {
   // another writes (the data plane's reader and writer).
   bool read_exact(void* data, size_t n, std::chrono::milliseconds timeout, std::mutex* lock = nullptr);
   bool write_exact(const void* data, size_t n, std::chrono::milliseconds timeout, std::mutex* lock = nullptr);
-  // Bytes already decrypted and waiting to be read.
+  // Bytes already decrypted and waiting to be read (at least 1 while
+  // records are buffered undecrypted): a reader driven by poll must read
+  // on while this is not zero.
   size_t pending() const;
+  // From now on reads take several records per system call. Off until
+  // then, so that a read of a handshake's last bytes never takes what
+  // follows them into this session's buffer, where a reader that waits
+  // with poll before its first read (CAF's) would not see it.
+  void read_ahead();
 
   ~tls_session();
   tls_session(const tls_session&) = delete;

@@ -28,7 +28,8 @@ struct tls_policy {
   bool try_accept(net::native_socket&, net::native_socket) { return false; }  // never a doorman
 
   // Records already decrypted are not in the socket: poll would not wake for them.
-  bool must_read_more(net::native_socket, size_t threshold) { return session->pending() >= threshold; }
+  // (Any: a read that finds less than the threshold just returns less.)
+  bool must_read_more(net::native_socket, size_t) { return session->pending() > 0; }
 
   static net::rw_state moved(size_t& result, long n, size_t len) {
     result = n > 0 ? static_cast<size_t>(n) : 0;
@@ -81,6 +82,7 @@ class tls_scribe final : public caf::io::scribe {
 
 caf::io::scribe_ptr make_tls_scribe(caf::actor_system& sys, int fd, std::unique_ptr<tls_session> session) {
   auto& mpx = static_cast<net::default_multiplexer&>(sys.middleman().backend());
+  session->read_ahead();
   return caf::make_counted<tls_scribe>(mpx, fd, std::move(session));
 }
 
