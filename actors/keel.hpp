@@ -10,9 +10,9 @@
 //   auto j = keel::job::start(cfg);
 //   auto result = (*j)->wait(std::chrono::minutes(10));
 //
-// See actors/job.hpp for the configuration, events, kills and the result,
+// See actors/job/job.hpp for the configuration, events, kills and the result,
 // actors/faults/recovery.hpp for reading the recoveries back from the events,
-// actors/metrics.hpp (with metrics_http.hpp and metrics_file.hpp) for
+// actors/metrics/metrics.hpp (with metrics_http.hpp and metrics_file.hpp) for
 // metrics fed from job::on_event, and demos/embedding/ for an application
 // that brings its own model. An installed keel is found with find_package(keel) and linked as keel::keel;
 // include this header as <keel/keel.hpp>. Only this header and the ones it
@@ -21,11 +21,11 @@
 // (caf::error / caf::expected<T>, messages/errors.hpp lists the codes) whose
 // text names what was wrong; none throws.
 
-#include "actors/job.hpp"
 #include "actors/faults/recovery.hpp"
-#include "actors/metrics.hpp"
-#include "actors/metrics_file.hpp"
-#include "actors/metrics_http.hpp"
+#include "actors/job/job.hpp"
+#include "actors/metrics/metrics.hpp"
+#include "actors/metrics/metrics_file.hpp"
+#include "actors/metrics/metrics_http.hpp"
 #include "messages/errors.hpp"
 #include "models/model.hpp"
 #include "models/model_registry.hpp"

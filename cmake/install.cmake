@@ -6,7 +6,8 @@ include(GNUInstallDirs)
 
 set(KEEL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/keel)
 set(_keel_layers)
-foreach(lib keel_messages keel_storage keel_supervision keel_models keel_actors)
+foreach(lib keel_messages keel_storage keel_supervision keel_models keel_core keel_net
+    keel_data_plane keel_faults keel_roles keel_job keel_metrics keel_chaos keel_actors)
   if(TARGET ${lib})
     list(APPEND _keel_layers ${lib})
   endif()
@@ -25,9 +26,9 @@ install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
 # schemas, storage, supervision stay inside the libraries).
 # tests/embedding_check.sh builds an application against exactly these.
 set(KEEL_PUBLIC_HEADERS
-  actors/job.hpp actors/job_event.hpp actors/wire_bits.hpp actors/consistency.hpp actors/optimizer.hpp
+  actors/job/job.hpp actors/core/job_event.hpp messages/wire_bits.hpp actors/core/consistency.hpp actors/core/optimizer.hpp
   actors/faults/fault_plan.hpp actors/faults/recovery.hpp
-  actors/metrics.hpp actors/metrics_http.hpp actors/metrics_file.hpp
+  actors/metrics/metrics.hpp actors/metrics/metrics_http.hpp actors/metrics/metrics_file.hpp
   messages/errors.hpp
   models/model.hpp models/model_configs.hpp models/model_registry.hpp
   models/parameter_layout.hpp models/span.hpp models/batch_schedule.hpp)

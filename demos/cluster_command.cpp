@@ -23,7 +23,7 @@
 #include <random>
 #include <thread>
 
-#include "actors/cluster_placement.hpp"
+#include "actors/cluster/cluster_placement.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
@@ -287,10 +287,7 @@ int cluster(const args& a) {
     }
     pc.model.name = model_name;
     pc.model.data_dir = mo.data_dir.string();
-    pc.model.mnist_train_limit = mo.mnist_limits.train;
-    pc.model.mnist_test_limit = mo.mnist_limits.test;
-    pc.model.sparse_lr = mo.sparse_lr;
-    pc.model.probe = mo.probe;
+    pc.model.options = mo;
     cfg.placement = std::make_shared<cluster_placement>(pc);
     if (connect)
       return {};

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/job.hpp"
+#include "actors/job/job.hpp"
 #include "models/model_registry.hpp"
 
 namespace keel::cli {

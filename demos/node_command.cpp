@@ -1,5 +1,5 @@
 // `keel node`: runs this process as a cluster node. It serves a node agent
-// (actors/node_agent.hpp) behind a gate on --listen (actors/cluster_gate.hpp:
+// (actors/cluster/node_agent.hpp) behind a gate on --listen (actors/cluster/cluster_gate.hpp:
 // CAF sees only peers that proved the cluster secret), prints
 //   keel node: listening on HOST:PORT (node NODE_ID)
 // and, unless --no-data-plane,
@@ -24,10 +24,10 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/cluster_gate.hpp"
-#include "actors/data_plane.hpp"
-#include "actors/node_agent.hpp"
-#include "actors/node_client.hpp"
+#include "actors/cluster/cluster_gate.hpp"
+#include "actors/cluster/node_agent.hpp"
+#include "actors/cluster/node_client.hpp"
+#include "actors/data_plane/data_plane.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"
@@ -157,7 +157,7 @@ int run_node(const node_flags& f) {
     self->send_exit(*agent, caf::exit_reason::user_shutdown);
   };
   // CAF itself listens nowhere: the gate accepts, and hands CAF only the
-  // connections that proved the cluster secret (actors/cluster_gate.hpp).
+  // connections that proved the cluster secret (actors/cluster/cluster_gate.hpp).
   cluster_gate_config gc;
   gc.host = f.listen.host;
   gc.port = f.listen.port;

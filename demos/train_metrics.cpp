@@ -2,7 +2,7 @@
 
 #include "cli_flags.hpp"
 
-#include "actors/job.hpp"
+#include "actors/job/job.hpp"
 
 namespace po = boost::program_options;
 

@@ -11,9 +11,9 @@
 #include <ostream>
 #include <string>
 
-#include "actors/metrics.hpp"
-#include "actors/metrics_file.hpp"
-#include "actors/metrics_http.hpp"
+#include "actors/metrics/metrics.hpp"
+#include "actors/metrics/metrics_file.hpp"
+#include "actors/metrics/metrics_http.hpp"
 
 namespace keel::cli {
 

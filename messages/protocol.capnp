@@ -186,13 +186,13 @@ struct NodeJoin {
   port @3 :UInt16;
   pid @4 :UInt32;
   actorTypes @5 :List(Text);
-  # The cluster-secret handshake (actors/node_agent.hpp): `challenge` is 32
+  # The cluster-secret handshake (actors/cluster/node_agent.hpp): `challenge` is 32
   # random bytes the receiver must prove the secret over; `proof` is
   # HMAC-SHA256 over the other side's challenge (32 bytes), or empty.
   challenge @6 :Data;
   proof @7 :Data;
   role @8 :Role;             # a client (a coordinator) listens nowhere: port 0
-  dataPort @9 :UInt16;       # the node's data plane (actors/data_plane.hpp); 0: none
+  dataPort @9 :UInt16;       # the node's data plane (actors/data_plane/data_plane.hpp); 0: none
 
   enum Role {
     node @0;

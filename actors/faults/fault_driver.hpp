@@ -24,8 +24,8 @@
 
 #include <caf/error.hpp>
 
+#include "actors/core/job_event.hpp"
 #include "actors/faults/fault_plan.hpp"
-#include "actors/job_event.hpp"
 
 namespace keel {
 

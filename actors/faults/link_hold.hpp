@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "actors/atoms.hpp"
+#include "actors/core/atoms.hpp"
 #include "actors/faults/link_faults.hpp"
 
 namespace keel {

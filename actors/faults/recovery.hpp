@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job_event.hpp"
+#include "actors/core/job_event.hpp"
 
 namespace keel {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/shard_core.hpp"
+#include "actors/core/shard_core.hpp"
 #include "messages/decode.hpp"
 
 using namespace keel;

@@ -4,7 +4,7 @@
 //  - restore from an in-memory copy of its snapshot, every CRC checked (what
 //    a peer holding a copy would send): decode the frame, then restore_shard,
 //    which checks the CRCs while it copies into arrays a stopped shard left
-//    behind (actors/tensor_recycler.hpp); ceiling: memcpy of the parameters'
+//    behind (actors/core/tensor_recycler.hpp); ceiling: memcpy of the parameters'
 //    bytes into memory already faulted in;
 //  - restore from the job's own in-memory copy (its CRCs were checked when
 //    it was made: verify_mode::structure); same ceiling;
@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/core/shard_snapshot.hpp"
 #include "actors/keel.hpp"
-#include "actors/shard_snapshot.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/snapshot.hpp"
 

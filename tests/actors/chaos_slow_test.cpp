@@ -1,6 +1,6 @@
 // The chaos suite's longer tier: thousands of seeded fault plans against
 // probe runs, and MNIST runs under faults, each checked for keel's promises
-// (actors/faults/chaos.hpp). Not in the default CI run: `ctest -R '(slow)'`, or the
+// (actors/chaos/chaos.hpp). Not in the default CI run: `ctest -R '(slow)'`, or the
 // same through `keel chaos --seeds N`. It prints the figures the note
 // reports: faults by kind, recoveries, lost updates, recovery times.
 #include <algorithm>

@@ -2,7 +2,7 @@
 // kind including supervisors; message drops, duplicates, delays and
 // reorders on every link; storage write and fsync failures, tears and bit
 // flips; at steps, times and message counts) against short runs of the probe and
-// the sparse model, each checking keel's promises (actors/faults/chaos.hpp). A
+// the sparse model, each checking keel's promises (actors/chaos/chaos.hpp). A
 // failing seed prints the plan that reproduces it.
 #include <map>
 

@@ -9,8 +9,8 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/data_plane.hpp"
-#include "actors/data_plane_wire.hpp"
+#include "actors/data_plane/data_plane.hpp"
+#include "actors/data_plane/data_plane_wire.hpp"
 #include "cli_run.hpp"
 #include "two_param_shard.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/faults/chaos.hpp"
+#include "actors/chaos/chaos.hpp"
 #include "actors/keel.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"

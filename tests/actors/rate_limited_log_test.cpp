@@ -1,4 +1,4 @@
-#include "actors/rate_limited_log.hpp"
+#include "actors/net/rate_limited_log.hpp"
 
 #include <string>
 #include <vector>

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "actors/request_timer.hpp"
+#include "actors/core/request_timer.hpp"
 
 using namespace keel;
 using namespace std::chrono_literals;

@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
-#include "actors/checkpoint_coordinator.hpp"
+#include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/faults/fault_driver.hpp"
 #include "actors/faults/link_faults.hpp"
-#include "actors/rollback_policy.hpp"
+#include "actors/job/rollback_policy.hpp"
 #include "messages/errors.hpp"
 #include "messages/protocol.hpp"
 

@@ -3,9 +3,10 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/shard_core.hpp"
-#include "actors/shard_snapshot.hpp"
-#include "actors/tensor_recycler.hpp"
+#include "actors/core/shard_core.hpp"
+#include "actors/core/shard_snapshot.hpp"
+#include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
 #include "push_builder.hpp"
 
 using namespace keel;

@@ -9,8 +9,8 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/atoms.hpp"
-#include "actors/parameter_shard.hpp"
+#include "actors/core/atoms.hpp"
+#include "actors/roles/parameter_shard.hpp"
 #include "messages/register_types.hpp"
 #include "storage/snapshot.hpp"
 

@@ -1,7 +1,7 @@
 // worker_core without an actor: two shards, four dense keys and eight
 // sparse keys (shard 0 owns dense [0,2) and sparse keys 0..3, shard 1 dense
 // [2,4) and sparse keys 4..7), worker 7 in epoch 3.
-#include "actors/worker_core.hpp"
+#include "actors/core/worker_core.hpp"
 
 #include <doctest/doctest.h>
 

@@ -6,12 +6,12 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/atoms.hpp"
+#include "actors/core/atoms.hpp"
+#include "actors/core/job_event.hpp"
+#include "actors/core/partition.hpp"
 #include "actors/faults/link_faults.hpp"
-#include "actors/job_event.hpp"
-#include "actors/parameter_shard.hpp"
-#include "actors/partition.hpp"
-#include "actors/worker.hpp"
+#include "actors/roles/parameter_shard.hpp"
+#include "actors/roles/worker.hpp"
 #include "messages/register_types.hpp"
 #include "models/probe_model.hpp"
 #include "supervision/directory.hpp"

@@ -14,8 +14,8 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
-#include "actors/node_client.hpp"
-#include "actors/node_protocol.hpp"
+#include "actors/cluster/node_client.hpp"
+#include "actors/cluster/node_protocol.hpp"
 #include "killed_run.hpp"
 #include "messages/errors.hpp"
 #include "node_process.hpp"

@@ -9,8 +9,8 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/cluster_placement.hpp"
-#include "actors/job.hpp"
+#include "actors/cluster/cluster_placement.hpp"
+#include "actors/job/job.hpp"
 #include "cluster_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "actors/data_plane_wire.hpp"
+#include "actors/data_plane/data_plane_wire.hpp"
 #include "cluster_fixture.hpp"
 
 using namespace keel;

@@ -8,8 +8,8 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/cluster_gate.hpp"
+#include "actors/cluster/cluster_gate.hpp"
+#include "actors/core/atoms.hpp"
 #include "cluster_fixture.hpp"
 #include "push_builder.hpp"
 #include "storage/snapshot.hpp"
@@ -201,7 +201,7 @@ TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or i
   auto cp = spawn_on(h, make_spawn_request("checkpointer", c), patience);
   REQUIRE_MESSAGE(cp, describe(cp.error()));
   w.model.name = "probe";
-  w.model.probe.dense_keys = 4;
+  w.model.options.probe.dense_keys = 4;
   w.parts[0].dense = {0, 4};
   w.parts[0].sparse = {4, 12};
   auto worker = spawn_on(h, make_spawn_request("worker:0", w), patience);

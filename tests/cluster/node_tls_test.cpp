@@ -7,9 +7,9 @@
 // user's would. Loopback only.
 #include <caf/io/all.hpp>
 
-#include "actors/cluster_gate.hpp"
-#include "actors/data_plane.hpp"
-#include "actors/data_plane_wire.hpp"
+#include "actors/cluster/cluster_gate.hpp"
+#include "actors/data_plane/data_plane.hpp"
+#include "actors/data_plane/data_plane_wire.hpp"
 #include "cluster_fixture.hpp"
 #include "keel_output.hpp"
 #include "recording_proxy.hpp"

@@ -16,7 +16,7 @@
 #include <doctest/doctest.h>
 #include <kj/exception.h>
 
-#include "actors/shard_snapshot.hpp"
+#include "actors/core/shard_snapshot.hpp"
 #include "fuzz_targets.hpp"
 #include "invariant.hpp"
 #include "memory_io.hpp"

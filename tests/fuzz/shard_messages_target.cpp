@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "actors/shard_core.hpp"
+#include "actors/core/shard_core.hpp"
 #include "fuzz_targets.hpp"
 #include "invariant.hpp"
 #include "message_invariants.hpp"

@@ -5,7 +5,7 @@
 // clock, version and step counters. What the fuzz targets compare a shard
 // against after a restore round trip or a duplicate push.
 
-#include "actors/shard_core.hpp"
+#include "actors/core/shard_core.hpp"
 
 namespace keel::fuzz {
 

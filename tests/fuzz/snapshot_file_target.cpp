@@ -12,7 +12,7 @@
 
 #include <kj/exception.h>
 
-#include "actors/shard_snapshot.hpp"
+#include "actors/core/shard_snapshot.hpp"
 #include "fuzz_targets.hpp"
 #include "invariant.hpp"
 #include "memory_io.hpp"

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/job_event.hpp"
-#include "actors/metrics.hpp"
-#include "actors/metrics_http.hpp"
+#include "actors/core/job_event.hpp"
+#include "actors/metrics/metrics.hpp"
+#include "actors/metrics/metrics_http.hpp"
 #include "cli_run.hpp"  // wait_until
 #include "scrape.hpp"
 

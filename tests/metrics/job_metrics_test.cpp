@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "../actors/job_fixture.hpp"
-#include "actors/metrics.hpp"
-#include "actors/metrics_http.hpp"
+#include "actors/metrics/metrics.hpp"
+#include "actors/metrics/metrics_http.hpp"
 #include "scrape.hpp"
 
 using namespace keel;

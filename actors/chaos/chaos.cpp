@@ -1,0 +1,132 @@
+#include "actors/chaos/chaos.hpp"
+
+#include <deque>
+#include <filesystem>
+#include <random>
+
+#include "messages/errors.hpp"
+#include "models/probe_model.hpp"
+
+namespace keel {
+
+namespace {
+
+// A fresh checkpoint directory per run, removed afterwards.
+struct scratch_dir {
+  std::filesystem::path path;
+  explicit scratch_dir(const std::filesystem::path& base, uint64_t seed) {
+    std::random_device rd;
+    path = base / ("chaos-" + std::to_string(seed) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Runs one job; a failure's text ends with the last events before it, so a
+// hang says what the job was doing.
+caf::expected<job_result> run_one(job_config cfg, std::chrono::milliseconds timeout) {
+  auto j = job::start(std::move(cfg));
+  if (!j)
+    return j.error();
+  std::deque<std::string> last;
+  (*j)->on_event([&last](const job_event& e) {
+    if (e.kind == event_kind::progress)
+      return;
+    last.push_back(to_string(e));
+    if (last.size() > 12)
+      last.pop_front();
+  });
+  auto r = (*j)->wait(timeout);
+  if (!r) {
+    auto text = describe(r.error());
+    text = text.substr(text.find(": ") == std::string::npos ? 0 : text.find(": ") + 2);
+    text += "; the last events:";
+    for (auto& line : last)
+      text += "\n    " + line;
+    auto& err = r.error();
+    return make_error(err.category() == error_category() ? static_cast<errc>(err.code()) : errc::timeout,
+                      text);
+  }
+  return r;
+}
+
+void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& out) {
+  uint64_t expected = uint64_t{cfg.workers} * cfg.shards * cfg.steps;
+  out.lost_updates = static_cast<int64_t>(r.pushes_acked) - static_cast<int64_t>(r.pushes_applied);
+  if (r.pushes_acked != expected || r.pushes_applied != expected) {
+    out.exactly_once = false;
+    out.problem = "acked " + std::to_string(r.pushes_acked) + ", applied " +
+                  std::to_string(r.pushes_applied) + ", expected " + std::to_string(expected);
+    return;
+  }
+  if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model))
+    if (auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.shards)) {
+      out.exactly_once = false;
+      out.problem = describe(err);
+    }
+}
+
+// The time from every kill to its victim's return, for the kills that came
+// back (rollbacks a worker asked for are not kills).
+void measure_recoveries(const job_result& r, chaos_run& out) {
+  for (auto& rec : recoveries(r.events))
+    if (after_kill(rec) && rec.served_after_us)
+      out.recovery_us.emplace_back(rec.kind, *rec.served_after_us);
+}
+
+}  // namespace
+
+std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint64_t count,
+                                 const std::function<void(const chaos_run&)>& each) {
+  auto base_dir = opts.base.checkpoint_dir;
+  std::string reference;
+  bool bsp = opts.base.rule.kind == consistency_kind::bsp;
+  if (bsp) {
+    scratch_dir dir(base_dir, 0);
+    auto cfg = opts.base;
+    cfg.checkpoint_dir = dir.path;
+    auto clean = run_one(cfg, opts.run_timeout);
+    if (clean)
+      reference = clean->params_sha256;
+  }
+  std::vector<chaos_run> runs;
+  for (uint64_t seed = first; seed < first + count; ++seed) {
+    chaos_run out;
+    out.seed = seed;
+    auto cfg = opts.base;
+    cfg.faults = random_fault_plan(seed, opts.mix);
+    out.plan = to_string(cfg.faults);
+    out.planned = cfg.faults.size();
+    scratch_dir dir(base_dir, seed);
+    cfg.checkpoint_dir = dir.path;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run_one(cfg, opts.run_timeout);
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) {
+      out.finished = false;
+      out.problem = describe(r.error());
+    } else {
+      out.faults = r->faults_injected;
+      out.not_injected = r->faults_not_injected;
+      for (auto& [name, n] : r->restarts)
+        out.recoveries += n;
+      out.recoveries += r->rollbacks;
+      measure_recoveries(*r, out);
+      check_exactly_once(cfg, *r, out);
+      if (bsp && r->params_sha256 != reference) {
+        out.bit_identical = false;
+        if (out.problem.empty())
+          out.problem = "params_sha256 differs from the fault-free run's";
+      }
+    }
+    if (each)
+      each(out);
+    runs.push_back(std::move(out));
+  }
+  return runs;
+}
+
+}  // namespace keel

@@ -1,0 +1,299 @@
+#include "actors/cluster/cluster_placement.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/core/job_event.hpp"
+#include "messages/errors.hpp"
+
+namespace keel {
+
+using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
+
+struct cluster_placement::state {
+  mutable std::mutex mtx;
+  std::condition_variable changed;  // a node came back
+  cluster_placement_config cfg;
+  std::vector<node_handle> handles;  // by node index
+  std::vector<bool> alive;
+  std::map<std::string, uint32_t> placed;  // child -> node index
+  caf::actor job;
+  caf::actor watcher;
+
+  std::string node_name(uint32_t i) const { return "node:" + std::to_string(i); }
+};
+
+namespace {
+
+using state_ptr = std::shared_ptr<cluster_placement::state>;
+
+// The index in `name` ("shard:3" -> 3), 0 when it has none.
+uint32_t index_of(const std::string& name) {
+  auto colon = name.find(':');
+  return colon == std::string::npos ? 0 : static_cast<uint32_t>(std::stoul(name.substr(colon + 1)));
+}
+
+void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
+              std::string children = {}) {
+  auto e = make_job_event(kind, st->node_name(node), std::move(detail));
+  e.peer = std::move(children);
+  if (st->job)
+    caf::anon_send(st->job, std::move(e));
+}
+
+// Every live node's data plane address.
+std::vector<data_route> routes_of(const state_ptr& st) {
+  std::vector<data_route> out;
+  std::lock_guard<std::mutex> guard(st->mtx);
+  for (uint32_t i = 0; i < st->handles.size(); ++i)
+    if (st->alive[i] && st->handles[i].data_port != 0)
+      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port,
+                               st->handles[i].tls_name});
+  return out;
+}
+
+// Tells every live node where the others' data planes are now, so workers
+// started before a node came back reach its shards on it too.
+void tell_routes(caf::actor_system& sys, const state_ptr& st) {
+  auto routes = routes_of(st);
+  std::vector<caf::actor> agents;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (uint32_t i = 0; i < st->handles.size(); ++i)
+      if (st->alive[i])
+        agents.push_back(st->handles[i].agent);
+  }
+  // Not from the (detached) watcher itself: a detached actor whose handle
+  // went to another node stays in CAF 0.17's registry and its thread blocks
+  // the actor system's shutdown for good (upstream #1110, CAF017.md; seen
+  // here as a coordinator hanging at exit). A scoped actor, as connect_node
+  // uses, does not. A node that does not take them keeps using CAF's path.
+  caf::scoped_actor sender{sys};
+  for (auto& a : agents)
+    sender->send(a, node_routes_atom::value, routes);
+}
+
+// Watches every node's agent: a down agent is a lost node; lost nodes are
+// tried again at their address until one answers (restarted on its port).
+// Detached: reconnecting blocks.
+caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (auto& h : st->handles) self->monitor(h.agent);
+  }
+  self->set_down_handler([self, st](caf::down_msg& dm) {
+    std::string children;
+    uint32_t lost = 0;
+    bool found = false;
+    {
+      std::lock_guard<std::mutex> guard(st->mtx);
+      for (uint32_t i = 0; i < st->handles.size(); ++i)
+        if (st->alive[i] && st->handles[i].agent.address() == dm.source) {
+          st->alive[i] = false;
+          lost = i;
+          found = true;
+        }
+      if (!found)
+        return;
+      for (auto& [child, node] : st->placed)
+        if (node == lost)
+          children += (children.empty() ? "" : ",") + child;
+    }
+    tell_job(st, event_kind::node_down, lost,
+             "lost (" + self->system().render(dm.reason) + "); its children: " +
+               (children.empty() ? "none" : children),
+             children);
+    self->delayed_send(self, st->cfg.reconnect_every, reconnect_atom::value);
+  });
+  return {
+    [self, st](reconnect_atom) {
+      std::vector<uint32_t> lost;
+      {
+        std::lock_guard<std::mutex> guard(st->mtx);
+        for (uint32_t i = 0; i < st->alive.size(); ++i)
+          if (!st->alive[i])
+            lost.push_back(i);
+      }
+      for (auto i : lost) {
+        auto& addr = st->cfg.nodes[i];
+        auto h = connect_node(self->system(), addr.host, addr.port, st->cfg.secret,
+                              st->cfg.settings.connection_timeout, {}, tls_peer{st->cfg.tls, addr.identity()});
+        if (!h)
+          continue;
+        self->monitor(h->agent);
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          if (i >= st->handles.size())  // detached meanwhile
+            return;
+          st->handles[i] = *h;
+          st->alive[i] = true;
+        }
+        st->changed.notify_all();
+        tell_routes(self->system(), st);
+        tell_job(st, event_kind::node_up, i,
+                 "back at " + addr.host + ":" + std::to_string(addr.port) + " (node " + h->node + ")");
+      }
+      if (lost.size() > 0)
+        self->delayed_send(self, st->cfg.reconnect_every, reconnect_atom::value);
+    },
+  };
+}
+
+}  // namespace
+
+cluster_placement::cluster_placement(cluster_placement_config cfg)
+    : cfg_(std::move(cfg)), state_(std::make_shared<state>()) {
+  state_->cfg = cfg_;
+}
+
+cluster_placement::~cluster_placement() {
+  detach();
+}
+
+void cluster_placement::detach() {
+  caf::actor watcher;
+  std::vector<node_handle> handles;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    std::swap(watcher, state_->watcher);
+    std::swap(handles, state_->handles);  // proxies of the system going away
+    state_->alive.assign(state_->alive.size(), false);
+    state_->job = caf::actor{};
+  }
+  if (watcher)
+    caf::anon_send_exit(watcher, caf::exit_reason::kill);
+}
+
+void cluster_placement::configure(caf::actor_system_config& cfg) {
+  configure_cluster_system(cfg, cfg_.settings);
+}
+
+caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& job) {
+  if (cfg_.nodes.empty())
+    return make_error(errc::invalid_argument, "a cluster placement needs at least one node");
+  std::vector<node_handle> handles;
+  for (uint32_t i = 0; i < cfg_.nodes.size(); ++i) {
+    auto& a = cfg_.nodes[i];
+    auto h = connect_node(sys, a.host, a.port, cfg_.secret, cfg_.spawn_timeout, {}, tls_peer{cfg_.tls, a.identity()});
+    if (!h)
+      return make_error(errc::not_found, "node:" + std::to_string(i) + " at " + a.host + ":" +
+                                           std::to_string(a.port) + ": " + describe(h.error()));
+    handles.push_back(*h);
+  }
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    state_->handles = std::move(handles);
+    state_->alive.assign(state_->handles.size(), true);
+    state_->job = job;
+  }
+  state_->watcher = sys.spawn<caf::detached>(node_watcher, state_);
+  return {};
+}
+
+caf::expected<caf::actor> cluster_placement::start(const std::string& name, uint32_t preferred,
+                                                   const spawn_request& req) {
+  auto n = static_cast<uint32_t>(cfg_.nodes.size());
+  {
+    // A restarted child tries the node its last incarnation ran on last:
+    // that node may be the one that just died, before its agent's down
+    // reached the watcher (a request to it would only time out).
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    if (auto it = state_->placed.find(name); it != state_->placed.end() && req.incarnation > 1)
+      preferred = it->second + 1;
+  }
+  // With no live node (every one lost at once, one restarting), waits up to
+  // spawn_timeout for the watcher to bring one back.
+  auto deadline = std::chrono::steady_clock::now() + cfg_.spawn_timeout;
+  std::string tried;
+  for (;;) {
+    bool any_live = false;
+    for (uint32_t k = 0; k < n; ++k) {
+      auto i = (preferred + k) % n;
+      node_handle h;
+      {
+        std::lock_guard<std::mutex> guard(state_->mtx);
+        if (!state_->alive[i])
+          continue;
+        h = state_->handles[i];
+      }
+      any_live = true;
+      auto child = spawn_on(h, req, cfg_.spawn_timeout);
+      if (child) {
+        std::lock_guard<std::mutex> guard(state_->mtx);
+        state_->placed[name] = i;
+        return child;
+      }
+      tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
+    }
+    if (any_live)
+      break;
+    std::unique_lock<std::mutex> lock(state_->mtx);
+    auto live = [&] { return std::find(state_->alive.begin(), state_->alive.end(), true) != state_->alive.end(); };
+    if (!state_->changed.wait_until(lock, deadline, live))
+      break;
+  }
+  return make_error(errc::not_found, "cannot start " + name + " on any node (" +
+                                       (tried.empty() ? "none is live" : tried) + ")");
+}
+
+caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, const std::string& name,
+                                                         uint64_t incarnation, const shard_options& o) {
+  shard_spawn s;
+  s.config = o.config;
+  if (o.snapshot)
+    s.snapshot = shard_snapshot_msg(o.snapshot);
+  else
+    s.initial_dense = o.initial_dense;
+  s.snapshot_every_steps = o.snapshot_every_steps;
+  s.directory = o.directory;
+  auto req = make_spawn_request(name, std::move(s));
+  req.incarnation = incarnation;
+  return start(name, index_of(name), req);
+}
+
+caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, const std::string& name,
+                                                          uint64_t incarnation, const worker_options& o) {
+  worker_spawn w;
+  w.worker = o.worker;
+  w.num_workers = o.num_workers;
+  w.model = cfg_.model;
+  w.parts = o.parts;
+  w.shard_names = o.shard_names;
+  w.directory = o.directory;
+  w.job = o.job;
+  w.seed = o.seed;
+  w.batch_size = o.batch_size;
+  w.total_steps = o.total_steps;
+  w.request_timeout_ms = static_cast<uint32_t>(o.request_timeout.count());
+  w.retry_min_ms = static_cast<uint32_t>(o.retry_min.count());
+  w.retry_max_ms = static_cast<uint32_t>(o.retry_max.count());
+  w.epoch = o.epoch;
+  w.rule = o.rule;
+  w.windowed = o.windowed;
+  // Every node's data plane, so the worker's pushes and pulls go straight
+  // to whichever node runs a shard (now or after a restart).
+  w.routes = routes_of(state_);
+  auto req = make_spawn_request(name, std::move(w));
+  req.incarnation = incarnation;
+  // Workers start after the shards' nodes, so a small cluster mixes both.
+  return start(name, index_of(name) + static_cast<uint32_t>(o.parts.size()), req);
+}
+
+std::string cluster_placement::where() const {
+  std::lock_guard<std::mutex> guard(state_->mtx);
+  std::string out;
+  for (auto& [child, node] : state_->placed)
+    out += (out.empty() ? "" : ", ") + child + "@" + state_->node_name(node);
+  return out;
+}
+
+int cluster_placement::node_of(const std::string& child) const {
+  std::lock_guard<std::mutex> guard(state_->mtx);
+  auto it = state_->placed.find(child);
+  return it == state_->placed.end() ? -1 : static_cast<int>(it->second);
+}
+
+}  // namespace keel

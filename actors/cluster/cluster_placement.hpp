@@ -1,0 +1,77 @@
+#pragma once
+// A cluster_placement runs a job's shards and workers on keel node processes
+// (`keel node`, actors/cluster/node_agent.hpp): the job's process (the coordinator)
+// keeps root, the directory, the supervisors and the checkpointer, and asks
+// the nodes' agents to start each shard and worker. Child i prefers node
+// (i mod N) among shards, and workers are spread the same way starting after
+// the shards; a child restarted after its node died goes to the next live
+// node. The placement monitors every node's agent: a node's death (its
+// connection lost, or no heartbeat within the connection timeout for a hung
+// one) becomes a node_down event for the job naming the children it ran,
+// and a node that answers again at its address (restarted on the same port)
+// is reconnected and announced with node_up. Storage must be reachable from
+// every node at the same path: one machine, or a shared filesystem.
+// Thread-safe: supervisors call start_* concurrently.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/node_client.hpp"
+#include "actors/cluster/node_protocol.hpp"
+#include "actors/job/placement.hpp"
+#include "actors/net/cluster_secret.hpp"
+
+namespace keel {
+
+struct node_address {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string tls_name;  // with TLS: the name its certificate must state (empty: host)
+  const std::string& identity() const { return tls_name.empty() ? host : tls_name; }
+};
+
+struct cluster_placement_config {
+  std::vector<node_address> nodes;  // at least one
+  cluster_secret secret;
+  // TLS to every node (null: none): each node's certificate must state its
+  // address's identity(); the nodes' data planes are told the same names.
+  std::shared_ptr<const tls_context> tls;
+  model_spec model;                 // how the nodes build the workers' model
+  cluster_settings settings;        // heartbeat and connection timeout
+  std::chrono::milliseconds spawn_timeout{5000};
+  std::chrono::milliseconds reconnect_every{250};  // trying lost nodes again
+};
+
+class cluster_placement final : public child_placement {
+ public:
+  explicit cluster_placement(cluster_placement_config cfg);
+  ~cluster_placement() override;
+
+  void configure(caf::actor_system_config& cfg) override;
+  caf::error attach(caf::actor_system& sys, const caf::actor& job) override;
+  caf::expected<caf::actor> start_shard(caf::actor_system& sys, const std::string& name,
+                                        uint64_t incarnation, const shard_options& o) override;
+  caf::expected<caf::actor> start_worker(caf::actor_system& sys, const std::string& name,
+                                         uint64_t incarnation, const worker_options& o) override;
+  void detach() override;
+  uint32_t nodes() const override { return static_cast<uint32_t>(cfg_.nodes.size()); }
+  std::string where() const override;
+
+  // The node a child runs on now (-1: none), for tests.
+  int node_of(const std::string& child) const;
+
+  struct state;  // shared with the watcher actor
+
+ private:
+  caf::expected<caf::actor> start(const std::string& name, uint32_t preferred,
+                                  const spawn_request& req);
+
+  cluster_placement_config cfg_;
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace keel

@@ -1,0 +1,50 @@
+#include "actors/cluster/node_protocol.hpp"
+
+#include "actors/core/job_event.hpp"
+#include "actors/roles/worker.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+#include "messages/register_types.hpp"
+#include "supervision/directory.hpp"
+
+namespace keel {
+
+void register_node_types(caf::actor_system_config& cfg) {
+  register_message_types(cfg);
+  cfg.add_message_type<spawn_request>("keel.spawn_request");
+  cfg.add_message_type<node_info>("keel.node_info");
+  cfg.add_message_type<std::vector<node_info>>("std::vector<keel.node_info>");
+  cfg.add_message_type<node_status>("keel.node_status");
+  cfg.add_message_type<std::vector<data_route>>("std::vector<keel.data_route>");
+  cfg.add_message_type<supervision::directory_update>("keel.directory_update");
+  // What a job's remote shards and workers send its coordinator.
+  cfg.add_message_type<job_event>("keel.job_event");
+  cfg.add_message_type<worker_report>("keel.worker_report");
+}
+
+spawn_request make_spawn_request(std::string name, shard_spawn s) {
+  spawn_request r;
+  r.kind = "shard";
+  r.name = std::move(name);
+  r.shard = std::move(s);
+  return r;
+}
+
+spawn_request make_spawn_request(std::string name, worker_spawn w) {
+  spawn_request r;
+  r.kind = "worker";
+  r.name = std::move(name);
+  r.worker = std::move(w);
+  return r;
+}
+
+spawn_request make_spawn_request(std::string name, checkpointer_spawn c) {
+  spawn_request r;
+  r.kind = "checkpointer";
+  r.name = std::move(name);
+  r.checkpointer = std::move(c);
+  return r;
+}
+
+}  // namespace keel

@@ -1,0 +1,155 @@
+#include "actors/core/optimizer.hpp"
+#include "actors/core/update_rules.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "messages/errors.hpp"
+
+namespace keel {
+
+caf::expected<optimizer_kind> parse_optimizer(const std::string& name) {
+  if (name == "sgd")
+    return optimizer_kind::sgd;
+  if (name == "momentum")
+    return optimizer_kind::momentum;
+  if (name == "adagrad")
+    return optimizer_kind::adagrad;
+  if (name == "adam")
+    return optimizer_kind::adam;
+  return make_error(errc::invalid_argument,
+                    "unknown optimizer '" + name + "' (expected sgd, momentum, adagrad or adam)");
+}
+
+const char* to_string(optimizer_kind k) {
+  switch (k) {
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::momentum: return "momentum";
+    case optimizer_kind::adagrad: return "adagrad";
+    case optimizer_kind::adam: return "adam";
+  }
+  return "unknown";
+}
+
+size_t slots_per_parameter(optimizer_kind k) {
+  switch (k) {
+    case optimizer_kind::sgd: return 0;
+    case optimizer_kind::momentum: return 1;
+    case optimizer_kind::adagrad: return 1;
+    case optimizer_kind::adam: return 2;
+  }
+  return 0;
+}
+
+float initial_slot(const optimizer_config& c, size_t i) {
+  return c.kind == optimizer_kind::adagrad && i == 0 ? c.initial_accumulator : 0.0f;
+}
+
+namespace {
+
+// The rules over any gradient source: G(i) is the gradient of parameter i.
+// One streaming pass over p (and the slots) each; the compiler vectorises
+// both sources (a float array, or little-endian floats in a message's bytes
+// read with memcpy).
+template <class G>
+void update(const optimizer_config& c, uint64_t t, float* __restrict__ p, float* __restrict__ s1,
+            float* __restrict__ s2, G g, size_t n) {
+  const float lr = c.lr;
+  switch (c.kind) {
+    case optimizer_kind::sgd:
+      for (size_t i = 0; i < n; ++i)
+        p[i] -= lr * g(i);
+      return;
+    case optimizer_kind::momentum:
+      for (size_t i = 0; i < n; ++i) {
+        s1[i] = c.momentum * s1[i] + g(i);
+        p[i] -= lr * s1[i];
+      }
+      return;
+    case optimizer_kind::adagrad:
+      for (size_t i = 0; i < n; ++i) {
+        float gi = g(i);
+        s1[i] += gi * gi;
+        p[i] -= lr * gi / (std::sqrt(s1[i]) + c.epsilon);
+      }
+      return;
+    case optimizer_kind::adam: {
+      // Bias corrections folded into the step size, as in Kingma & Ba, sec. 2.
+      double tt = static_cast<double>(t < 1 ? 1 : t);
+      float c1 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta1), tt));
+      float c2 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta2), tt));
+      float step = lr * std::sqrt(c2) / c1;
+      for (size_t i = 0; i < n; ++i) {
+        float gi = g(i);
+        s1[i] = c.beta1 * s1[i] + (1.0f - c.beta1) * gi;
+        s2[i] = c.beta2 * s2[i] + (1.0f - c.beta2) * gi * gi;
+        p[i] -= step * s1[i] / (std::sqrt(s2[i]) + c.epsilon);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                  const float* g, size_t n) {
+  update(c, t, p, s1, s2, [g](size_t i) { return g[i]; }, n);
+}
+
+void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                        const unsigned char* g, size_t n) {
+  update(c, t, p, s1, s2,
+         [g](size_t i) {
+           float v;
+           std::memcpy(&v, g + 4 * i, 4);
+           return v;
+         },
+         n);
+}
+
+namespace {
+
+template <size_t K>
+void apply_sum_of(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                  const unsigned char* const* g, size_t n) {
+  const unsigned char* src[K];
+  for (size_t k = 0; k < K; ++k) src[k] = g[k];
+  update(c, t, p, s1, s2,
+         [&src](size_t i) {
+           float sum = 0.0f;
+           for (size_t k = 0; k < K; ++k) {
+             float v;
+             std::memcpy(&v, src[k] + 4 * i, 4);
+             sum += v;
+           }
+           return sum;
+         },
+         n);
+}
+
+}  // namespace
+
+void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
+                      const unsigned char* const* g, size_t k, size_t n) {
+  switch (k) {
+    case 2: return apply_sum_of<2>(c, t, p, s1, s2, g, n);
+    case 3: return apply_sum_of<3>(c, t, p, s1, s2, g, n);
+    case 4: return apply_sum_of<4>(c, t, p, s1, s2, g, n);
+    default:
+      return update(c, t, p, s1, s2,
+                    [g, k](size_t i) {
+                      float sum = 0.0f;
+                      for (size_t j = 0; j < k; ++j) {
+                        float v;
+                        std::memcpy(&v, g[j] + 4 * i, 4);
+                        sum += v;
+                      }
+                      return sum;
+                    },
+                    n);
+  }
+}
+
+}  // namespace keel

@@ -1,0 +1,345 @@
+#include "actors/core/shard_core.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
+#include "messages/errors.hpp"
+
+namespace keel {
+
+namespace {
+
+using Status = schema::PushAck::Status;
+
+push_outcome refuse(Status s, std::string reason, uint64_t expected = 0) {
+  push_outcome o;
+  o.status = s;
+  o.reason = std::move(reason);
+  o.expected_seq = expected;
+  return o;
+}
+
+std::string range_text(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + "," + std::to_string(e) + ")";
+}
+
+}  // namespace
+
+shard_core::~shard_core() {
+  tensor_recycler::give(dense_);
+  tensor_recycler::give(slot1_);
+  tensor_recycler::give(slot2_);
+}
+
+caf::expected<shard_core> shard_core::make(shard_config cfg, std::vector<float> initial_dense) {
+  if (initial_dense.size() != cfg.dense.size())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
+                                                std::to_string(initial_dense.size()) +
+                                                " initial values for a dense range of " +
+                                                std::to_string(cfg.dense.size()) + " keys");
+  return shard_core(std::move(cfg), std::move(initial_dense));
+}
+
+shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
+  : cfg_(std::move(cfg)),
+    dense_(std::move(initial_dense)),
+    applied_(cfg_.num_workers, 0),
+    received_(cfg_.num_workers, 0),
+    worker_clock_(cfg_.num_workers, 0),
+    held_(cfg_.num_workers) {
+  auto slots = slots_per_parameter(cfg_.optimizer.kind);
+  if (slots >= 1)
+    slot1_.assign(dense_.size(), initial_slot(cfg_.optimizer, 0));
+  if (slots >= 2)
+    slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
+}
+
+caf::expected<shard_core> shard_core::restored(shard_config cfg, state s) {
+  if (s.dense.size() != cfg.dense.size())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
+                                                std::to_string(s.dense.size()) +
+                                                " restored values for a dense range of " +
+                                                std::to_string(cfg.dense.size()) + " keys");
+  shard_core core;
+  core.cfg_ = std::move(cfg);
+  core.assign(std::move(s));
+  return core;
+}
+
+caf::error shard_core::check_keys(schema::Push::Reader p) const {
+  for (auto r : p.getDense())
+    if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
+      return make_error(errc::invalid_field,
+                        "keel.Push.dense: range " + range_text(r.getBegin(), r.getEnd()) +
+                          " is not inside shard " + std::to_string(cfg_.shard) + "'s dense keys " +
+                          range_text(cfg_.dense.begin, cfg_.dense.end));
+  for (auto k : p.getSparse().getKeys())
+    if (!cfg_.sparse.contains(k))
+      return make_error(errc::invalid_field,
+                        "keel.Push.sparse: key " + std::to_string(k) + " is not inside shard " +
+                          std::to_string(cfg_.shard) + "'s sparse keys " +
+                          range_text(cfg_.sparse.begin, cfg_.sparse.end));
+  return {};
+}
+
+push_outcome shard_core::offer(decoded<schema::Push> push) {
+  auto p = push.root();
+  auto w = p.getWorker();
+  if (w >= cfg_.num_workers)
+    return refuse(Status::REJECTED, "worker " + std::to_string(w) + " is not one of this job's " +
+                                      std::to_string(cfg_.num_workers) + " workers");
+  auto seq = p.getSeq();
+  if (seq <= received_[w])
+    return refuse(Status::DUPLICATE, {});
+  if (seq != received_[w] + 1)
+    return refuse(Status::OUT_OF_ORDER,
+                  "seq " + std::to_string(seq) + " skips ahead of " + std::to_string(received_[w] + 1),
+                  received_[w] + 1);
+  if (auto err = check_keys(p))
+    return refuse(Status::REJECTED, describe(err));
+  if (cfg_.rule.kind != consistency_kind::bsp) {
+    apply_now(p);
+    applied_[w] = received_[w] = seq;
+    worker_clock_[w] = std::max(worker_clock_[w], p.getStep() + 1);
+    return {};
+  }
+  // BSP: a worker's steps arrive in seq order; the held queue is ordered.
+  uint64_t last_step = held_[w].empty() ? bsp_clock_ : held_[w].back().root().getStep() + 1;
+  if (p.getStep() < last_step)
+    return refuse(Status::REJECTED, "step " + std::to_string(p.getStep()) +
+                                      " is already complete or held (next is " +
+                                      std::to_string(last_step) + ")");
+  received_[w] = seq;
+  worker_clock_[w] = std::max(worker_clock_[w], p.getStep() + 1);
+  held_[w].push_back(std::move(push));
+  push_outcome o;
+  o.status = Status::ACCEPTED;
+  o.steps_applied = apply_complete_steps();
+  return o;
+}
+
+// Applies every BSP step for which each worker's push is held, in step order.
+uint64_t shard_core::apply_complete_steps() {
+  uint64_t steps = 0;
+  for (;;) {
+    for (auto& q : held_)
+      if (q.empty() || q.front().root().getStep() != bsp_clock_) {
+        // A worker that skipped this step (its next push is for a later one)
+        // still blocks it: BSP waits for every worker's step-k push.
+        return steps;
+      }
+    if (held_.size() == 1) {
+      // One worker: its push is the step's sum, applied from its frame.
+      auto p = held_[0].front().root();
+      apply_now(p);
+      applied_[0] = p.getSeq();
+      held_[0].pop_front();
+      ++bsp_clock_;
+      ++steps;
+      continue;
+    }
+    // Several workers: their gradients summed in worker-id order, applied once.
+    ++optimizer_steps_;
+    if (!apply_dense_one_pass())
+      apply_dense_summed();
+    apply_sparse_summed();
+    for (uint32_t w = 0; w < held_.size(); ++w) {
+      applied_[w] = held_[w].front().root().getSeq();
+      held_[w].pop_front();
+    }
+    ++bsp_clock_;
+    ++version_;
+    ++steps;
+  }
+}
+
+// The usual BSP step: every worker pushed one dense range, the same one,
+// and their number fits apply_update_sum. The sum then goes straight into
+// the update, read from the pushes' frames, in one pass instead of zeroing
+// a sum, adding each push into it and applying it; the same order of
+// additions, so the same bits. False (nothing done) for any other step.
+bool shard_core::apply_dense_one_pass() {
+  const size_t k = held_.size();
+  if (k < 2 || k > max_summed_gradients)
+    return false;
+  const unsigned char* grads[max_summed_gradients];
+  uint64_t b = 0, e = 0;
+  for (size_t w = 0; w < k; ++w) {
+    auto dense = held_[w].front().root().getDense();
+    if (dense.size() != 1)
+      return false;
+    auto r = dense[0];
+    if (w == 0) {
+      b = r.getBegin();
+      e = r.getEnd();
+    } else if (r.getBegin() != b || r.getEnd() != e) {
+      return false;
+    }
+    grads[w] = r.getValues().begin();
+  }
+  size_t off = b - cfg_.dense.begin;
+  apply_update_sum(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+                   slot1_.empty() ? nullptr : slot1_.data() + off,
+                   slot2_.empty() ? nullptr : slot2_.data() + off, grads, k, e - b);
+  return true;
+}
+
+// Any other step: the dense gradients summed into a zeroed array in
+// worker-id order, then each touched run of keys applied once.
+void shard_core::apply_dense_summed() {
+  // Reused across steps: a fresh vector per step would page-fault anew.
+  auto& sum = scratch_;
+  sum.assign(dense_.size(), 0.0f);
+  std::vector<std::pair<uint64_t, uint64_t>> touched;
+  for (auto& q : held_) {
+    for (auto r : q.front().root().getDense()) {
+      auto v = r.getValues();
+      size_t off = r.getBegin() - cfg_.dense.begin;
+      size_t n = r.getEnd() - r.getBegin();
+      for (size_t i = 0; i < n; ++i) {
+        float g;
+        std::memcpy(&g, v.begin() + 4 * i, 4);
+        sum[off + i] += g;
+      }
+      touched.emplace_back(off, off + n);
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  for (size_t i = 0; i < touched.size();) {
+    auto b = touched[i].first, e = touched[i].second;
+    for (++i; i < touched.size() && touched[i].first <= e; ++i)
+      e = std::max(e, touched[i].second);
+    apply_dense(cfg_.dense.begin + b, sum.data() + b, e - b);
+  }
+}
+
+// Per key the workers' sparse values are added in worker-id order; keys are
+// independent, so the order in which keys are then applied is free.
+void shard_core::apply_sparse_summed() {
+  auto& sparse_sum = sparse_sum_;
+  sparse_sum.clear();
+  for (auto& q : held_) {
+    auto sp = q.front().root().getSparse();
+    auto keys = sp.getKeys();
+    auto vals = sp.getValues();
+    for (unsigned i = 0; i < keys.size(); ++i)
+      sparse_sum[keys[i]] += vals[i];
+  }
+  for (auto& [key, g] : sparse_sum)
+    apply_sparse(key, g);
+}
+
+void shard_core::apply_now(schema::Push::Reader p) {
+  ++optimizer_steps_;
+  for (auto r : p.getDense())
+    apply_dense_bytes(r.getBegin(), r.getValues().begin(), r.getEnd() - r.getBegin());
+  auto keys = p.getSparse().getKeys();
+  auto vals = p.getSparse().getValues();
+  for (unsigned i = 0; i < keys.size(); ++i)
+    apply_sparse(keys[i], vals[i]);
+  ++version_;
+}
+
+void shard_core::apply_dense(uint64_t begin, const float* g, size_t n) {
+  size_t off = begin - cfg_.dense.begin;
+  apply_update(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+               slot1_.empty() ? nullptr : slot1_.data() + off,
+               slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+}
+
+void shard_core::apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n) {
+  size_t off = begin - cfg_.dense.begin;
+  apply_update_bytes(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
+                     slot1_.empty() ? nullptr : slot1_.data() + off,
+                     slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+}
+
+void shard_core::apply_sparse(uint64_t key, float g) {
+  auto [it, fresh] = sparse_.try_emplace(key);
+  if (fresh) {
+    it->second.slot1 = initial_slot(cfg_.optimizer, 0);
+    it->second.slot2 = initial_slot(cfg_.optimizer, 1);
+  }
+  auto& e = it->second;
+  apply_update(cfg_.optimizer, optimizer_steps_, &e.value, &e.slot1, &e.slot2, &g, 1);
+}
+
+uint64_t shard_core::progress_clock() const {
+  if (cfg_.rule.kind == consistency_kind::bsp || worker_clock_.empty())
+    return bsp_clock_;
+  return *std::min_element(worker_clock_.begin(), worker_clock_.end());
+}
+
+bool shard_core::can_serve(uint64_t clock) const {
+  switch (cfg_.rule.kind) {
+    case consistency_kind::asp:
+      return true;
+    case consistency_kind::bsp:
+      return bsp_clock_ >= clock;
+    case consistency_kind::ssp: {
+      auto slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
+      return slowest + cfg_.rule.staleness >= clock;
+    }
+  }
+  return false;
+}
+
+caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
+                            frame_builder* fb) const {
+  auto ranges = req.getDense();
+  for (auto r : ranges)
+    if (!cfg_.dense.contains(r.getBegin(), r.getEnd()))
+      return make_error(errc::invalid_field, "keel.PullRequest.dense: range " +
+                                               range_text(r.getBegin(), r.getEnd()) +
+                                               " is not inside shard " + std::to_string(cfg_.shard) +
+                                               "'s dense keys " +
+                                               range_text(cfg_.dense.begin, cfg_.dense.end));
+  auto keys = req.getSparseKeys();
+  for (auto k : keys)
+    if (!cfg_.sparse.contains(k))
+      return make_error(errc::invalid_field, "keel.PullRequest.sparseKeys: key " + std::to_string(k) +
+                                               " is not inside shard " + std::to_string(cfg_.shard) +
+                                               "'s sparse keys");
+  reply.setShard(cfg_.shard);
+  reply.setClock(req.getClock());
+  reply.setShardVersion(version_);
+  auto out = reply.initDense(ranges.size());
+  for (unsigned i = 0; i < ranges.size(); ++i) {
+    auto b = ranges[i].getBegin(), e = ranges[i].getEnd();
+    out[i].setBegin(b);
+    out[i].setEnd(e);
+    const float* from = dense_.data() + (b - cfg_.dense.begin);
+    bool finite = false;  // the frame remembers it: the worker's decode then skips the scan
+    if (fb)
+      out[i].adoptValues(fb->copy_floats(from, e - b, &finite));
+    else
+      std::memcpy(out[i].initValues((e - b) * 4).begin(), from, (e - b) * 4);
+  }
+  auto sparse = reply.initSparse();
+  auto out_keys = sparse.initKeys(keys.size());
+  auto out_vals = sparse.initValues(keys.size());
+  for (unsigned i = 0; i < keys.size(); ++i) {
+    out_keys.set(i, keys[i]);
+    auto it = sparse_.find(keys[i]);
+    out_vals.set(i, it == sparse_.end() ? 0.0f : it->second.value);
+  }
+  return {};
+}
+
+void shard_core::assign(state s) {
+  dense_ = std::move(s.dense);
+  slot1_ = std::move(s.slot1);
+  slot2_ = std::move(s.slot2);
+  sparse_ = std::move(s.sparse);
+  applied_ = s.applied;
+  received_ = std::move(s.applied);
+  worker_clock_ = std::move(s.worker_clock);
+  held_ = std::vector<std::deque<decoded<schema::Push>>>(cfg_.num_workers);
+  version_ = s.version;
+  bsp_clock_ = s.bsp_clock;
+  optimizer_steps_ = s.optimizer_steps;
+}
+
+}  // namespace keel

@@ -1,0 +1,141 @@
+#pragma once
+// shard_core is the state and the rules of one parameter shard, without the
+// actor around it: the parameters of a dense key range and of a sparse key
+// range, their optimizer state, and for every worker the last push it
+// received and applied. It applies every (worker, seq) at most once and in
+// seq order, holds BSP pushes until their step is complete and then applies
+// the step's gradients summed in worker-id order (so the result does not
+// depend on arrival order), and decides when a pull may be served. It is a
+// plain value: deterministic, single-threaded, movable; the
+// parameter_shard actor owns one. Snapshots: actors/shard_snapshot.hpp.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "actors/core/consistency.hpp"
+#include "actors/core/optimizer.hpp"
+#include "actors/core/partition.hpp"
+#include "messages/decode.hpp"
+
+namespace keel {
+
+struct shard_config {
+  uint32_t shard = 0;
+  uint32_t num_workers = 1;
+  key_range dense;   // dense keys this shard owns
+  key_range sparse;  // sparse keys this shard owns (values start at 0)
+  consistency rule;
+  optimizer_config optimizer;
+};
+
+// What became of an offered push; `status` is what the ack says.
+struct push_outcome {
+  schema::PushAck::Status status = schema::PushAck::Status::APPLIED;
+  std::string reason;         // for rejected / outOfOrder
+  uint64_t expected_seq = 0;  // for outOfOrder
+  uint64_t steps_applied = 0; // BSP steps this offer completed (0 or more)
+};
+
+// A sparse parameter with its optimizer slots.
+struct sparse_entry {
+  float value = 0;
+  float slot1 = 0;
+  float slot2 = 0;
+};
+
+class shard_core {
+ public:
+  // A shard whose dense keys start at `initial_dense` (the values of
+  // cfg.dense, in key order). Fails with invalid_argument, naming both
+  // sizes, when their numbers differ.
+  static caf::expected<shard_core> make(shard_config cfg, std::vector<float> initial_dense);
+  // An empty shard owning no keys (a placeholder to assign to).
+  shard_core() = default;
+  shard_core(const shard_core&) = default;
+  shard_core(shard_core&&) = default;
+  shard_core& operator=(const shard_core&) = default;
+  shard_core& operator=(shard_core&&) = default;
+  // Hands its large arrays to the tensor recycler (actors/core/tensor_recycler.hpp),
+  // so the next incarnation restores into memory already faulted in.
+  ~shard_core();
+
+  // Offers a validated push. Duplicates (seq already received) are
+  // acknowledged again and not applied; a seq that skips ahead is refused as
+  // outOfOrder with the seq needed next; a push outside this shard's keys or
+  // from an unknown worker is rejected. Under BSP an in-order push is held
+  // (`accepted`) until every worker's push for its step is here.
+  push_outcome offer(decoded<schema::Push> push);
+
+  // True when a pull at `clock` may be answered under the consistency rule.
+  bool can_serve(uint64_t clock) const;
+
+  // Fills `reply` with the requested values. Fails, naming the key, when a
+  // requested key is not this shard's. Given the reply's frame_builder, the
+  // dense values go into buffers of their own (copy_floats: one pass over
+  // them instead of a zero-fill and a copy, that also finds them finite, so
+  // a worker in this process need not scan them again).
+  caf::error read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
+                  frame_builder* fb = nullptr) const;
+
+  const shard_config& config() const { return cfg_; }
+  uint64_t version() const { return version_; }  // updates applied so far
+  uint64_t bsp_clock() const { return bsp_clock_; }  // BSP steps complete
+  // How far every worker has come: the BSP clock, or under SSP/ASP the
+  // slowest worker's clock (every push below it is applied).
+  uint64_t progress_clock() const;
+  uint64_t optimizer_steps() const { return optimizer_steps_; }
+  uint64_t applied(uint32_t worker) const { return applied_.at(worker); }
+  uint64_t received(uint32_t worker) const { return received_.at(worker); }
+  uint64_t worker_clock(uint32_t worker) const { return worker_clock_.at(worker); }
+  const std::vector<float>& dense() const { return dense_; }
+  const std::vector<float>& dense_slot(size_t i) const { return i == 0 ? slot1_ : slot2_; }
+  // Unordered: a hash table keeps pulls and pushes O(1) per key over the
+  // million-key sparse models; snapshots sort the keys they write.
+  const std::unordered_map<uint64_t, sparse_entry>& sparse() const { return sparse_; }
+
+  // Replaces the whole state (used by restore; checked by the caller).
+  struct state {
+    std::vector<float> dense, slot1, slot2;
+    std::unordered_map<uint64_t, sparse_entry> sparse;
+    std::vector<uint64_t> applied, worker_clock;
+    uint64_t version = 0, bsp_clock = 0, optimizer_steps = 0;
+  };
+  void assign(state s);
+  // A shard holding `s` (restore). Fails with invalid_argument, naming both
+  // sizes, unless s.dense has cfg.dense.size() values.
+  static caf::expected<shard_core> restored(shard_config cfg, state s);
+
+ private:
+  shard_core(shard_config cfg, std::vector<float> initial_dense);
+  caf::error check_keys(schema::Push::Reader p) const;
+  void apply_now(schema::Push::Reader p);
+  bool apply_dense_one_pass();
+  void apply_dense_summed();
+  void apply_sparse_summed();
+  uint64_t apply_complete_steps();
+  void apply_dense(uint64_t begin, const float* g, size_t n);
+  void apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n);
+  void apply_sparse(uint64_t key, float g);
+
+  shard_config cfg_;
+  std::vector<float> dense_, slot1_, slot2_;
+  std::unordered_map<uint64_t, sparse_entry> sparse_;
+  std::unordered_map<uint64_t, float> sparse_sum_;  // a BSP step's sparse gradient, reused
+  std::vector<uint64_t> applied_;       // per worker: highest seq applied
+  std::vector<uint64_t> received_;      // per worker: highest seq applied or held
+  std::vector<uint64_t> worker_clock_;  // per worker: last pushed step + 1
+  std::vector<std::deque<decoded<schema::Push>>> held_;  // BSP pushes waiting for their step
+  uint64_t version_ = 0;
+  uint64_t bsp_clock_ = 0;
+  uint64_t optimizer_steps_ = 0;
+  std::vector<float> scratch_;  // gradient sums and copies, reused
+};
+
+}  // namespace keel

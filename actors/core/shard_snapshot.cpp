@@ -1,0 +1,343 @@
+#include "actors/core/shard_snapshot.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <kj/exception.h>
+
+#include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
+#include "messages/decode.hpp"
+#include "messages/errors.hpp"
+#include "storage/crc32c.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel {
+
+namespace {
+
+// Names of the tensors a shard snapshot holds.
+constexpr const char* t_dense = "dense";
+constexpr const char* t_slot1 = "dense.slot1";
+constexpr const char* t_slot2 = "dense.slot2";
+constexpr const char* t_sparse_keys = "sparse.keys";
+constexpr const char* t_sparse_entries = "sparse.entries";  // value, slot1, slot2 per key
+constexpr const char* t_worker_clock = "workers.clock";
+constexpr const char* t_counters = "counters";  // version, bsp clock, optimizer steps
+
+tensor_view f32(const char* name, const std::vector<float>& v, std::vector<uint64_t> shape) {
+  return {name, schema::DType::FLOAT32, std::move(shape), v.data(), v.size() * 4};
+}
+
+tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
+  return {name, schema::DType::INT64, {v.size()}, v.data(), v.size() * 8};
+}
+
+// Finds tensor `name` and checks its dtype and shape against what `cfg`
+// implies, then copies it into `out` (when given; else only checks it).
+template <class T>
+caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
+                const std::vector<uint64_t>& shape, std::vector<T>* out) {
+  for (auto t : snap.getTensors()) {
+    if (t.getName() != name)
+      continue;
+    std::vector<uint64_t> got;
+    for (auto d : t.getShape())
+      got.push_back(d);
+    if (t.getDtype() != dtype || got != shape)
+      return make_error(errc::shape_mismatch,
+                        "snapshot of shard " + std::to_string(snap.getShard()) + ": tensor '" + name +
+                          "' is " + dtype_name(t.getDtype()) + shape_text(got) + ", expected " +
+                          dtype_name(dtype) + shape_text(shape));
+    uint64_t n = 1;
+    for (auto d : shape)
+      n *= d;
+    // Each walk over the chunks counts against the reader's traversal limit
+    // (messages/decode.hpp), so this one both sizes and classifies them.
+    uint64_t bytes = 0;
+    bool whole_values = true;
+    for (auto c : t.getChunks()) {
+      bytes += c.size();
+      whole_values = whole_values && c.size() % sizeof(T) == 0;
+    }
+    if (bytes != n * sizeof(T))
+      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(snap.getShard()) +
+                                                  ": tensor '" + name + "' holds " + std::to_string(bytes) +
+                                                  " bytes for " + std::to_string(n) + " values");
+    if (!out)
+      return {};
+    // One pass straight from the chunks (capnp Data is word-aligned), not a
+    // zero-filled vector copied over afterwards.
+    if (!whole_values) {
+      out->resize(n);
+      return copy_tensor(t, out->data(), n * sizeof(T));
+    }
+    // Into memory a stopped shard had faulted in, where there is some.
+    if constexpr (std::is_same<T, float>::value)
+      *out = tensor_recycler::take(n);
+    else
+      out->clear();
+    out->reserve(n);
+    for (auto c : t.getChunks()) {
+      auto first = reinterpret_cast<const T*>(c.begin());
+      out->insert(out->end(), first, first + c.size() / sizeof(T));
+    }
+    return {};
+  }
+  return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
+                                            ": tensor '" + name + "' is missing");
+}
+
+// Frames whose CRCs are known good (see check_shard_snapshot(cfg, frame)).
+// Weak references: the memo keeps no frame alive, and an expired entry
+// still names its own control block, so a new frame at a reused address is
+// never mistaken for it. Bounded: the oldest entries go first.
+class verified_frames {
+ public:
+  static verified_frames& instance() {
+    static verified_frames v;
+    return v;
+  }
+
+  void add(const frame_ptr& f) {
+    std::lock_guard<std::mutex> lock(mtx_);
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](auto& w) { return w.expired(); }),
+                   entries_.end());
+    if (entries_.size() >= max_entries)
+      entries_.erase(entries_.begin());
+    entries_.push_back(f);
+  }
+
+  bool contains(const frame_ptr& f) const {
+    std::lock_guard<std::mutex> lock(mtx_);
+    return std::any_of(entries_.begin(), entries_.end(),
+                       [&](auto& w) { return !w.owner_before(f) && !f.owner_before(w); });
+  }
+
+ private:
+  static constexpr size_t max_entries = 1024;
+  mutable std::mutex mtx_;
+  std::vector<std::weak_ptr<const frame>> entries_;
+};
+
+}  // namespace
+
+caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
+                                              int64_t created_unix_ms) {
+  const auto& cfg = core.config();
+  snapshot_header h;
+  h.shard = cfg.shard;
+  h.checkpoint = checkpoint;
+  h.step = core.progress_clock();
+  h.shard_version = core.version();
+  h.created_unix_ms = created_unix_ms;
+  std::vector<uint64_t> clocks;
+  for (uint32_t w = 0; w < cfg.num_workers; ++w) {
+    h.applied.push_back({w, core.applied(w)});
+    clocks.push_back(core.worker_clock(w));
+  }
+  std::vector<uint64_t> keys;
+  keys.reserve(core.sparse().size());
+  for (auto& [k, e] : core.sparse())
+    keys.push_back(k);
+  std::sort(keys.begin(), keys.end());  // snapshots list sparse keys in order
+  std::vector<float> entries;
+  entries.reserve(keys.size() * 3);
+  for (auto k : keys) {
+    auto& e = core.sparse().at(k);
+    entries.insert(entries.end(), {e.value, e.slot1, e.slot2});
+  }
+  std::vector<uint64_t> counters = {core.version(), core.bsp_clock(), core.optimizer_steps()};
+  std::vector<tensor_view> tensors = {f32(t_dense, core.dense(), {core.dense().size()})};
+  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  if (slots >= 1)
+    tensors.push_back(f32(t_slot1, core.dense_slot(0), {core.dense().size()}));
+  if (slots >= 2)
+    tensors.push_back(f32(t_slot2, core.dense_slot(1), {core.dense().size()}));
+  tensors.push_back(i64(t_sparse_keys, keys));
+  tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
+  tensors.push_back(i64(t_worker_clock, clocks));
+  tensors.push_back(i64(t_counters, counters));
+  auto snap = make_snapshot(h, tensors);
+  if (snap)
+    verified_frames::instance().add(snap->frame());
+  return snap;
+}
+
+namespace {
+
+// CRC32Cs of some tensors computed on a thread of their own. The chunks are
+// gathered on the caller's thread first (a capnp reader's traversal limit
+// is not for two threads); the thread reads only raw bytes. Joined by
+// finish() or, on an early return, by the destructor.
+class background_crcs {
+ public:
+  void start(schema::ShardSnapshot::Reader snap, const std::vector<std::string>& names) {
+    for (auto t : snap.getTensors()) {
+      if (std::find(names.begin(), names.end(), t.getName().cStr()) == names.end())
+        continue;
+      tensors_.push_back(t);
+      pieces_.emplace_back();
+      for (auto c : t.getChunks()) pieces_.back().push_back(c);
+    }
+    crcs_.assign(tensors_.size(), crc32c_empty);
+    worker_ = std::thread([this] {
+      for (size_t i = 0; i < pieces_.size(); ++i)
+        for (auto& c : pieces_[i]) crcs_[i] = crc32c_extend(crcs_[i], c.begin(), c.size());
+    });
+  }
+
+  caf::error finish() {
+    if (!worker_.joinable())
+      return {};
+    worker_.join();
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (auto err = check_tensor_crc(tensors_[i], crcs_[i]))
+        return err;
+    return {};
+  }
+
+  ~background_crcs() {
+    if (worker_.joinable())
+      worker_.join();
+  }
+
+ private:
+  std::vector<schema::Tensor::Reader> tensors_;
+  std::vector<std::vector<capnp::Data::Reader>> pieces_;
+  std::vector<uint32_t> crcs_;
+  std::thread worker_;
+};
+
+// Checks everything restore_shard checks; with `restore`, also builds the
+// shard (the dense tensors are copied only then).
+caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                                            bool restore, verify_mode mode) {
+  if (snap.getShard() != cfg.shard)
+    return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
+                                                ", not shard " + std::to_string(cfg.shard));
+  // A restore checks the CRCs of the dense tensors on a second thread
+  // while it copies them (each pass alone takes about as long as the
+  // other); every other tensor and section is checked first.
+  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  background_crcs dense_crcs;
+  if (mode == verify_mode::checksums) {
+    std::vector<std::string> checked_aside;
+    if (restore) {
+      checked_aside = {t_dense};
+      if (slots >= 1)
+        checked_aside.push_back(t_slot1);
+      if (slots >= 2)
+        checked_aside.push_back(t_slot2);
+      dense_crcs.start(snap, checked_aside);
+    }
+    if (auto err = verify_checksums(snap, checked_aside))
+      return err;
+  }
+  shard_core::state s;
+  uint64_t n = cfg.dense.size();
+  if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr))
+    return err;
+  if (slots >= 1)
+    if (auto err = load(snap, t_slot1, schema::DType::FLOAT32, {n}, restore ? &s.slot1 : nullptr))
+      return err;
+  if (slots >= 2)
+    if (auto err = load(snap, t_slot2, schema::DType::FLOAT32, {n}, restore ? &s.slot2 : nullptr))
+      return err;
+  if (auto err = dense_crcs.finish())
+    return err;
+  std::vector<uint64_t> keys;
+  std::vector<float> entries;
+  for (auto t : snap.getTensors())
+    if (t.getName() == t_sparse_keys && t.getShape().size() == 1)
+      keys.resize(t.getShape()[0]);
+  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, &keys))
+    return err;
+  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, &entries))
+    return err;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!cfg.sparse.contains(keys[i]) || (i > 0 && keys[i] <= keys[i - 1]))
+      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                  ": sparse key " + std::to_string(keys[i]) +
+                                                  " is out of order or not this shard's");
+    s.sparse.emplace(keys[i], sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
+  }
+  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, &s.worker_clock))
+    return err;
+  std::vector<uint64_t> counters;
+  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, &counters))
+    return err;
+  s.version = counters[0];
+  s.bsp_clock = counters[1];
+  s.optimizer_steps = counters[2];
+  s.applied.assign(cfg.num_workers, 0);
+  auto applied = snap.getApplied();
+  for (auto a : applied) {
+    if (a.getWorker() >= cfg.num_workers)
+      return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " records worker " + std::to_string(a.getWorker()) +
+                                                ", but the job has " +
+                                                std::to_string(cfg.num_workers) + " workers");
+    s.applied[a.getWorker()] = a.getSeq();
+  }
+  if (!restore)
+    return shard_core{};
+  return shard_core::restored(cfg, std::move(s));
+}
+
+}  // namespace
+
+caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                                        verify_mode mode) {
+  // A validated snapshot can still be hostile: chunk pointers that share one
+  // blob make every walk over a tensor read it many times, and the reader's
+  // traversal limit throws part-way through a copy (see
+  // tests/fuzz/regressions/fuzz_snapshot_file). Refuse it as damage, as a
+  // value, so the caller can fall back to an older snapshot.
+  try {
+    return restore_unguarded(cfg, snap, true, mode);
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
+}
+
+caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
+  try {
+    auto checked = restore_unguarded(cfg, snap, false, verify_mode::checksums);
+    return checked ? caf::error{} : checked.error();
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
+}
+
+caf::error check_shard_snapshot(const shard_config& cfg, const frame_ptr& snap) {
+  if (!snap)
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) + " is empty");
+  auto d = decode<schema::ShardSnapshot>(snap);
+  if (!d)
+    return d.error();
+  auto& memo = verified_frames::instance();
+  bool known_good = memo.contains(snap);
+  try {
+    auto checked =
+      restore_unguarded(cfg, d->root(), false, known_good ? verify_mode::structure : verify_mode::checksums);
+    if (!checked)
+      return checked.error();
+  } catch (const kj::Exception& e) {
+    return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " is unreadable: " + e.getDescription().cStr());
+  }
+  if (!known_good)
+    memo.add(snap);
+  return caf::error{};
+}
+
+}  // namespace keel

@@ -1,0 +1,220 @@
+#pragma once
+// worker_core is the state and the rules of one data-parallel worker, without
+// the actor around it: where the step loop stands (step, phase, generation,
+// checkpoint window), the step's working set (which keys each shard serves,
+// which shards have answered the pull or acknowledged the push, the pulled
+// parameters), the replay log, and what a restart of a shard or of this
+// worker calls for (a resume step, a replay, or a rollback). It decides; the
+// worker actor (actors/roles/worker.cpp) performs: it computes batches and
+// gradients with the model, sends the messages the core builds, and times
+// retries. A plain value: deterministic, single-threaded, movable.
+//
+// Generations: every phase change that makes in-flight requests stale bumps
+// the generation; a reply or retry carrying an older one is ignored.
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/core/consistency.hpp"
+#include "actors/core/partition.hpp"
+#include "actors/core/replay_log.hpp"
+#include "actors/core/worker_report.hpp"
+#include "messages/protocol.hpp"
+#include "models/batch_schedule.hpp"
+#include "models/model.hpp"
+
+namespace keel {
+
+enum class worker_phase {
+  resolving,  // waiting until the directory names every shard
+  resuming,   // asking every shard what it holds of this worker
+  waiting,    // the checkpoint window holds the next step back
+  pulling,    // the step's pulls are out
+  pushing,    // the step's pushes are out
+  finished,   // every step done; stays up to replay to restarted shards
+  halted,     // asked the job for a rollback; ignores everything
+};
+
+struct worker_core_config {
+  uint32_t worker = 0;
+  uint32_t epoch = 0;                    // the job's tree generation
+  std::vector<shard_keys> parts;         // key ranges, by shard index
+  std::vector<std::string> shard_names;  // directory names, by shard index (for reasons)
+  uint64_t dense_size = 0;               // the model's dense keys; sparse key k is dense_size + k
+  uint64_t total_steps = 0;              // global steps to run
+  uint64_t steps_per_epoch = 1;
+  consistency_kind rule = consistency_kind::bsp;
+  bool windowed = false;  // a step starts only below the job's window
+  bool dense_only = false;  // the model has no sparse keys: every step pulls the same keys
+};
+
+class worker_core {
+ public:
+  explicit worker_core(worker_core_config cfg);
+  worker_core() = default;
+
+  const worker_core_config& config() const { return cfg_; }
+  uint32_t num_shards() const { return static_cast<uint32_t>(cfg_.parts.size()); }
+  worker_phase phase() const { return phase_; }
+  uint64_t step() const { return step_; }  // the global step in progress
+  uint64_t generation() const { return generation_; }
+  uint64_t window() const { return window_; }
+  // Where the step in progress falls: (epoch, step within it).
+  epoch_step position() const { return split_global_step(step_, cfg_.steps_per_epoch); }
+  // In the current phase: has `shard` answered (resuming), been pulled
+  // (pulling), acknowledged the step's push (pushing)?
+  bool done(uint32_t shard) const { return done_.at(shard) != 0; }
+  uint64_t max_acked(uint32_t shard) const { return max_acked_.at(shard); }
+  const replay_log& log() const { return log_; }
+  const worker_report& report() const { return report_; }
+
+  // ---- Shards coming and going ------------------------------------------
+
+  enum class shard_action { none, resume, ask_status, replay };
+  // The directory names a new incarnation of `shard`. Once every shard is
+  // known, resolving ends: `resume` (the core is now resuming; ask every
+  // shard its status). While resuming, a shard restarted before it answered
+  // is asked again (`ask_status`); otherwise a restarted shard gets a
+  // `replay`. Nothing while halted.
+  shard_action shard_up(uint32_t shard, uint64_t incarnation);
+
+  // What a restarted shard needs, given the last seq of this worker it
+  // holds: the logged pushes after it, and the pull again when the step is
+  // still waiting for it. When the shard lacks pushes the log no longer
+  // holds, the core halts and `rollback` names why. Empty while halted.
+  struct replay_plan {
+    std::vector<push_msg> resend;
+    bool pull_again = false;
+    std::string rollback;  // non-empty: halted, ask the job for a rollback
+  };
+  replay_plan replay(uint32_t shard, uint64_t received);
+
+  // ---- Resume after a restart -------------------------------------------
+
+  enum class resume_outcome { pending, start, rollback };
+  // True while a status reply or failure for `gen` still matters.
+  bool status_open(uint64_t gen) const;
+  // `shard` holds pushes up to `received` of this worker (a reply to the
+  // status request of generation `gen`; stale ones change nothing). When the
+  // last shard has answered, the step becomes the first some shard lacks:
+  // `start` it, or under BSP, when some shard is already past it, `rollback`
+  // (halted; rollback_reason() says why).
+  resume_outcome status_received(uint64_t gen, uint32_t shard, uint64_t received);
+  // Why the core halted for a rollback (empty until it did).
+  const std::string& rollback_reason() const { return rollback_reason_; }
+
+  // ---- The step loop ----------------------------------------------------
+
+  enum class step_start { finished, waiting, pull };
+  // May the step in progress start? `finished` after the last step (the
+  // report is final), `waiting` while the window holds it back, else `pull`:
+  // the caller computes the batch's keys and calls begin_pull. The caller
+  // asks at once whenever a resume or a step completes.
+  step_start next_step();
+  // The job's window grew to `limit`; true when a waiting step may start now.
+  bool widen_window(uint64_t limit);
+
+  // Starts the step's pulls for the batch's sparse `model_keys` (model key
+  // space, ascending): a new generation, no shard pulled yet.
+  void begin_pull(const std::vector<uint64_t>& model_keys);
+  // The global sparse keys `shard` must serve in this step.
+  const std::vector<uint64_t>& keys_of(uint32_t shard) const { return shard_keys_.at(shard); }
+  pull_request_msg pull_request(uint32_t shard) const;
+  // A pull of the next step's parameters, asked for early: right after this
+  // step's pushes, so that a BSP shard answers it as soon as the step is
+  // applied instead of after the acks and another round trip. Only for a
+  // dense model under BSP, whose next pull is known now (no sparse keys),
+  // and only when the next step will run without waiting (not the last,
+  // not held back by the window). Empty when the next step's pull cannot
+  // be asked for now. Its reply counts once the next step pulls
+  // (accepts_pull_reply); until then the caller keeps it.
+  std::optional<pull_request_msg> early_pull_request(uint32_t shard) const;
+  // True while the pull to `shard` of generation `gen` is unanswered.
+  bool pull_open(uint64_t gen, uint32_t shard) const;
+  // A pull reply that arrived outside its request (a duplicating link):
+  // true when it answers the open pull of the current step.
+  bool accepts_pull_reply(uint32_t shard, uint64_t clock) const;
+  // Takes `shard`'s pull reply (the caller checked it is open). True when
+  // every shard has answered. Fails, naming the shard, when the reply holds
+  // keys outside the shard's range or the wrong number of sparse values.
+  caf::expected<bool> pulled(uint32_t shard, schema::PullReply::Reader reply);
+  // The step's parameters, once every shard has answered.
+  parameter_view parameters() const;
+
+  // Builds, logs and returns the step's pushes (seq step + 1), one per
+  // shard. A gradient that is not finite is not pushed: every shard gets an
+  // empty push (keeping BSP moving) and `skipped` is set.
+  struct push_round {
+    bool skipped = false;
+    std::vector<push_msg> pushes;  // by shard
+  };
+  push_round begin_push(const gradient_buffer& grad);
+  // True while the push to `shard` of generation `gen` is unacknowledged.
+  bool push_open(uint64_t gen, uint32_t shard) const;
+  // The step's logged pushes to `shard` not yet acknowledged (for a retry).
+  std::vector<push_msg> unacked(uint32_t shard) const;
+
+  // What an ack calls for: nothing, the next step (the step is complete),
+  // resending from the log (the shard misses earlier pushes), or a rollback
+  // (halted; the log no longer holds what the shard needs).
+  struct ack_outcome {
+    bool step_complete = false;
+    std::vector<push_msg> resend;
+    std::string rollback;
+  };
+  // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted or
+  // for an unknown shard. Fails when the shard rejected the push.
+  caf::expected<ack_outcome> acked(uint32_t shard, schema::PushAck::Reader ack);
+  // A committed checkpoint covers `shard`'s pushes up to seq `covered`. The
+  // log drops what the checkpoint before it covered, not more: a shard
+  // restarted while this one was being committed restores the one before
+  // (the newest committed then) and needs the pushes since, which a log cut
+  // at `covered` would have lost to a needless rollback. If one is the
+  // step's push the shard counts as having acknowledged it. True when that
+  // completes the step.
+  bool checkpoint_committed(uint32_t shard, uint64_t covered);
+
+  enum class retry_action { none, pull, status, push };
+  // A retry timer of generation `gen` for `shard` fired: what to resend.
+  retry_action retry(uint64_t gen, uint32_t shard, bool push) const;
+  void count_retry() { ++report_.retries; }
+  // A step the window held back for `us` microseconds could start.
+  void waited_at_window(uint64_t us) { report_.window_wait_us += us; }
+
+  // Stops everything (a rollback is due): a new generation, phase halted.
+  void halt();
+
+ private:
+  void begin_phase(worker_phase p);
+  bool step_pushed(uint32_t shard);
+  // The push of `grad`'s slice to `shard` (none of it when `empty`);
+  // `*finite` says whether its dense values were all finite.
+  push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty, bool* finite) const;
+  size_t sparse_offset(uint32_t shard) const;
+  std::string halt_because(std::string why);
+
+  worker_core_config cfg_;
+  worker_phase phase_ = worker_phase::resolving;
+  uint64_t step_ = 0;
+  uint64_t window_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<uint64_t> incarnation_;              // per shard; 0 until the directory names it
+  std::vector<char> done_;                         // per shard, in the current phase
+  size_t pending_ = 0;                             // shards not yet done
+  std::vector<uint64_t> model_keys_;               // the step's sparse keys (model key space)
+  std::vector<std::vector<uint64_t>> shard_keys_;  // global sparse keys, per shard
+  std::vector<float> dense_;                       // pulled dense parameters (all dense keys)
+  std::vector<float> sparse_values_;               // pulled sparse values, aligned with model_keys_
+  replay_log log_{0};
+  std::vector<uint64_t> max_acked_;    // per shard
+  std::vector<uint64_t> resume_from_;  // per shard: what it held at resume
+  std::vector<uint64_t> prev_cover_;   // per shard: the checkpoint before the last one's cover
+  std::string rollback_reason_;
+  worker_report report_;
+};
+
+}  // namespace keel

@@ -1,0 +1,159 @@
+#pragma once
+// A job is one training run of keel's parameter server inside the calling
+// process: an actor system, a supervision tree (root over a checkpointer, a
+// shard supervisor and a worker supervisor), and a controller that follows
+// the run. `start` validates the configuration and starts the tree; `wait`
+// follows the run until every worker has finished (or it fails, or the time
+// runs out) and returns the result: the trained parameters' quality and
+// hash, what was pushed and applied, and the timeline of faults and
+// recoveries. Failures are values: a bad configuration, a tree that gives up
+// (the error names the child that exhausted its restart intensity), or a
+// timeout. One thread uses a job at a time.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/core/consistency.hpp"
+#include "actors/core/job_event.hpp"
+#include "actors/core/optimizer.hpp"
+#include "actors/faults/fault_plan.hpp"
+#include "models/model.hpp"
+
+namespace keel {
+
+class child_placement;  // actors/job/placement.hpp
+
+struct job_config {
+  std::shared_ptr<const model> training_model;  // required
+  uint32_t shards = 2;
+  uint32_t workers = 2;
+  consistency rule;                              // default BSP
+  optimizer_config optimizer;
+  uint32_t batch_size = 32;
+  uint64_t steps = 100;                          // global steps each worker runs
+  uint64_t seed = 1;
+  std::filesystem::path checkpoint_dir;          // required; created if missing
+  // Continue the run whose checkpoints are in checkpoint_dir (its process
+  // died) from the newest valid one, instead of starting afresh. The rest of
+  // the configuration must be that run's: a BSP run then ends bit-identical
+  // to one never interrupted. Without it, a directory holding checkpoints is
+  // refused.
+  bool resume = false;
+  // BSP steps between checkpoints; 0: none. Workers keep their pushes since
+  // the checkpoint before the last one, to replay to a restarted shard; with
+  // none they keep every push of the run (its gradients: memory grows with
+  // steps x model size).
+  uint64_t checkpoint_every = 50;
+  size_t keep_checkpoints = 3;
+  std::vector<fault> faults;                     // actors/faults/fault_plan.hpp (kill_at for kills)
+  int max_restarts = 20;                         // per supervisor, within restart_period
+  std::chrono::milliseconds restart_period{10000};
+  std::chrono::milliseconds request_timeout{2000};
+  // A checkpoint still missing a shard's snapshot this long after the first
+  // one arrived is given up (reported as checkpoint_failed).
+  std::chrono::milliseconds checkpoint_timeout{5000};
+  size_t scheduler_threads = 2;
+  // Where shards and workers run (actors/job/placement.hpp); null: in this
+  // process. keel_cluster's placement runs them on node processes.
+  std::shared_ptr<child_placement> placement;
+  // Who carries out node faults (kill9, stop, cut on node:N): the owner of
+  // the node processes (keel cluster). Null: node faults are refused.
+  std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
+    node_faults;
+  uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
+  bool progress_accuracy = false;                // progress events score the held-out set too
+};
+
+struct job_result {
+  evaluation quality;                            // on the model's held-out set
+  uint64_t steps = 0;                            // global steps each worker completed
+  uint64_t pushes_acked = 0;                     // distinct (worker, shard, seq) acknowledged
+  uint64_t pushes_applied = 0;                   // the shards' applied seqs, summed
+  std::map<std::string, uint64_t> restarts;      // per actor name
+  uint64_t rollbacks = 0;
+  uint64_t checkpoints = 0;                      // committed during the run
+  // What the checkpoints cost (their share of `seconds` is the figure to
+  // watch): writing them (wall and the checkpointer thread's CPU, summed
+  // over commits), and steps the checkpoint window held back (summed over
+  // workers, each worker's last incarnation).
+  double checkpoint_write_seconds = 0;
+  double checkpoint_write_cpu_seconds = 0;
+  double window_wait_seconds = 0;
+  std::vector<job_event> events;
+  std::string params_sha256;                     // of dense then sparse values, in key order
+  std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
+  // The planned faults that did not take effect ("FAULT: why"): they never
+  // came due before the run ended, or their injection failed. Each is also
+  // a fault event on the timeline.
+  std::vector<std::string> faults_not_injected;
+  uint64_t faults_injected = 0;                  // the planned faults that took effect
+  message_fault_hits messages_hit;                    // by the plan's message faults
+  std::vector<float> dense;                      // final dense parameters
+  std::vector<float> sparse;                     // final sparse parameters (key k at k)
+  double seconds = 0;                            // this process's share of the run, to the final
+                                                 // parameters read (the evaluation not counted)
+  double samples_per_second = 0;                 // over the steps this process ran
+  uint64_t resumed_at_step = 0;                  // job_config::resume: the checkpoint's step (0: fresh)
+};
+
+class job {
+ public:
+  static caf::expected<std::unique_ptr<job>> start(job_config cfg);
+
+  // The parameters as the shards hold them now (dense, then sparse key k at
+  // k); callable before or during `wait` (from on_event), on that thread.
+  struct parameters_now {
+    std::vector<float> dense;
+    std::vector<float> sparse;
+  };
+  caf::expected<parameters_now> parameters();
+
+  // Stops the run: every actor in reverse start order. `wait` then returns
+  // errc::shutting_down. Also done by the destructor.
+  caf::error stop();
+
+  // Called for every event as `wait` sees it (on the thread calling wait).
+  void on_event(std::function<void(const job_event&)> f);
+
+  // Follows the run to its end; returns the result or the run's failure.
+  caf::expected<job_result> wait(std::chrono::milliseconds timeout);
+
+  // How kill() ends an actor: CAF's unconditional kill, a quit with an error
+  // (what a crash reason looks like), or an exception thrown from one of its
+  // handlers (shards, workers and the checkpointer only).
+  enum class kill_mode { kill, exit, raise };
+
+  // Kills the actor with this name now: shard:N, worker:N, checkpointer, or
+  // the supervisors root, shards and workers.
+  caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
+
+  // Injects one fault now, whatever its trigger says (parse_fault_plan
+  // reads the text form); callable like kill. Errors name a target the job
+  // does not have.
+  caf::error inject(const fault& f);
+
+  ~job();
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+
+  // Opaque: defined in actors/job/job_impl.hpp, which is not installed.
+  struct impl;
+
+ private:
+  explicit job(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+// The hex SHA-256 of the parameters, dense then sparse, as little-endian
+// float32 in key order: the fingerprint BSP runs compare.
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse);
+
+}  // namespace keel

@@ -1,0 +1,179 @@
+// The supervision tree a job runs, and why it has this shape:
+//
+//   root (one_for_one)
+//   ├── checkpointer                 permanent
+//   ├── shards (one_for_one)         permanent supervisor
+//   │   └── shard:0 .. shard:N-1     permanent, restart from the last
+//   │                                committed snapshot
+//   └── workers (one_for_one)        permanent supervisor
+//       └── worker:0 .. worker:W-1   transient (a finished worker stays down)
+//
+// one_for_one everywhere because every child recovers alone: a restarted
+// shard is brought back to the present by the workers' replay logs, a
+// restarted worker asks the shards where it stood, and a restarted
+// checkpointer reopens the store. Restarting siblings would only lose work.
+// When local recovery is impossible (a shard needs pushes no log holds any
+// more, or the root itself is lost) the job rolls the whole tree back to the
+// last valid checkpoint (job.cpp).
+#include "actors/core/shard_snapshot.hpp"
+#include "actors/job/job_impl.hpp"
+#include "actors/job/placement.hpp"
+#include "actors/roles/checkpointer.hpp"
+#include "actors/roles/parameter_shard.hpp"
+#include "storage/faulty_io.hpp"
+#include "storage/snapshot.hpp"
+
+namespace keel {
+
+namespace {
+
+// Accepts a snapshot only if this shard could restore from it.
+supervision::snapshot_validator shard_validator(const shard_config& cfg) {
+  return [cfg](const supervision::snapshot& s) -> caf::error {
+    auto f = s.as<frame>();
+    if (!f)
+      return make_error(errc::damaged_snapshot, "not a shard snapshot");
+    return check_shard_snapshot(cfg, f);
+  };
+}
+
+supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
+  supervision::child_spec c;
+  c.id = "shard:" + std::to_string(i);
+  auto cfg = j.shard_cfgs[i];
+  auto model = j.cfg.training_model;
+  auto seed = j.cfg.seed;
+  auto every = j.cfg.checkpoint_every;
+  frame_ptr initial = i < j.start_from.size() ? j.start_from[i] : nullptr;
+  auto committed = j.checkpoints->snapshots();
+  auto validate = shard_validator(cfg);
+  auto faults = j.faults->links();
+  auto placement = j.cfg.placement;
+  c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
+    shard_options o;
+    o.config = cfg;
+    // The supervisor hands over a snapshot its validator (validate: every
+    // CRC) accepted; the restore need not check the CRCs again.
+    o.snapshot = ctx.from.as<frame>();
+    // A first start of a restarted shard supervisor has no snapshot from its
+    // supervisor, but the job's last committed checkpoint is still the state
+    // to continue from.
+    if (!o.snapshot)
+      o.snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
+    o.snapshot_crcs_checked = o.snapshot != nullptr;
+    if (!o.snapshot)
+      o.snapshot = initial;
+    if (!o.snapshot) {
+      o.initial_dense.resize(cfg.dense.size());
+      model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
+    }
+    o.snapshot_every_steps = every;
+    o.directory = ctx.directory;
+    o.faults = faults;
+    if (placement)
+      return placement->start_shard(sys, ctx.id, ctx.incarnation, o);
+    return spawn_parameter_shard(sys, std::move(o));
+  };
+  c.restart = supervision::restart_type::permanent;
+  c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
+  c.snapshots = [committed, i](const std::string&) { return committed->for_shard(i); };
+  c.validate = validate;
+  return c;
+}
+
+supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
+  supervision::child_spec c;
+  c.id = "worker:" + std::to_string(i);
+  worker_options o;
+  o.worker = i;
+  o.num_workers = j.cfg.workers;
+  o.training_model = j.cfg.training_model;
+  o.parts = j.parts;
+  for (uint32_t s = 0; s < j.cfg.shards; ++s)
+    o.shard_names.push_back("shard:" + std::to_string(s));
+  o.job = caf::actor_cast<caf::actor>(*j.ctl);
+  o.seed = j.cfg.seed;
+  o.batch_size = j.cfg.batch_size;
+  o.total_steps = j.cfg.steps;
+  o.request_timeout = j.cfg.request_timeout;
+  o.epoch = j.epoch;
+  o.rule = j.cfg.rule.kind;
+  o.windowed = j.cfg.checkpoint_every > 0;
+  o.faults = j.faults->links();
+  c.start = [o, placement = j.cfg.placement](caf::actor_system& sys,
+                                              const supervision::restart_context& ctx) mutable {
+    o.directory = ctx.directory;
+    if (placement)
+      return placement->start_worker(sys, ctx.id, ctx.incarnation, o);
+    return spawn_worker(sys, o);
+  };
+  c.restart = supervision::restart_type::transient;
+  c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
+  return c;
+}
+
+}  // namespace
+
+supervision::supervisor_spec job::impl::root_spec() {
+  supervision::supervisor_spec shards;
+  shards.name = "shards";
+  shards.max_restarts = cfg.max_restarts;
+  shards.period = cfg.restart_period;
+  for (uint32_t i = 0; i < cfg.shards; ++i)
+    shards.children.push_back(shard_spec(*this, i));
+
+  supervision::supervisor_spec workers;
+  workers.name = "workers";
+  workers.max_restarts = cfg.max_restarts;
+  workers.period = cfg.restart_period;
+  for (uint32_t i = 0; i < cfg.workers; ++i)
+    workers.children.push_back(worker_spec(*this, i));
+
+  supervision::child_spec ckpt;
+  ckpt.id = "checkpointer";
+  checkpointer_options co;
+  co.dir = cfg.checkpoint_dir;
+  co.keep_last = cfg.keep_checkpoints;
+  co.num_shards = cfg.shards;
+  co.job = caf::actor_cast<caf::actor>(*ctl);
+  co.io = faults->disk();
+  co.detached = !cfg.placement;  // see checkpointer_options::detached
+  co.incomplete_timeout = cfg.checkpoint_timeout;
+  ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
+    return spawn_checkpointer(sys, co);
+  };
+  ckpt.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(10));
+
+  supervision::supervisor_spec root;
+  root.name = "root";
+  root.max_restarts = cfg.max_restarts;
+  root.period = cfg.restart_period;
+  root.random_seed = cfg.seed;
+  root.children.push_back(std::move(ckpt));
+  root.children.push_back(supervision::supervisor_child(std::move(shards)));
+  root.children.push_back(supervision::supervisor_child(std::move(workers)));
+  return root;
+}
+
+caf::error job::impl::start_tree() {
+  handles.clear();
+  done.clear();
+  reports.clear();
+  worker_step.assign(cfg.workers, 0);
+  auto t = supervision::tree::start(*sys, root_spec());
+  if (!t)
+    return t.error();
+  tree.emplace(std::move(*t));
+  auto& self = *ctl;
+  self->monitor(tree->root());
+  self->send(tree->events(), supervision::subscribe_atom::value);
+  for (auto name : {"checkpointer", "shards", "workers"})
+    self->send(tree->directory(), supervision::watch_atom::value, std::string(name));
+  for (uint32_t i = 0; i < cfg.shards; ++i)
+    self->send(tree->directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
+  for (uint32_t i = 0; i < cfg.workers; ++i)
+    self->send(tree->directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
+  return {};
+}
+
+}  // namespace keel

@@ -1,0 +1,65 @@
+#pragma once
+// A child_placement decides where a job's shards and workers run. Without
+// one, a job starts them in its own process. A cluster placement
+// (actors/cluster/cluster_placement.hpp, in keel_cluster) starts them on keel node
+// processes instead, through their agents: the job's supervisors call
+// start_shard / start_worker from their start functions exactly as they
+// spawn local children, monitor the handles they get back (a node's death
+// takes its children down, and the supervisor restarts them, from their last
+// snapshot, wherever the placement says), and nothing else in the job
+// changes. The checkpointer, the directory and the supervisors stay in the
+// job's process (the coordinator).
+//
+// Every call blocks its caller at most for the placement's own timeouts and
+// fails with an error naming the child and the node(s) it tried; it is
+// called on supervisor threads, concurrently, so implementations are
+// thread-safe.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/roles/parameter_shard.hpp"
+#include "actors/roles/worker.hpp"
+
+namespace keel {
+
+class child_placement {
+ public:
+  virtual ~child_placement() = default;
+
+  // Called once, before the job's actor system exists: load what the
+  // placement needs (CAF's middleman, message types).
+  virtual void configure(caf::actor_system_config& cfg) = 0;
+
+  // Called once the system exists and before the tree starts. `job` is the
+  // job's own actor: the placement reports node events to it as job_events
+  // (event_kind::node_down, node_up). Fails when no node can be reached.
+  virtual caf::error attach(caf::actor_system& sys, const caf::actor& job) = 0;
+
+  // Starts incarnation `incarnation` of the shard or worker `name` ("shard:0").
+  // A worker's model crosses by the placement's own model description, not
+  // by `o.training_model`; its link faults stay in the job's process.
+  virtual caf::expected<caf::actor> start_shard(caf::actor_system& sys, const std::string& name,
+                                                uint64_t incarnation, const shard_options& o) = 0;
+  virtual caf::expected<caf::actor> start_worker(caf::actor_system& sys, const std::string& name,
+                                                 uint64_t incarnation, const worker_options& o) = 0;
+
+  // Called before the job's actor system goes: stops every actor the
+  // placement runs in it (the system waits for them).
+  virtual void detach() = 0;
+
+  // How many node processes the placement spreads children over (fault
+  // plans may target node:0 .. node:N-1).
+  virtual uint32_t nodes() const = 0;
+
+  // Where each child runs now, as "name@node:N" lines, for errors and events.
+  virtual std::string where() const = 0;
+};
+
+}  // namespace keel

@@ -1,0 +1,169 @@
+#include "actors/roles/checkpointer.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/core/atoms.hpp"
+#include "actors/core/crash.hpp"
+#include "actors/core/job_event.hpp"
+#include "messages/decode.hpp"
+#include "storage/snapshot_store.hpp"
+
+namespace keel {
+
+namespace {
+
+struct checkpointer_state {
+  checkpointer_options opt;
+  std::unique_ptr<snapshot_store> store;
+  uint64_t last_committed = 0;
+  uint64_t last_lost = 0;  // the newest checkpoint given up as incomplete
+  struct arrived {
+    shard_snapshot_msg msg;
+    uint64_t step = 0;
+  };
+  // checkpoint id -> (shard -> snapshot)
+  std::map<uint64_t, std::map<uint32_t, arrived>> pending;
+};
+
+using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+void report(checkpointer_actor* self, event_kind kind, std::string detail, uint64_t step,
+            uint64_t checkpoint = 0) {
+  auto& st = self->state;
+  auto e = make_job_event(kind, "checkpointer", std::move(detail));
+  e.step = step;
+  e.checkpoint = checkpoint;
+  if (st.opt.job)
+    self->send(st.opt.job, std::move(e));
+}
+
+// CPU time of the calling thread, in microseconds.
+int64_t thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+void write_checkpoint(checkpointer_actor* self, uint64_t id,
+                      std::map<uint32_t, checkpointer_state::arrived> shards) {
+  auto& st = self->state;
+  std::vector<shard_snapshot_msg> snaps;
+  uint64_t step = 0;
+  checkpoint_committed note;
+  note.checkpoint = id;
+  for (auto& [shard, a] : shards) {
+    step = std::max(step, a.step);
+    note.shards.push_back({shard, a.step, a.msg.frame()});
+    snaps.push_back(std::move(a.msg));
+  }
+  note.step = step;
+  auto t0 = std::chrono::steady_clock::now();
+  auto cpu0 = thread_cpu_us();
+  auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
+  note.write_cpu_us = thread_cpu_us() - cpu0;
+  note.write_us =
+    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (!r) {
+    st.store->abandon(id);
+    report(self, event_kind::checkpoint_failed,
+           "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": " +
+             describe(r.error()) + "; checkpoint " + std::to_string(st.last_committed) +
+             " stays in force",
+           step, id);
+    return;
+  }
+  st.last_committed = id;
+  // The note first: whoever sees the event can rely on the job knowing it.
+  self->send(st.opt.job, std::move(note));
+  report(self, event_kind::checkpoint,
+         "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
+}
+
+}  // namespace
+
+caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts) {
+  store_options so;
+  so.keep_last = opts.keep_last;
+  if (opts.io)
+    so.io = opts.io;
+  auto store = snapshot_store::open(opts.dir, so);
+  if (!store)
+    return store.error();
+  auto committed = (*store)->committed();
+  if (!committed)
+    return committed.error();
+  uint64_t last = committed->empty() ? 0 : committed->back();
+  auto shared_store = std::make_shared<std::unique_ptr<snapshot_store>>(std::move(*store));
+  auto behavior = [opts, shared_store, last](checkpointer_actor* self) -> caf::behavior {
+    auto& st = self->state;
+    st.opt = opts;
+    st.store = std::move(*shared_store);
+    st.last_committed = last;
+    self->set_exception_handler(exception_as_error);
+    return {
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
+      [self](expire_atom, uint64_t id) {
+        auto& st = self->state;
+        auto it = st.pending.find(id);
+        if (it == st.pending.end())
+          return;  // written, or superseded by a newer one
+        uint64_t step = 0;
+        std::string have;
+        for (auto& [shard, a] : it->second) {
+          step = std::max(step, a.step);
+          have += (have.empty() ? "" : ", ") + std::to_string(shard);
+        }
+        st.pending.erase(st.pending.begin(), std::next(it));
+        st.last_lost = id;
+        report(self, event_kind::checkpoint_failed,
+               "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
+                 ": lost, only shard(s) " + have + " of " + std::to_string(st.opt.num_shards) +
+                 " sent a snapshot within " + std::to_string(st.opt.incomplete_timeout.count()) +
+                 " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
+               step, id);
+      },
+      [self](const shard_snapshot_msg& m) {
+        auto& st = self->state;
+        auto d = decode(m);
+        if (!d) {
+          report(self, event_kind::checkpoint_failed, "a shard sent an invalid snapshot: " + describe(d.error()), 0);
+          return;
+        }
+        auto id = d->root().getCheckpoint();
+        if (id <= st.last_committed || id <= st.last_lost)
+          return;  // a shard replaying steps re-sends checkpoints already durable
+        if (!st.pending.count(id))
+          self->delayed_send(self, st.opt.incomplete_timeout, expire_atom::value, id);
+        auto& slot = st.pending[id];
+        slot.insert_or_assign(d->root().getShard(), checkpointer_state::arrived{m, d->root().getStep()});
+        if (slot.size() < st.opt.num_shards)
+          return;
+        auto shards = std::move(slot);
+        // Older incomplete checkpoints can no longer complete usefully.
+        st.pending.erase(st.pending.begin(), st.pending.upper_bound(id));
+        write_checkpoint(self, id, std::move(shards));
+      },
+    };
+  };
+  // In a cluster the coordinator's checkpointer is referenced from other
+  // processes, and CAF 0.17 never releases a detached actor that remote
+  // nodes knew (the actor system then waits for it forever at shutdown): it
+  // runs on the scheduler there, where no training happens.
+  if (!opts.detached)
+    return sys.spawn(behavior);
+  return sys.spawn<caf::detached>(behavior);
+}
+
+}  // namespace keel

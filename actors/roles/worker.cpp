@@ -1,0 +1,432 @@
+#include "actors/roles/worker.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "actors/core/atoms.hpp"
+#include "actors/core/crash.hpp"
+#include "actors/core/job_event.hpp"
+#include "actors/core/request_timer.hpp"
+#include "actors/data_plane/data_plane.hpp"
+#include "actors/faults/link_hold.hpp"
+#include "actors/roles/worker_state.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/protocol.hpp"
+
+namespace keel::worker_detail {
+
+void emit(worker_actor* self, job_event e) {
+  auto& st = self->state;
+  e.actor = "worker:" + std::to_string(st.opt.worker);
+  if (st.opt.job)
+    self->send(st.opt.job, std::move(e));
+}
+
+void emit(worker_actor* self, event_kind kind, std::string detail) {
+  emit(self, make_job_event(kind, {}, std::move(detail)));
+}
+
+std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt) {
+  auto d = o.retry_min * (1u << std::min<uint32_t>(attempt, 16));
+  return std::min(d, o.retry_max);
+}
+
+void fail(worker_actor* self, caf::error err) {
+  self->quit(std::move(err));
+}
+
+void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
+
+// Starts the step in progress if the core lets it: builds its batch and asks
+// every shard for what it needs.
+void start_step(worker_actor* self) {
+  auto& st = self->state;
+  bool was_waiting = st.core.phase() == worker_phase::waiting;
+  switch (st.core.next_step()) {
+    case worker_core::step_start::finished:
+      // Stay up with the log: a shard that restarts before the job has read
+      // the final parameters still needs this worker's replay.
+      self->send(st.opt.job, done_atom::value, st.core.report());
+      return;
+    case worker_core::step_start::waiting:
+      if (!was_waiting)
+        st.waiting_since = std::chrono::steady_clock::now();
+      return;  // until the job widens the window
+    case worker_core::step_start::pull:
+      break;
+  }
+  auto es = st.core.position();
+  batch_position at{st.opt.seed,   es.epoch,           es.step,
+                    st.opt.worker, st.opt.num_workers, st.opt.batch_size};
+  if (auto err = st.opt.training_model->batch_indices(at, st.batch))
+    return fail(self, err);
+  if (auto err = st.opt.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
+    return fail(self, err);
+  st.core.begin_pull(st.model_keys);
+  // A shard whose early pull (ask_early_pulls) is answered, or still out,
+  // is not asked again: its reply counts, or its failure asks then.
+  std::vector<std::pair<uint32_t, pull_reply_msg>> answered;
+  for (uint32_t i = 0; i < st.shards.size(); ++i) {
+    auto& e = st.early[i];
+    if (e.clock != st.core.step() || e.handle != st.shards[i]) {
+      e = {};
+      send_pull(self, i, 0);
+    } else if (e.reply) {
+      answered.emplace_back(i, std::move(*e.reply));
+      e = {};
+    }
+  }
+  for (auto& [i, m] : answered) {
+    auto r = decode(m);
+    if (!r)
+      return fail(self, r.error());
+    if (st.core.accepts_pull_reply(i, r->root().getClock()))
+      on_pulled(self, i, r->root());
+  }
+}
+
+// A request to a shard: over the data plane when it routes to the shard's
+// process, else straight to the shard through CAF. The answer (or error) is
+// the shard's either way. Timed by the worker's request_deadlines rather
+// than CAF's clock (see actors/core/request_deadlines.hpp): a timeout reaches
+// `on_error` as CAF's request_timeout all the same.
+template <class Reply, class Msg, class OnReply, class OnError>
+void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_reply,
+               OnError on_error) {
+  auto& st = self->state;
+  auto& dest = st.shards[shard];
+  auto via = st.opt.plane ? st.opt.plane->route(dest) : caf::actor{};
+  if (via)
+    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, via, std::move(on_reply),
+                         std::move(on_error), dp_forward_atom::value, dest, m);
+  else
+    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, dest, std::move(on_reply),
+                         std::move(on_error), m);
+}
+
+void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
+  auto& st = self->state;
+  auto gen = st.core.generation();
+  ask_shard<pull_reply_msg>(
+      self, shard, st.core.pull_request(shard),
+      [self, shard, gen](const pull_reply_msg& m) {
+        if (!self->state.core.pull_open(gen, shard))
+          return;
+        auto r = decode(m);
+        if (!r)
+          return fail(self, r.error());
+        on_pulled(self, shard, r->root());
+      },
+      [self, shard, gen, attempt](caf::error& err) {
+        auto& st = self->state;
+        if (!st.core.pull_open(gen, shard))
+          return;
+        st.core.count_retry();
+        emit(self, event_kind::retry,
+             "pull from " + st.opt.shard_names[shard] + " at step " +
+                 std::to_string(st.core.step()) + ": " + self->system().render(err));
+        refresh(self, shard);
+        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                           attempt + 1, false);
+      });
+}
+
+// Under BSP a dense model's next pull is known before this step is done:
+// asked right behind the step's push, a shard answers it as soon as it has
+// applied the step, which saves the step's slowest worker a round trip
+// (acks, then a pull) on every step. The reply is used once the next step
+// starts pulling (start_step); a failed early pull is asked again normally
+// if that step is waiting for it.
+void ask_early_pulls(worker_actor* self) {
+  auto& st = self->state;
+  for (uint32_t i = 0; i < st.shards.size(); ++i) {
+    auto req = st.core.early_pull_request(i);
+    if (!req)
+      return;
+    auto clock = st.core.step() + 1;
+    auto dest = st.shards[i];
+    st.early[i] = {clock, dest, std::nullopt};
+    ask_shard<pull_reply_msg>(
+        self, i, *req,
+        [self, i, clock, dest](const pull_reply_msg& m) {
+          auto& st = self->state;
+          auto& e = st.early[i];
+          if (e.clock != clock || e.handle != dest)
+            return;  // a newer step or shard incarnation asked since
+          if (!st.core.accepts_pull_reply(i, clock)) {
+            e.reply = m;  // the step has not started pulling yet
+            return;
+          }
+          e = {};
+          auto r = decode(m);
+          if (!r)
+            return fail(self, r.error());
+          on_pulled(self, i, r->root());
+        },
+        [self, i, clock, dest](caf::error&) {
+          auto& st = self->state;
+          auto& e = st.early[i];
+          if (e.clock != clock || e.handle != dest)
+            return;
+          e = {};
+          if (st.core.accepts_pull_reply(i, clock))
+            send_pull(self, i, 0);  // the step waits for it: ask the usual way
+        });
+  }
+}
+
+// Every shard has answered: compute the gradient and push each shard its part.
+void compute_and_push(worker_actor* self) {
+  auto& st = self->state;
+  if (auto err =
+          st.opt.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
+    return fail(self, err);
+  auto round = st.core.begin_push(st.grad);
+  if (round.skipped) {
+    auto step = st.core.step();
+    auto e = make_job_event(event_kind::skipped_step, {},
+                            "gradient of step " + std::to_string(step) + " is not finite");
+    e.step = step;
+    emit(self, std::move(e));
+  }
+  for (uint32_t i = 0; i < round.pushes.size(); ++i) send_push(self, i, round.pushes[i], 0);
+  ask_early_pulls(self);
+}
+
+void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) {
+  auto all = self->state.core.pulled(shard, r);
+  if (!all)
+    return fail(self, all.error());
+  if (*all)
+    compute_and_push(self);
+}
+
+// The step is complete: tell the job, go on.
+void step_done(worker_actor* self) {
+  auto& st = self->state;
+  // The loss as its bits (see messages/wire_bits.hpp): a diverging run's infinite loss
+  // would hang CAF 0.17's serializer on the way to a remote job.
+  uint64_t loss_bits = 0;
+  double loss = st.core.report().last_loss;
+  std::memcpy(&loss_bits, &loss, sizeof loss_bits);
+  self->send(st.opt.job, step_atom::value, st.opt.epoch, st.opt.worker, st.core.step(), loss_bits);
+  start_step(self);
+}
+
+void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
+  auto& st = self->state;
+  auto out = st.core.acked(shard, a);
+  if (!out)
+    return fail(self, out.error());
+  if (!out->rollback.empty())
+    return ask_for_rollback(self, out->rollback);
+  for (auto& m : out->resend) send_push(self, shard, m, 0);
+  if (out->step_complete)
+    step_done(self);
+}
+
+// A shard's directory entry, from a watch or a lookup.
+void on_update(worker_actor* self, const supervision::directory_update& u) {
+  auto& st = self->state;
+  auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
+  if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
+    return;
+  auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
+  // A restarted supervisor numbers its children's incarnations afresh,
+  // so a new handle, not a higher number, marks a new incarnation.
+  if (u.handle == st.shards[shard])
+    return;
+  st.shards[shard] = u.handle;
+  switch (st.core.shard_up(shard, u.incarnation)) {
+    case worker_core::shard_action::resume:
+      return resume(self);
+    case worker_core::shard_action::ask_status:
+      return ask_status(self, shard, 0);
+    case worker_core::shard_action::replay:
+      return replay_to(self, shard, 0);
+    case worker_core::shard_action::none:
+      return;
+  }
+}
+
+// Looks a shard up in the directory. Watch updates can be lost or arrive out
+// of order; a failed request or the periodic refresh finds the current
+// incarnation anyway.
+void refresh(worker_actor* self, uint32_t shard) {
+  auto& st = self->state;
+  self->request(st.opt.directory, st.opt.request_timeout, supervision::lookup_atom::value,
+                st.opt.shard_names[shard])
+      .then([self](const supervision::directory_update& u) { on_update(self, u); },
+            [](caf::error&) {});  // restarting or gone: the watch or the next refresh tells
+}
+
+void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt) {
+  auto& st = self->state;
+  auto gen = st.core.generation();
+  ask_shard<push_ack_msg>(
+      self, shard, m,
+      [self, shard](const push_ack_msg& ack) {
+        if (self->state.core.phase() == worker_phase::halted)
+          return;
+        auto a = decode(ack);
+        if (!a)
+          return fail(self, a.error());
+        on_ack(self, shard, a->root());
+      },
+      [self, shard, gen, attempt, m, dest = st.shards[shard]](caf::error& err) {
+        auto& st = self->state;
+        auto seq = st.core.step() + 1;
+        if (!st.core.push_open(gen, shard)) {
+          // Not the open step's push: a replay to a restarted shard or a
+          // resend after OUT_OF_ORDER, which the retry timer below never
+          // covers. A lost one would leave the shard without it for good
+          // (under BSP every later pull waits on it), so it goes again
+          // while the shard is the incarnation it was sent to (a newer
+          // one gets a replay of its own).
+          if (st.core.phase() == worker_phase::halted || dest != st.shards[shard])
+            return;
+          auto d = decode(m);
+          if (!d)
+            return;
+          st.core.count_retry();
+          emit(self, event_kind::retry,
+               "push " + std::to_string(d->root().getSeq()) + " to " + st.opt.shard_names[shard] +
+                   " (resent): " + self->system().render(err));
+          refresh(self, shard);
+          self->delayed_send(self, backoff(st.opt, attempt), resend_atom::value, shard, m,
+                             attempt + 1);
+          return;
+        }
+        st.core.count_retry();
+        emit(self, event_kind::retry,
+             "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
+                 self->system().render(err));
+        refresh(self, shard);
+        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                           attempt + 1, true);
+      });
+}
+
+}  // namespace keel::worker_detail
+
+namespace keel {
+
+using namespace worker_detail;
+
+namespace {
+
+caf::behavior running(worker_actor* self) {
+  return {
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
+      [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
+        auto& core = self->state.core;
+        switch (core.retry(gen, shard, push)) {
+          case worker_core::retry_action::pull:
+            return send_pull(self, shard, attempt);
+          case worker_core::retry_action::status:
+            return ask_status(self, shard, attempt);
+          case worker_core::retry_action::push:
+            for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
+            return;
+          case worker_core::retry_action::none:
+            return;
+        }
+      },
+      [self](resend_atom, uint32_t shard, const push_msg& m, uint32_t attempt) {
+        auto& st = self->state;
+        if (st.core.phase() != worker_phase::halted && shard < st.shards.size())
+          send_push(self, shard, m, attempt);
+      },
+      [self](const supervision::directory_update& u) {
+        // Updates cross the directory's link to this worker.
+        auto& st = self->state;
+        auto me = "worker:" + std::to_string(st.opt.worker);
+        auto d = st.opt.faults ? st.opt.faults->on_message("directory", me, msg_kind::update)
+                               : send_decision{};
+        st.held.apply(self, d, "directory>" + me, [self, u] { on_update(self, u); });
+      },
+      [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
+      [self](deadline_atom) { expire_due(self, self->state.deadlines); },
+      [self](refresh_atom) {
+        auto& st = self->state;
+        for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
+        self->delayed_send(self, st.opt.request_timeout, refresh_atom::value);
+      },
+      // A second copy of an answer (a duplicating link): acks are idempotent;
+      // a pull reply counts only while that pull is still open.
+      [self](const push_ack_msg& m) {
+        auto a = decode(m);
+        if (!a || self->state.core.phase() == worker_phase::halted)
+          return;
+        on_ack(self, a->root().getShard(), a->root());  // the core checks the shard
+      },
+      [self](const pull_reply_msg& m) {
+        auto r = decode(m);
+        if (!r)
+          return;
+        auto shard = r->root().getShard();
+        if (self->state.core.accepts_pull_reply(shard, r->root().getClock()))
+          on_pulled(self, shard, r->root());
+      },
+      [self](truncate_atom, uint32_t shard, uint64_t covered) {
+        if (self->state.core.checkpoint_committed(shard, covered))
+          step_done(self);
+      },
+      [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
+      [self](window_atom, uint64_t limit) {
+        auto& st = self->state;
+        if (st.core.widen_window(limit)) {
+          auto waited = std::chrono::steady_clock::now() - st.waiting_since;
+          st.core.waited_at_window(static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+          start_step(self);
+        }
+      },
+  };
+}
+
+}  // namespace
+
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts) {
+  if (!opts.training_model)
+    return make_error(errc::invalid_argument,
+                      "worker " + std::to_string(opts.worker) + ": no model");
+  if (opts.parts.size() != opts.shard_names.size() || opts.parts.empty())
+    return make_error(errc::invalid_argument, "worker " + std::to_string(opts.worker) +
+                                                  ": shard names and key ranges disagree");
+  auto spe =
+      steps_per_epoch(opts.training_model->num_train_examples(), opts.num_workers, opts.batch_size);
+  if (spe == 0)
+    return make_error(errc::invalid_argument,
+                      "batch size " + std::to_string(opts.batch_size) + " with " +
+                          std::to_string(opts.num_workers) + " workers leaves no full batch in " +
+                          std::to_string(opts.training_model->num_train_examples()) + " examples");
+  return sys.spawn([opts = std::move(opts), spe](worker_actor* self) -> caf::behavior {
+    auto& st = self->state;
+    st.opt = opts;
+    worker_core_config cfg;
+    cfg.worker = opts.worker;
+    cfg.epoch = opts.epoch;
+    cfg.parts = opts.parts;
+    cfg.shard_names = opts.shard_names;
+    cfg.dense_size = opts.training_model->layout().dense_size();
+    cfg.total_steps = opts.total_steps;
+    cfg.steps_per_epoch = spe;
+    cfg.rule = opts.rule;
+    cfg.windowed = opts.windowed;
+    cfg.dense_only = opts.training_model->layout().sparse_key_count() == 0;
+    st.core = worker_core(std::move(cfg));
+    st.early.resize(opts.parts.size());
+    st.scratch = opts.training_model->make_scratch();
+    st.shards.resize(opts.parts.size());
+    self->set_exception_handler(exception_as_error);
+    // The directory answers each watch with the name's current entry, then
+    // with every change; resolving ends when every shard is known.
+    for (auto& name : opts.shard_names)
+      self->send(opts.directory, supervision::watch_atom::value, name);
+    self->delayed_send(self, opts.request_timeout, refresh_atom::value);
+    return running(self);
+  });
+}
+
+}  // namespace keel

@@ -1,0 +1,70 @@
+#pragma once
+// The worker actor runs the training loop of one data-parallel worker:
+// for each global step g it computes its batch (a function of seed, epoch,
+// worker and step), pulls the parameters it needs from every shard at clock
+// g, computes the gradient, and pushes each shard its part with seq g+1.
+// Every request has a finite timeout and is retried with exponential
+// backoff; pushes are idempotent (seq), so retries are safe. Pushes stay in
+// a replay log until a committed checkpoint covers them; when a shard comes
+// back (a new incarnation in the directory) the worker resends its log to
+// it. A gradient that is not finite is not pushed: the step is skipped
+// (an empty push keeps BSP moving) and reported. A restarted worker asks the
+// shards what they have of it and resumes at the first step one lacks. When
+// a shard needs a push the log no longer holds, the worker asks the job for a
+// rollback. It reports events and its end to `job`, and (when windowed)
+// starts a step only inside the window the job grants. Under BSP, a worker
+// of a dense model asks for the next step's parameters right behind its
+// push (the pull is the same every step), so a shard answers it as soon as
+// the step is applied: one round trip less per step for the step's slowest
+// worker. The decisions live in worker_core (actors/core/worker_core.hpp); the
+// actor performs them.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/core/consistency.hpp"
+#include "actors/core/partition.hpp"
+#include "actors/core/worker_report.hpp"
+#include "models/model.hpp"
+
+namespace keel {
+
+class link_faults;
+class data_plane;
+
+struct worker_options {
+  uint32_t worker = 0;
+  uint32_t num_workers = 1;
+  std::shared_ptr<const model> training_model;
+  std::vector<shard_keys> parts;         // key ranges, by shard index
+  std::vector<std::string> shard_names;  // directory names, by shard index
+  caf::actor directory;
+  caf::actor job;                        // receives job_event, done and rollback requests
+  uint64_t seed = 1;
+  uint32_t batch_size = 32;
+  uint64_t total_steps = 100;            // global steps to run
+  std::chrono::milliseconds request_timeout{2000};
+  std::chrono::milliseconds retry_min{5};
+  std::chrono::milliseconds retry_max{500};
+  uint32_t epoch = 0;                    // the job's tree generation (rollbacks bump it)
+  consistency_kind rule = consistency_kind::bsp;
+  // Flow control: when true, the worker starts step s only once the job's
+  // window (window_atom) exceeds s. The job keeps the window a bounded lead
+  // ahead of the last checkpoint, which bounds the replay logs.
+  bool windowed = false;
+  std::shared_ptr<link_faults> faults;   // message faults to inject (may be null)
+  // Pushes and pulls to shards in other processes go over it where it has a
+  // route (actors/data_plane/data_plane.hpp); null or no route: CAF's middleman.
+  std::shared_ptr<data_plane> plane;
+};
+
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);
+
+}  // namespace keel

@@ -1,0 +1,104 @@
+// Recovery inside a worker: asking restarted shards what they hold and
+// performing what the core decides from it (a resume step, a replay, or a
+// rollback request). The decisions themselves live in actors/worker_core.cpp.
+#include "actors/core/atoms.hpp"
+#include "actors/roles/worker_state.hpp"
+
+namespace keel::worker_detail {
+
+// The core has halted: the worker cannot go on without state it no longer
+// has, so it asks the job for a rollback.
+void ask_for_rollback(worker_actor* self, const std::string& why) {
+  auto& st = self->state;
+  emit(self, event_kind::rollback, why);
+  self->send(st.opt.job, rollback_atom::value, st.opt.epoch, st.opt.worker, why);
+}
+
+namespace {
+
+void perform_replay(worker_actor* self, uint32_t shard, uint64_t received) {
+  auto& st = self->state;
+  auto plan = st.core.replay(shard, received);
+  if (!plan.rollback.empty())
+    return ask_for_rollback(self, plan.rollback);
+  if (!plan.resend.empty()) {
+    auto e = make_job_event(event_kind::replay, {},
+                            "resending " + std::to_string(plan.resend.size()) + " pushes to " +
+                                st.opt.shard_names[shard]);
+    e.count = plan.resend.size();
+    e.peer = st.opt.shard_names[shard];
+    emit(self, std::move(e));
+  }
+  for (auto& m : plan.resend) send_push(self, shard, m, 0);
+  if (plan.pull_again)
+    send_pull(self, shard, 0);
+}
+
+}  // namespace
+
+// A shard has a new incarnation, restored from some checkpoint: ask it what
+// it holds of this worker, then perform the core's replay plan.
+void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
+  auto& st = self->state;
+  auto handle = st.shards[shard];
+  self->request(handle, st.opt.request_timeout, status_atom::value, st.opt.worker)
+      .then(
+          [self, shard, handle](uint64_t received, uint64_t, uint64_t) {
+            if (handle != self->state.shards[shard])
+              return;  // yet another incarnation took over
+            perform_replay(self, shard, received);
+          },
+          [self, shard, handle, attempt](caf::error&) {
+            auto& st = self->state;
+            if (st.core.phase() == worker_phase::halted || handle != st.shards[shard])
+              return;  // a newer incarnation gets its own replay
+            refresh(self, shard);  // perhaps the update naming a newer one was lost
+            self->delayed_send(self, backoff(st.opt, attempt), replay_atom::value, shard,
+                               attempt + 1);
+          });
+}
+
+// Asks `shard` what it has received from this worker; once every shard has
+// answered, the core knows where this incarnation starts (0 for a fresh job).
+void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
+  auto& st = self->state;
+  auto gen = st.core.generation();
+  self->request(st.shards[shard], st.opt.request_timeout, status_atom::value, st.opt.worker)
+      .then(
+          [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
+            auto& st = self->state;
+            switch (st.core.status_received(gen, shard, received)) {
+              case worker_core::resume_outcome::pending:
+                return;
+              case worker_core::resume_outcome::rollback:
+                return ask_for_rollback(self, st.core.rollback_reason());
+              case worker_core::resume_outcome::start:
+                break;
+            }
+            if (auto step = st.core.step(); step > 0) {
+              auto e = make_job_event(event_kind::resume, {},
+                                      "continuing at step " + std::to_string(step));
+              e.step = step;
+              emit(self, std::move(e));
+            }
+            start_step(self);
+          },
+          [self, shard, gen, attempt](caf::error& err) {
+            auto& st = self->state;
+            if (!st.core.status_open(gen))
+              return;
+            st.core.count_retry();
+            emit(self, event_kind::retry,
+                 "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
+            refresh(self, shard);
+            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+                               attempt + 1, false);
+          });
+}
+
+// Every shard is known (the core is resuming): ask each what it holds.
+void resume(worker_actor* self) {
+  for (uint32_t i = 0; i < self->state.shards.size(); ++i) ask_status(self, i, 0);
+}
+
+}  // namespace keel::worker_detail

@@ -1,0 +1,66 @@
+#pragma once
+// The inside of the worker actor, shared by worker.cpp (the training loop:
+// pull, gradient, push, acks, link faults) and worker_recovery.cpp (resume
+// after a restart, replay to restarted shards, rollback requests). Not part
+// of the public API: see worker.hpp.
+
+#include <caf/all.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/core/job_event.hpp"
+#include "actors/core/request_deadlines.hpp"
+#include "actors/core/worker_core.hpp"
+#include "actors/faults/link_hold.hpp"
+#include "actors/roles/worker.hpp"
+#include "messages/decode.hpp"
+#include "supervision/directory.hpp"
+
+namespace keel::worker_detail {
+
+struct worker_state {
+  worker_options opt;
+  worker_core core;  // the decisions; the actor performs them
+  std::unique_ptr<model_scratch> scratch;
+  std::vector<caf::actor> shards;           // the current incarnation of each shard
+  std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
+  gradient_buffer grad;
+  held_deliveries held;  // directory updates a link fault holds back
+  std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back
+  // The next step's pull to each shard, asked early (worker.cpp,
+  // ask_early_pulls): for which step, of which incarnation, and its reply
+  // once it came before that step started pulling. clock 0: none out.
+  struct early_pull {
+    uint64_t clock = 0;
+    caf::actor handle;
+    std::optional<pull_reply_msg> reply;
+  };
+  std::vector<early_pull> early;
+  request_deadlines deadlines;  // of the requests to shards (ask_shard)
+};
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+// Reports an event to the job.
+void emit(worker_actor* self, job_event e);  // fills in the actor
+void emit(worker_actor* self, event_kind kind, std::string detail);
+// The delay before retry number `attempt` (exponential, capped).
+std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt);
+void fail(worker_actor* self, caf::error err);
+
+// worker.cpp: the training loop.
+void start_step(worker_actor* self);
+void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt);
+void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt);
+void on_update(worker_actor* self, const supervision::directory_update& u);
+void refresh(worker_actor* self, uint32_t shard);
+
+// worker_recovery.cpp
+void ask_for_rollback(worker_actor* self, const std::string& why);  // the core has halted
+void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt);
+void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt);
+void resume(worker_actor* self);
+
+}  // namespace keel::worker_detail
