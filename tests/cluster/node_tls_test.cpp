@@ -168,7 +168,7 @@ TEST_CASE("a node whose certificate states another name than its route's is refu
   (*plane)->stop();
 }
 
-TEST_CASE("with TLS on, a recording of one node's connections holds no pushed float values and no frames; without, it holds both") {
+TEST_CASE("with TLS on, a recording of one node's connections holds no pushed float values and no frames, and without TLS it holds both") {
   // The node under watch listens on 127.0.0.2; a recording proxy on
   // 127.0.0.1 carries its gate port and its data port (the coordinator
   // connects to the proxy, and tells the other node the proxy's address
