@@ -260,6 +260,10 @@ int node(const args& a) {
     std::cerr << "keel node: " << describe(listen.error()) << "\n";
     return 2;
   }
+  if (!listen->name.empty()) {
+    std::cerr << "keel node: --listen takes HOST:PORT (a node's TLS name is in its certificate)\n";
+    return 2;
+  }
   f.listen = *listen;
   if (!join_text.empty()) {
     auto join = parse_address("--join", join_text);

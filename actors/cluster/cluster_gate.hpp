@@ -26,7 +26,8 @@
 // that BASP's node id is the one the gate proved.
 //
 // What an unauthenticated peer costs: one descriptor and at most 300 bytes
-// of buffer, for at most `handshake_timeout`; at most `max_pending`
+// of buffer (with TLS, OpenSSL's session and record buffers instead, tens
+// of KiB), for at most `handshake_timeout`; at most `max_pending`
 // connections wait for authentication at once, and a new one beyond that
 // closes the oldest waiting one (so a flood must be sustained to keep a
 // member out, and a member's handshake, which takes one round trip, gets
