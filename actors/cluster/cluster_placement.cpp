@@ -50,7 +50,8 @@ std::vector<data_route> routes_of(const state_ptr& st) {
   std::lock_guard<std::mutex> guard(st->mtx);
   for (uint32_t i = 0; i < st->handles.size(); ++i)
     if (st->alive[i] && st->handles[i].data_port != 0)
-      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port});
+      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port,
+                               st->handles[i].tls_name});
   return out;
 }
 
@@ -119,7 +120,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       for (auto i : lost) {
         auto& addr = st->cfg.nodes[i];
         auto h = connect_node(self->system(), addr.host, addr.port, st->cfg.secret,
-                              st->cfg.settings.connection_timeout);
+                              st->cfg.settings.connection_timeout, {}, tls_peer{st->cfg.tls, addr.identity()});
         if (!h)
           continue;
         self->monitor(h->agent);
@@ -176,7 +177,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
   std::vector<node_handle> handles;
   for (uint32_t i = 0; i < cfg_.nodes.size(); ++i) {
     auto& a = cfg_.nodes[i];
-    auto h = connect_node(sys, a.host, a.port, cfg_.secret, cfg_.spawn_timeout);
+    auto h = connect_node(sys, a.host, a.port, cfg_.secret, cfg_.spawn_timeout, {}, tls_peer{cfg_.tls, a.identity()});
     if (!h)
       return make_error(errc::not_found, "node:" + std::to_string(i) + " at " + a.host + ":" +
                                            std::to_string(a.port) + ": " + describe(h.error()));

@@ -30,11 +30,16 @@ namespace keel {
 struct node_address {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  std::string tls_name;  // with TLS: the name its certificate must state (empty: host)
+  const std::string& identity() const { return tls_name.empty() ? host : tls_name; }
 };
 
 struct cluster_placement_config {
   std::vector<node_address> nodes;  // at least one
   cluster_secret secret;
+  // TLS to every node (null: none): each node's certificate must state its
+  // address's identity(); the nodes' data planes are told the same names.
+  std::shared_ptr<const tls_context> tls;
   model_spec model;                 // how the nodes build the workers' model
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};

@@ -358,7 +358,7 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
         return err;
       }
       if (auto& plane = self->state.cfg.plane)
-        for (auto& r : routes) plane->add_route(r.node, r.host, r.port);
+        for (auto& r : routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
       log(self, "data plane routes from node " + to_string(*from) + ": " + std::to_string(routes.size()) + " nodes");
       return caf::ok_atom::value;
     },

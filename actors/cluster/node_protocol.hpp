@@ -70,6 +70,7 @@ struct data_route {
   std::string node;  // its CAF node id, as to_string renders it
   std::string host;
   uint16_t port = 0;
+  std::string tls_name;  // with TLS: the name its certificate states (empty: host)
 };
 
 struct worker_spawn {
@@ -174,7 +175,7 @@ typename I::result_type inspect(I& f, shard_spawn& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, data_route& x) {
-  return f(caf::meta::type_name("keel.data_route"), x.node, x.host, x.port);
+  return f(caf::meta::type_name("keel.data_route"), x.node, x.host, x.port, x.tls_name);
 }
 template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {

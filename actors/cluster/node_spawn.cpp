@@ -160,7 +160,7 @@ caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spaw
   o.rule = w.rule;
   o.windowed = w.windowed;
   if (plane) {
-    for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port);
+    for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
     o.plane = plane;
   }
   return spawn_worker(sys, std::move(o));
@@ -194,9 +194,10 @@ caf::error check_routes(const std::vector<data_route>& routes, const std::string
     return bad(where, std::to_string(routes.size()) + " routes (at most " + std::to_string(max_routes) + ")");
   for (size_t i = 0; i < routes.size(); ++i) {
     auto& r = routes[i];
-    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0)
+    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0 ||
+        r.tls_name.size() > 256)
       return bad(where + "[" + std::to_string(i) + "]",
-                 "needs a node id and a host (1 to 256 characters each) and a port");
+                 "needs a node id and a host (1 to 256 characters each), a port, and a TLS name of at most 256");
   }
   return {};
 }

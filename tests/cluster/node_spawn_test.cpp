@@ -255,7 +255,7 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   self->request(*agent, patience, spawn_atom::value, make_spawn_request("shard:0", probe_shard(caf::actor{})))
     .receive([&](const caf::actor&) { FAIL("the node spawned for an unauthenticated peer"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
-  std::vector<data_route> routes{{"some-node", "127.0.0.1", 9}};
+  std::vector<data_route> routes{{"some-node", "127.0.0.1", 9, {}}};
   self->request(*agent, patience, node_routes_atom::value, routes)
     .receive([&](caf::ok_atom) { FAIL("the node took data plane routes from an unauthenticated peer"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
@@ -272,7 +272,7 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   CHECK(good.data_port != 0);  // announced in the node's join
   self->request(good.agent, patience, node_routes_atom::value, routes)
     .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(describe(e)); });
-  std::vector<data_route> no_host{{"some-node", "", 9}};
+  std::vector<data_route> no_host{{"some-node", "", 9, {}}};
   self->request(good.agent, patience, node_routes_atom::value, no_host)
     .receive([](caf::ok_atom) { FAIL("the node took a route without a host"); },
              [&](caf::error& e) {
