@@ -101,7 +101,7 @@ class worker_core {
   struct replay_plan {
     std::vector<push_msg> resend;
     bool pull_again = false;
-    std::string rollback;  // non-empty: halted, ask the job for a rollback
+    std::optional<std::string> rollback;  // set: halted; ask the job for a rollback, saying this
   };
   replay_plan replay(uint32_t shard, uint64_t received);
 
@@ -116,8 +116,8 @@ class worker_core {
   // `start` it, or under BSP, when some shard is already past it, `rollback`
   // (halted; rollback_reason() says why).
   resume_outcome status_received(uint64_t gen, uint32_t shard, uint64_t received);
-  // Why the core halted for a rollback (empty until it did).
-  const std::string& rollback_reason() const { return rollback_reason_; }
+  // Why the core halted for a rollback (unset until it did).
+  const std::optional<std::string>& rollback_reason() const { return rollback_reason_; }
 
   // ---- The step loop ----------------------------------------------------
 
@@ -176,7 +176,7 @@ class worker_core {
   struct ack_outcome {
     bool step_complete = false;
     std::vector<push_msg> resend;
-    std::string rollback;
+    std::optional<std::string> rollback;  // set: halted; ask the job for a rollback, saying this
   };
   // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted or
   // for an unknown shard. Fails when the shard rejected the push.
@@ -225,7 +225,7 @@ class worker_core {
   std::vector<uint64_t> max_acked_;    // per shard
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume
   std::vector<uint64_t> prev_cover_;   // per shard: the checkpoint before the last one's cover
-  std::string rollback_reason_;
+  std::optional<std::string> rollback_reason_;
   worker_report report_;
 };
 

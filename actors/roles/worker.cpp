@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
@@ -17,7 +18,7 @@ namespace keel::worker_detail {
 
 void emit(worker_actor* self, job_event e) {
   auto& st = self->state;
-  e.actor = "worker:" + std::to_string(st.cfg.core.worker);
+  e.actor = to_string(actor_id::worker(st.cfg.core.worker));
   if (st.cfg.job)
     self->send(st.cfg.job, std::move(e));
 }
@@ -218,8 +219,8 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
   auto out = st.core.acked(shard, a);
   if (!out)
     return fail(self, out.error());
-  if (!out->rollback.empty())
-    return ask_for_rollback(self, out->rollback);
+  if (out->rollback)
+    return ask_for_rollback(self, *out->rollback);
   for (auto& m : out->resend) send_push(self, shard, m, 0);
   if (out->step_complete)
     step_done(self);

@@ -19,8 +19,8 @@ namespace {
 void perform_replay(worker_actor* self, uint32_t shard, uint64_t received) {
   auto& st = self->state;
   auto plan = st.core.replay(shard, received);
-  if (!plan.rollback.empty())
-    return ask_for_rollback(self, plan.rollback);
+  if (plan.rollback)
+    return ask_for_rollback(self, *plan.rollback);
   if (!plan.resend.empty()) {
     auto e = make_job_event(event_kind::replay, {},
                             "resending " + std::to_string(plan.resend.size()) + " pushes to " +
@@ -71,7 +71,7 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
               case worker_core::resume_outcome::pending:
                 return;
               case worker_core::resume_outcome::rollback:
-                return ask_for_rollback(self, st.core.rollback_reason());
+                return ask_for_rollback(self, st.core.rollback_reason().value_or(""));
               case worker_core::resume_outcome::start:
                 break;
             }
