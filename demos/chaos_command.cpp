@@ -91,8 +91,7 @@ int chaos(const args& a) {
       recovery[kind].push_back(us);
     if (auto plan = parse_fault_plan(r.plan))
       for (auto& f : *plan)
-        ++fault_counts[f.kind == fault_kind::kill ? "kill " + actor_kind(f.target)
-                                                  : to_string(f).substr(0, to_string(f).find(':'))];
+        ++fault_counts[f.kind == fault_kind::kill ? "kill " + recovery_kind(f.target) : to_string(f.kind)];
     std::printf("%6llu  %-9llu %-8lld %-6s %-9s %7.0f  %s\n", static_cast<unsigned long long>(r.seed),
                 static_cast<unsigned long long>(r.recoveries), static_cast<long long>(r.lost_updates),
                 r.exactly_once ? "yes" : "NO", c.rule.kind != consistency_kind::bsp ? "n/a"

@@ -10,43 +10,15 @@ namespace keel {
 
 namespace {
 
-const char* kind_name(fault_kind k) {
-  switch (k) {
-    case fault_kind::kill: return "kill";
-    case fault_kind::exit: return "exit";
-    case fault_kind::raise: return "throw";
-    case fault_kind::flip: return "flip";
-    case fault_kind::drop: return "drop";
-    case fault_kind::duplicate: return "dup";
-    case fault_kind::delay: return "delay";
-    case fault_kind::reorder: return "reorder";
-    case fault_kind::enospc: return "enospc";
-    case fault_kind::eio: return "eio";
-    case fault_kind::tear: return "tear";
-    case fault_kind::kill9: return "kill9";
-    case fault_kind::stop: return "stop";
-    case fault_kind::cut: return "cut";
-  }
-  return "?";
-}
-
-constexpr fault_kind all_kinds[] = {fault_kind::kill,   fault_kind::exit,      fault_kind::raise,
-                                    fault_kind::drop,   fault_kind::duplicate, fault_kind::delay,
-                                    fault_kind::reorder, fault_kind::enospc,   fault_kind::eio,
-                                    fault_kind::tear,   fault_kind::flip,      fault_kind::kill9,
-                                    fault_kind::stop,   fault_kind::cut};
-
 constexpr msg_kind all_msg_kinds[] = {msg_kind::push,  msg_kind::pull,     msg_kind::status,
                                       msg_kind::ack,   msg_kind::reply,    msg_kind::snapshot,
                                       msg_kind::update};
 
 bool parse_kind(const std::string& s, fault_kind& out) {
-  for (auto k : all_kinds)
-    if (s == kind_name(k)) {
-      out = k;
-      return true;
-    }
-  return false;
+  auto k = parse_fault_kind(s);
+  if (k)
+    out = *k;
+  return k.has_value();
 }
 
 bool parse_number(const std::string& s, uint64_t& out) {
@@ -288,7 +260,7 @@ caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uin
 }
 
 std::string to_string(const fault& f) {
-  std::string s = std::string(kind_name(f.kind)) + ":" + f.target + "@" + when_text(f);
+  std::string s = std::string(to_string(f.kind)) + ":" + f.target + "@" + when_text(f);
   if (f.count != 1)
     s += "x" + std::to_string(f.count);
   if (f.delay_ms != 0)
@@ -343,7 +315,7 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
   auto worker = [&] { return "worker:" + std::to_string(pick(mix.workers)); };
   auto shard = [&] { return "shard:" + std::to_string(pick(mix.shards)); };
   std::vector<fault_kind> kinds;
-  for (auto k : all_kinds) {
+  for (auto k : all_fault_kinds) {
     bool storage = k == fault_kind::enospc || k == fault_kind::eio || k == fault_kind::tear ||
                    k == fault_kind::flip;
     fault probe;
