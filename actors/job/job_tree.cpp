@@ -1,4 +1,7 @@
-// The supervision tree a job runs, and why it has this shape:
+// The supervision tree a job runs, and why it has this shape. Its child ids
+// and directory names are actor ids as text (actors/core/actor_id.hpp):
+// supervision/ knows nothing of keel's actors, so its names stay strings.
+//
 //
 //   root (one_for_one)
 //   ├── checkpointer                 permanent
@@ -39,7 +42,7 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
 
 supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   supervision::child_spec c;
-  c.id = "shard:" + std::to_string(i);
+  c.id = to_string(actor_id::shard(i));
   auto cfg = j.shard_cfgs[i];
   auto model = j.cfg.training_model;
   auto seed = j.cfg.seed;
@@ -86,13 +89,13 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
 
 supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   supervision::child_spec c;
-  c.id = "worker:" + std::to_string(i);
+  c.id = to_string(actor_id::worker(i));
   worker_config o;
   o.core.worker = i;
   o.core.epoch = j.epoch;
   o.core.parts = j.parts;
   for (uint32_t s = 0; s < j.cfg.shards; ++s)
-    o.core.shard_names.push_back("shard:" + std::to_string(s));
+    o.core.shard_names.push_back(to_string(actor_id::shard(s)));
   o.core.total_steps = j.cfg.steps;
   o.core.rule = j.cfg.rule.kind;
   o.core.windowed = j.cfg.checkpoint_every > 0;
@@ -120,21 +123,21 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
 
 supervision::supervisor_spec job::impl::root_spec() {
   supervision::supervisor_spec shards;
-  shards.name = "shards";
+  shards.name = to_string(actor_id::shards());
   shards.max_restarts = cfg.max_restarts;
   shards.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.shards; ++i)
     shards.children.push_back(shard_spec(*this, i));
 
   supervision::supervisor_spec workers;
-  workers.name = "workers";
+  workers.name = to_string(actor_id::workers());
   workers.max_restarts = cfg.max_restarts;
   workers.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.workers; ++i)
     workers.children.push_back(worker_spec(*this, i));
 
   supervision::child_spec ckpt;
-  ckpt.id = "checkpointer";
+  ckpt.id = to_string(actor_id::checkpointer());
   checkpointer_config co;
   co.dir = cfg.checkpoint_dir.string();
   co.keep_last = cfg.keep_checkpoints;
@@ -150,7 +153,7 @@ supervision::supervisor_spec job::impl::root_spec() {
   ckpt.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(10));
 
   supervision::supervisor_spec root;
-  root.name = "root";
+  root.name = to_string(actor_id::root());
   root.max_restarts = cfg.max_restarts;
   root.period = cfg.restart_period;
   root.random_seed = cfg.seed;
@@ -172,12 +175,11 @@ caf::error job::impl::start_tree() {
   auto& self = *ctl;
   self->monitor(tree->root());
   self->send(tree->events(), supervision::subscribe_atom::value);
-  for (auto name : {"checkpointer", "shards", "workers"})
-    self->send(tree->directory(), supervision::watch_atom::value, std::string(name));
-  for (uint32_t i = 0; i < cfg.shards; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < cfg.workers; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
+  std::vector<actor_id> watched = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
+  for (uint32_t i = 0; i < cfg.shards; ++i) watched.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < cfg.workers; ++i) watched.push_back(actor_id::worker(i));
+  for (auto id : watched)
+    self->send(tree->directory(), supervision::watch_atom::value, to_string(id));
   return {};
 }
 

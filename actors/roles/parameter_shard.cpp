@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/shard_snapshot.hpp"
@@ -366,7 +367,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
       self->state.last_snapshot_id = self->state.core.progress_clock() / every;
     if (every > 0 && directory)
       self->send(directory, supervision::watch_atom::value, std::string("checkpointer"));
-    self->state.name = "shard:" + std::to_string(self->state.core.config().shard);
+    self->state.name = to_string(actor_id::shard(self->state.core.config().shard));
     self->state.faults = faults;
     return shard_behavior(self);
   });
