@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 set(KEEL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/keel)
 set(_keel_layers)
 foreach(lib keel_messages keel_storage keel_supervision keel_models keel_core keel_net
-    keel_data_plane keel_faults keel_roles keel_job keel_metrics keel_chaos keel_actors)
+    keel_data_plane keel_faults keel_ps keel_job keel_metrics keel_chaos keel_actors)
   if(TARGET ${lib})
     list(APPEND _keel_layers ${lib})
   endif()

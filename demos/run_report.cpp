@@ -207,7 +207,9 @@ run_report make_report(const job_config& cfg, const std::string& model_name, con
   out.fault_plan = r.fault_plan;
   out.messages_hit = r.messages_hit;
   out.test_accuracy = r.quality.accuracy;
-  out.test_log_loss = r.quality.log_loss;
+  out.test_log_loss = r.quality.log_loss.value_or(NAN);
+  for (auto& m : r.quality.metrics)
+    out.test_metrics[m.name] = m.value;
   out.steps = r.steps;
   out.pushes_acked = r.pushes_acked;
   out.pushes_applied = r.pushes_applied;
@@ -248,6 +250,9 @@ void to_json(json& j, const run_report& r) {
     events.push_back(event_json(e));
   for (auto& rec : r.recoveries)
     recovered.push_back(recovery_json(rec));
+  json named = json::object();
+  for (auto& [name, v] : r.test_metrics)
+    named[name] = number_or_null(v);
   j = {{"model", r.model},
        {"consistency", r.consistency},
        {"shards", r.shards},
@@ -257,6 +262,7 @@ void to_json(json& j, const run_report& r) {
        {"messages_hit", hit},
        {"test_accuracy", r.test_accuracy ? json(*r.test_accuracy) : json(nullptr)},
        {"test_log_loss", number_or_null(r.test_log_loss)},
+       {"test_metrics", named},
        {"steps", r.steps},
        {"pushes_acked", r.pushes_acked},
        {"pushes_applied", r.pushes_applied},
@@ -286,6 +292,12 @@ void from_json(const json& j, run_report& r) {
   r.messages_hit.reordered = hit.whole("reordered");
   r.test_accuracy = in.maybe_real("test_accuracy");
   r.test_log_loss = in.real("test_log_loss");
+  if (j.contains("test_metrics")) {  // reports written before named metrics have none
+    auto& named = j.at("test_metrics");
+    object_reader figures(named, "test_metrics");
+    for (auto& [name, v] : named.items())
+      r.test_metrics[name] = figures.real(name.c_str());
+  }
   r.steps = in.whole("steps");
   r.pushes_acked = in.whole("pushes_acked");
   r.pushes_applied = in.whole("pushes_applied");

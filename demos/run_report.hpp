@@ -42,7 +42,8 @@ struct run_report {
   std::string fault_plan;           // the faults injected, as parse_fault_plan reads them
   keel::message_fault_hits messages_hit;
   std::optional<double> test_accuracy;
-  double test_log_loss = 0;
+  double test_log_loss = 0;                     // NaN: the model reports no log loss
+  std::map<std::string, double> test_metrics;  // the model's own named figures (mse, auc, ...)
   uint64_t steps = 0;
   uint64_t pushes_acked = 0;
   uint64_t pushes_applied = 0;

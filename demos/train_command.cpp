@@ -254,9 +254,18 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
   if (r.resumed_at_step > 0)
     std::cout << ", resumed at step " << r.resumed_at_step;
   std::cout << "\nkeel train: test ";
+  const char* sep = "";
+  auto figure = [&](const std::string& name, double v) {
+    std::cout << sep << name << " " << v;
+    sep = ", ";
+  };
   if (r.quality.accuracy)
-    std::cout << "accuracy " << *r.quality.accuracy << ", ";
-  std::cout << "log loss " << r.quality.log_loss << " over " << r.quality.examples
+    figure("accuracy", *r.quality.accuracy);
+  if (r.quality.log_loss)
+    figure("log loss", *r.quality.log_loss);
+  for (auto& m : r.quality.metrics)
+    figure(m.name, m.value);
+  std::cout << " over " << r.quality.examples
             << " examples\nkeel train: pushes acked " << r.pushes_acked << ", applied "
             << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {

@@ -34,8 +34,8 @@ mnist_mlp::mnist_mlp(std::shared_ptr<const mnist_dataset> data)
 quality_target mnist_mlp::target() const {
   if (data().variant() == mnist_variant::fashion)
     return {0.86, std::nullopt,
-            "Fashion-MNIST MLP 784-128-10: plain single-thread SGD reaches 0.873"};
-  return {0.97, std::nullopt, "MNIST MLP 784-128-10: plain single-thread SGD reaches 0.979"};
+            "Fashion-MNIST MLP 784-128-10: plain single-thread SGD reaches 0.873", {}};
+  return {0.97, std::nullopt, "MNIST MLP 784-128-10: plain single-thread SGD reaches 0.979", {}};
 }
 
 void mnist_mlp::initial_dense(uint64_t seed, uint64_t first_key, span<float> out) const {

@@ -25,8 +25,8 @@ mnist_softmax::mnist_softmax(std::shared_ptr<const mnist_dataset> data)
 quality_target mnist_softmax::target() const {
   if (data().variant() == mnist_variant::fashion)
     return {0.82, std::nullopt,
-            "Fashion-MNIST softmax regression: plain single-thread SGD reaches 0.842"};
-  return {0.92, std::nullopt, "MNIST softmax regression: plain single-thread SGD reaches 0.926"};
+            "Fashion-MNIST softmax regression: plain single-thread SGD reaches 0.842", {}};
+  return {0.92, std::nullopt, "MNIST softmax regression: plain single-thread SGD reaches 0.926", {}};
 }
 
 void mnist_softmax::initial_dense(uint64_t seed, uint64_t first_key, span<float> out) const {

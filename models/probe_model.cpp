@@ -43,7 +43,7 @@ caf::expected<std::shared_ptr<const probe_model>> probe_model::make(const probe_
 
 quality_target probe_model::target() const {
   return {std::nullopt, std::nullopt,
-          "none: the probe checks exactly-once delivery (probe_model::check)"};
+          "none: the probe checks exactly-once delivery (probe_model::check)", {}};
 }
 
 void probe_model::initial_dense(uint64_t, uint64_t, span<float> out) const {
@@ -79,7 +79,7 @@ caf::expected<evaluation> probe_model::do_evaluate(const full_parameters& params
   if (auto s = own_scratch<probe_scratch>(scratch); !s)
     return std::move(s.error());
   evaluation e;
-  e.log_loss = objective(params.dense, params.sparse, config_.lr);
+  e.metrics.push_back({"objective", objective(params.dense, params.sparse, config_.lr)});
   return e;
 }
 

@@ -51,7 +51,8 @@ class probe_model final : public model {
   // gradient is the constant above; it is not a log loss.
   caf::error do_gradient(span<const uint64_t> batch, const parameter_view& params,
                          model_scratch& scratch, gradient_buffer& out) const override;
-  // log_loss carries the objective over all parameters; no accuracy.
+  // Reports the objective over all parameters as the metric "objective";
+  // no log loss, no accuracy.
   caf::expected<evaluation> do_evaluate(const full_parameters& params,
                                         model_scratch& scratch) const override;
 

@@ -97,8 +97,8 @@ caf::expected<std::shared_ptr<const sparse_lr>> sparse_lr::make(const sparse_lr_
 
 quality_target sparse_lr::target() const {
   return {
-      std::nullopt, 1.05 * reference_.log_loss,
-      "within 5% of the ground truth's held-out log loss " + std::to_string(reference_.log_loss)};
+      std::nullopt, 1.05 * *reference_.log_loss,
+      "within 5% of the ground truth's held-out log loss " + std::to_string(*reference_.log_loss), {}};
 }
 
 void sparse_lr::initial_dense(uint64_t, uint64_t, span<float> out) const {

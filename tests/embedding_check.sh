@@ -8,15 +8,32 @@ src="$2"
 work="$(mktemp -d /tmp/keel-embed-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
-# Only the public API is installed: implementation headers stay inside.
-for private in actors/job/job_impl.hpp actors/roles/worker_state.hpp actors/roles/parameter_shard.hpp \
-               models/mnist_data.hpp supervision/supervisor.hpp storage/snapshot_store.hpp; do
-  if [ -e "$work/prefix/include/keel/$private" ]; then
-    echo "embedding_check: $private is installed, but it is not public API" >&2
+# Exactly the public API is installed: <keel/keel.hpp> and every keel header
+# it reaches through its includes, no more (an implementation header
+# installed by mistake) and no less (an application could not compile).
+inc="$work/prefix/include/keel"
+test -f "$inc/keel.hpp" || { echo "embedding_check: keel/keel.hpp is not installed" >&2; exit 1; }
+declare -A reached=([keel.hpp]=1)
+queue=(keel.hpp)
+while [ ${#queue[@]} -gt 0 ]; do
+  header="${queue[0]}"
+  queue=("${queue[@]:1}")
+  while read -r dep; do
+    [ -n "$dep" ] || continue
+    [ -f "$inc/$dep" ] || { echo "embedding_check: $header includes $dep, which is not installed" >&2; exit 1; }
+    if [ -z "${reached[$dep]:-}" ]; then
+      reached[$dep]=1
+      queue+=("$dep")
+    fi
+  done < <(sed -n 's/^#include "\(.*\)"/\1/p' "$inc/$header")
+done
+while read -r installed; do
+  installed="${installed#"$inc"/}"
+  if [ -z "${reached[$installed]:-}" ]; then
+    echo "embedding_check: $installed is installed, but <keel/keel.hpp> does not include it: not public API" >&2
     exit 1
   fi
-done
-test -f "$work/prefix/include/keel/keel.hpp" || { echo "embedding_check: keel/keel.hpp is not installed" >&2; exit 1; }
+done < <(find "$inc" -name '*.hpp')
 cmake -S "$src/demos/embedding" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }

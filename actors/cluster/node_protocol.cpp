@@ -1,7 +1,7 @@
 #include "actors/cluster/node_protocol.hpp"
 
 #include "actors/core/job_event.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/worker.hpp"
 
 #include <caf/actor_system_config.hpp>
 

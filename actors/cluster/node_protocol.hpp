@@ -24,9 +24,9 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/core/actor_id.hpp"
-#include "actors/roles/checkpointer.hpp"
-#include "actors/roles/parameter_shard.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/checkpointer.hpp"
+#include "actors/ps/parameter_shard.hpp"
+#include "actors/ps/worker.hpp"
 #include "messages/protocol.hpp"
 #include "models/model_options_wire.hpp"
 
@@ -65,7 +65,7 @@ struct data_route {
   uint16_t port = 0;
 };
 
-// A worker's config (actors/roles/worker.hpp) with what a node needs to
+// A worker's config (actors/ps/worker.hpp) with what a node needs to
 // give it the rest of what a local spawn gets: the model by name and the
 // nodes' data planes when the job started.
 struct worker_spawn {
@@ -112,7 +112,7 @@ void register_node_types(caf::actor_system_config& cfg);
 // ---- inspect: the field order is the wire format ----
 
 // The configs' own inspect functions sit beside them (actors/core/,
-// actors/roles/).
+// actors/ps/).
 
 template <class I>
 typename I::result_type inspect(I& f, model_spec& x) {

@@ -6,9 +6,9 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/data_plane/data_plane.hpp"
-#include "actors/roles/checkpointer.hpp"
-#include "actors/roles/parameter_shard.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/checkpointer.hpp"
+#include "actors/ps/parameter_shard.hpp"
+#include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"

@@ -1,8 +1,8 @@
 #include "actors/core/optimizer.hpp"
+#include "actors/core/update_rules.hpp"
 
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 #include "messages/errors.hpp"
@@ -138,8 +138,17 @@ void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1
     case 3: return apply_sum_of<3>(c, t, p, s1, s2, g, n);
     case 4: return apply_sum_of<4>(c, t, p, s1, s2, g, n);
     default:
-      throw std::invalid_argument("apply_update_sum: " + std::to_string(k) + " gradients (2 to " +
-                                  std::to_string(max_summed_gradients) + " are summed in one pass)");
+      return update(c, t, p, s1, s2,
+                    [g, k](size_t i) {
+                      float sum = 0.0f;
+                      for (size_t j = 0; j < k; ++j) {
+                        float v;
+                        std::memcpy(&v, g[j] + 4 * i, 4);
+                        sum += v;
+                      }
+                      return sum;
+                    },
+                    n);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {

@@ -7,7 +7,7 @@
 // the step's gradients summed in worker-id order (so the result does not
 // depend on arrival order), and decides when a pull may be served. It is a
 // plain value: deterministic, single-threaded, movable; the
-// parameter_shard actor owns one. Snapshots: actors/shard_snapshot.hpp.
+// parameter_shard actor owns one. Snapshots: actors/core/shard_snapshot.hpp.
 
 #include <cstdint>
 #include <deque>

@@ -12,6 +12,7 @@
 #include <kj/exception.h>
 
 #include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "storage/crc32c.hpp"

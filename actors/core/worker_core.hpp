@@ -5,7 +5,7 @@
 // which shards have answered the pull or acknowledged the push, the pulled
 // parameters), the replay log, and what a restart of a shard or of this
 // worker calls for (a resume step, a replay, or a rollback). It decides; the
-// worker actor (actors/roles/worker.cpp) performs: it computes batches and
+// worker actor (actors/ps/worker.cpp) performs: it computes batches and
 // gradients with the model, sends the messages the core builds, and times
 // retries. A plain value: deterministic, single-threaded, movable.
 //
@@ -40,7 +40,7 @@ enum class worker_phase {
   halted,     // asked the job for a rollback; ignores everything
 };
 
-// The worker actor's configuration (actors/roles/worker.hpp) holds this one
+// The worker actor's configuration (actors/ps/worker.hpp) holds this one
 // as its part; the three fields the model determines are filled in by
 // spawn_worker from the model it is given, and do not cross processes.
 struct worker_core_config {

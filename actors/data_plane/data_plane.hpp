@@ -36,7 +36,7 @@
 // sends bytes that are not a well-formed header or capnp frame, is logged
 // and its connection closed; nothing it sent is delivered. Only actors this
 // process registered with `serve` (its shards) can be addressed. Like CAF's
-// middleman the traffic is not encrypted: see actors/node_agent.hpp.
+// middleman the traffic is not encrypted: see actors/cluster/node_agent.hpp.
 //
 // Wire format after the handshake, both directions: a 32-byte header
 // {u32 magic "KDP1", u32 kind, u64 slot, u64 target actor id, u64 length}

@@ -12,7 +12,7 @@
 
 #include "actors/job/job_impl.hpp"
 #include "actors/job/placement.hpp"
-#include "actors/roles/checkpointer.hpp"
+#include "actors/ps/checkpointer.hpp"
 #include "messages/decode.hpp"
 #include "messages/register_types.hpp"
 #include "storage/snapshot_store.hpp"
@@ -396,6 +396,12 @@ caf::expected<job_result> job::wait(std::chrono::milliseconds timeout) {
           return;
         j.done.insert(r.worker);
         j.reports[r.worker] = r;  // a worker killed after its last step reports again
+        // A done worker has completed every step, though it may not have
+        // reported the last ones: an incarnation that finds the shards
+        // through its last step ends without a step report. Faults due at
+        // those steps are due now.
+        if (r.worker < j.worker_step.size())
+          j.worker_step[r.worker] = j.cfg.steps;
       },
       [&](rollback_atom, uint32_t epoch, uint32_t, std::string& why) {
         if (epoch == j.epoch)

@@ -204,8 +204,13 @@ void job::impl::report_progress(uint64_t step) {
     if (q && q->accuracy) {
       e.accuracy = *q->accuracy;
       std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
+    } else if (q && q->log_loss) {
+      std::snprintf(line, sizeof(line), " test log loss %.4f", *q->log_loss);
+    } else if (q && !q->metrics.empty()) {
+      std::snprintf(line, sizeof(line), " test %s %.4f", q->metrics.front().name.c_str(),
+                    q->metrics.front().value);
     } else if (q) {
-      std::snprintf(line, sizeof(line), " test log loss %.4f", q->log_loss);
+      line[0] = '\0';
     } else {
       std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
     }

@@ -21,8 +21,8 @@
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/job/job_impl.hpp"
 #include "actors/job/placement.hpp"
-#include "actors/roles/checkpointer.hpp"
-#include "actors/roles/parameter_shard.hpp"
+#include "actors/ps/checkpointer.hpp"
+#include "actors/ps/parameter_shard.hpp"
 #include "storage/faulty_io.hpp"
 #include "storage/snapshot.hpp"
 

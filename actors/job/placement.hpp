@@ -24,8 +24,8 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/roles/parameter_shard.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/parameter_shard.hpp"
+#include "actors/ps/worker.hpp"
 
 namespace keel {
 

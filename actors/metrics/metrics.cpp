@@ -160,6 +160,7 @@ struct metrics_registry::state {
   double training_loss = NAN;
   double test_accuracy = NAN;
   double test_log_loss = NAN;
+  std::vector<named_metric> test_metrics;  // the model's own named figures, at the end
   double elapsed_seconds = 0;
   bool done = false;
   bool failed = false;
@@ -221,7 +222,8 @@ void metrics_registry::finish(const job_result& r) {
   s.checkpoints = r.checkpoints;
   s.samples_per_second = r.samples_per_second;
   s.test_accuracy = r.quality.accuracy ? *r.quality.accuracy : NAN;
-  s.test_log_loss = r.quality.log_loss;
+  s.test_log_loss = r.quality.log_loss ? *r.quality.log_loss : NAN;
+  s.test_metrics = r.quality.metrics;
   s.elapsed_seconds = r.seconds;
   s.done = true;
 }
@@ -289,6 +291,14 @@ std::vector<metric_family> metrics_registry::families() const {
   f.push_back(scalar("keel_test_log_loss", t::gauge,
                      "Held-out log loss of the final parameters (NaN until the job ends).",
                      s.test_log_loss));
+  metric_family named{"keel_test_metric",
+                      "Held-out figures the model reports under their own names (mse, auc, ...), "
+                      "at the end.",
+                      t::gauge,
+                      {}};
+  for (auto& m : s.test_metrics)
+    named.samples.push_back({{{"name", m.name}}, "", m.value});
+  f.push_back(std::move(named));
   return f;
 }
 

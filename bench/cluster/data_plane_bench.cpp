@@ -23,7 +23,7 @@
 #include "actors/cluster/node_client.hpp"
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/data_plane/data_plane_wire.hpp"
-#include "actors/roles/parameter_shard.hpp"
+#include "actors/ps/parameter_shard.hpp"
 #include "bench/messages/push_bench.hpp"
 
 using namespace keel;
@@ -152,7 +152,7 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
 
 // A pull of the whole shard at `clock`. Each pull of a run asks at another
 // clock (an ASP shard serves any), so the shard builds every reply afresh:
-// it answers a repeated pull with its last reply (actors/roles/parameter_shard.cpp).
+// it answers a repeated pull with its last reply (actors/ps/parameter_shard.cpp).
 pull_request_msg make_pull(size_t floats, uint64_t clock) {
   return build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
     b.setWorker(0);

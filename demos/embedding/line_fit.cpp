@@ -28,7 +28,7 @@ class line_fit final : public keel::model {
   uint64_t num_test_examples() const override { return 1024; }
   keel::quality_target target() const override {
     keel::quality_target t;
-    t.max_log_loss = 0.01;  // mean squared error, noise alone gives ~0.0034
+    t.bounds.push_back({"mse", std::nullopt, 0.01});  // the noise alone gives ~0.0034
     t.basis = "the noise's own variance";
     return t;
   }
@@ -63,13 +63,14 @@ class line_fit final : public keel::model {
                                               keel::model_scratch&) const override {
     keel::evaluation e;
     e.examples = num_test_examples();
+    double squares = 0;
     for (uint64_t i = 0; i < e.examples; ++i) {
       float x, y;
       example(num_train_examples() + i, x, y);
       float err = p.dense[0] * x + p.dense[1] - y;
-      e.log_loss += err * err;
+      squares += err * err;
     }
-    e.log_loss /= static_cast<double>(e.examples);
+    e.metrics.push_back({"mse", squares / static_cast<double>(e.examples)});
     return e;
   }
 
@@ -107,7 +108,7 @@ int main() {
     return 1;
   }
   std::printf("line_fit: y = %.3f x %+.3f (truth: 3x - 1), test MSE %.4f, %llu pushes acked\n",
-              r->dense[0], r->dense[1], r->quality.log_loss,
+              r->dense[0], r->dense[1], r->quality.metric("mse").value_or(NAN),
               static_cast<unsigned long long>(r->pushes_acked));
   std::printf("line_fit: planned faults: %llu injected, %zu not\n",
               static_cast<unsigned long long>(r->faults_injected), r->faults_not_injected.size());

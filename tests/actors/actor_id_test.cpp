@@ -13,7 +13,7 @@
 
 #include "actors/core/actor_id.hpp"
 #include "actors/core/fault_kind.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/worker.hpp"
 
 using namespace keel;
 

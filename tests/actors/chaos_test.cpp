@@ -25,8 +25,11 @@ void check_all(const std::vector<chaos_run>& runs, uint64_t expected) {
     faults += r.faults;
     planned += r.planned;
     recoveries += r.recoveries;
-    for (auto& m : r.not_injected)
+    for (auto& m : r.not_injected) {
       ++missed[m.substr(m.find(": ") + 2)];
+      if (m.find("completed step") != std::string::npos)
+        MESSAGE("seed " << r.seed << " missed " << m << "\n  replay: --faults '" << r.plan << "'");
+    }
     CHECK_MESSAGE(r.ok(), "seed " << r.seed << ": " << r.problem << "\n  replay: --faults '" << r.plan << "'");
   }
   MESSAGE(runs.size() << " seeds, " << faults << " of " << planned << " planned faults injected, " << recoveries

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/core/optimizer.hpp"
+#include "actors/core/update_rules.hpp"
 #include "messages/errors.hpp"
 
 using namespace keel;
@@ -76,5 +77,35 @@ TEST_CASE("every optimizer gives the same bits from a float array and from a mes
     CHECK(std::memcmp(a1.data(), a2.data(), n * 4) == 0);
     CHECK(std::memcmp(b1.data(), b2.data(), n * 4) == 0);
     CHECK(p1[7] != 0.25f);  // it did update
+  }
+}
+
+TEST_CASE("the sum of any number of gradients applies as their in-order sum, unrolled or not") {
+  // Values whose float sum depends on the order of the additions.
+  const std::vector<float> grads = {1e8f, 1.0f, -1e8f, 0.5f, -0.0f, 3.25f};
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad,
+                    optimizer_kind::adam}) {
+    optimizer_config c;
+    c.kind = kind;
+    for (size_t k = 1; k <= grads.size(); ++k) {  // 2..4 unrolled, 1, 5 and 6 a plain loop
+      CAPTURE(to_string(kind));
+      CAPTURE(k);
+      std::vector<std::vector<unsigned char>> bytes(k, std::vector<unsigned char>(4));
+      std::vector<const unsigned char*> ptrs;
+      float sum = 0.0f;
+      for (size_t j = 0; j < k; ++j) {
+        std::memcpy(bytes[j].data(), &grads[j], 4);
+        ptrs.push_back(bytes[j].data());
+        sum += grads[j];
+      }
+      // Parameter, slot 1, slot 2: one set through each path.
+      float p1 = 0.5f, s1a = initial_slot(c, 0), s2a = initial_slot(c, 1);
+      float p2 = p1, s1b = s1a, s2b = s2a;
+      apply_update_sum(c, 3, &p1, &s1a, &s2a, ptrs.data(), k, 1);
+      apply_update(c, 3, &p2, &s1b, &s2b, &sum, 1);
+      CHECK(std::memcmp(&p1, &p2, 4) == 0);
+      CHECK(std::memcmp(&s1a, &s1b, 4) == 0);
+      CHECK(std::memcmp(&s2a, &s2b, 4) == 0);
+    }
   }
 }

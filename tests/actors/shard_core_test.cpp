@@ -6,6 +6,7 @@
 #include "actors/core/shard_core.hpp"
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/core/tensor_recycler.hpp"
+#include "actors/core/update_rules.hpp"
 #include "push_builder.hpp"
 
 using namespace keel;

@@ -10,7 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/core/atoms.hpp"
-#include "actors/roles/parameter_shard.hpp"
+#include "actors/ps/parameter_shard.hpp"
 #include "messages/register_types.hpp"
 #include "storage/snapshot.hpp"
 

@@ -2,6 +2,7 @@
 // JSON with nlohmann-json and read back unchanged; malformed or missing
 // reports give one error naming the file and what is wrong.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,11 @@ TEST_CASE("a report of a run through kills survives the round trip to JSON and b
   CHECK(back->steps == 40);
   CHECK(back->params_sha256 == report.params_sha256);
   CHECK(back->restarts == report.restarts);
+  // The probe reports its objective under its own name, and no log loss.
+  CHECK(std::isnan(back->test_log_loss));
+  REQUIRE(back->test_metrics.count("objective") == 1);
+  CHECK(back->test_metrics.at("objective") == report.test_metrics.at("objective"));
+  CHECK(has(text, "\"test_metrics\""));
   REQUIRE(back->events.size() == report.events.size());
   for (size_t i = 0; i < report.events.size(); ++i) {
     auto& a = report.events[i];

@@ -9,6 +9,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/core/update_rules.hpp"
 #include "memory_io.hpp"
 #include "messages/protocol.hpp"
 #include "protocol_schemas.hpp"

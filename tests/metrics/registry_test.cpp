@@ -213,6 +213,7 @@ TEST_CASE(
   res.samples_per_second = 640;
   res.quality.accuracy = 0.875;
   res.quality.log_loss = 0.5;
+  res.quality.metrics = {{"mse", 0.25}, {"auc", 0.75}};
   res.seconds = 1.5;
   r.finish(res);
   auto t = text(r);
@@ -227,6 +228,8 @@ TEST_CASE(
   CHECK(has_line(t, "keel_checkpoints_total 4"));
   CHECK(has_line(t, "keel_test_accuracy 0.875"));
   CHECK(has_line(t, "keel_test_log_loss 0.5"));
+  CHECK(has_line(t, "keel_test_metric{name=\"mse\"} 0.25"));
+  CHECK(has_line(t, "keel_test_metric{name=\"auc\"} 0.75"));
   CHECK(has_line(t, "keel_elapsed_seconds 1.5"));
 }
 

@@ -31,7 +31,7 @@ void run_baseline(const std::string& name, const model_options& o, const plain_t
       "BASELINE %s: lr %g batch %u epochs %llu | test log loss %.4f accuracy %.4f | "
       "train %.1f s, %.0f examples/s | target: %s\n",
       name.c_str(), static_cast<double>(c.lr), c.batch_size,
-      static_cast<unsigned long long>(c.epochs), r->final_test.log_loss,
+      static_cast<unsigned long long>(c.epochs), *r->final_test.log_loss,
       r->final_test.accuracy.value_or(-1.0), r->train_seconds, r->examples_per_second,
       target.basis.c_str());
   CHECK(r->skipped_steps == 0);

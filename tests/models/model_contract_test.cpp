@@ -172,7 +172,32 @@ TEST_CASE("evaluation counts a test example right when its largest logit is the 
   CHECK(*e->accuracy == doctest::Approx(static_cast<double>(threes) / 40.0));
   // log loss of a constant prediction: -log softmax = log(e^5 + 9) - (5 or 0).
   const double right = std::log(std::exp(5.0) + 9.0) - 5.0, wrong = std::log(std::exp(5.0) + 9.0);
-  CHECK(e->log_loss == doctest::Approx((threes * right + (40 - threes) * wrong) / 40.0));
+  CHECK(*e->log_loss == doctest::Approx((threes * right + (40 - threes) * wrong) / 40.0));
+}
+
+TEST_CASE("a quality target bounds any figure a model reports by name") {
+  evaluation e;
+  e.examples = 10;
+  e.metrics = {{"mse", 0.004}, {"auc", 0.8}};
+  CHECK(e.metric("mse") == 0.004);
+  CHECK(!e.metric("log_loss"));  // not reported: no log loss is made up
+  CHECK(!e.metric("rmse"));
+  quality_target t;
+  t.bounds = {{"mse", std::nullopt, 0.01}, {"auc", 0.75, std::nullopt}};
+  CHECK(meets(e, t));
+  t.bounds[1].min = 0.9;  // auc 0.8 falls short
+  CHECK(!meets(e, t));
+  t.bounds = {{"rmse", std::nullopt, 1.0}};  // a bound on a figure never reported
+  CHECK(!meets(e, t));
+  t.bounds = {{"mse", std::nullopt, 0.01}};
+  e.metrics[0].value = std::nan("");  // a diverged figure meets no bound
+  CHECK(!meets(e, t));
+  t.bounds.clear();
+  t.max_log_loss = 1.0;  // a log-loss bound on a model that reports none
+  CHECK(!meets(e, t));
+  e.log_loss = 0.5;
+  CHECK(meets(e, t));
+  CHECK(e.metric("log_loss") == 0.5);
 }
 
 TEST_CASE("the plain trainer skips a step whose gradient is not finite") {

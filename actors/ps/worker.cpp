@@ -1,4 +1,4 @@
-#include "actors/roles/worker.hpp"
+#include "actors/ps/worker.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "actors/core/request_timer.hpp"
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/faults/link_hold.hpp"
-#include "actors/roles/worker_state.hpp"
+#include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 

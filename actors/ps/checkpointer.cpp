@@ -1,4 +1,4 @@
-#include "actors/roles/checkpointer.hpp"
+#include "actors/ps/checkpointer.hpp"
 
 #include <time.h>
 

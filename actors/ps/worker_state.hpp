@@ -14,7 +14,7 @@
 #include "actors/core/request_deadlines.hpp"
 #include "actors/core/worker_core.hpp"
 #include "actors/faults/link_hold.hpp"
-#include "actors/roles/worker.hpp"
+#include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
 #include "supervision/directory.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/roles/parameter_shard.hpp"
+#include "actors/ps/parameter_shard.hpp"
 
 #include <algorithm>
 #include <chrono>

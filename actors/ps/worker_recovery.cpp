@@ -1,8 +1,8 @@
 // Recovery inside a worker: asking restarted shards what they hold and
 // performing what the core decides from it (a resume step, a replay, or a
-// rollback request). The decisions themselves live in actors/worker_core.cpp.
+// rollback request). The decisions themselves live in actors/core/worker_core.cpp.
 #include "actors/core/atoms.hpp"
-#include "actors/roles/worker_state.hpp"
+#include "actors/ps/worker_state.hpp"
 
 namespace keel::worker_detail {
 
