@@ -53,7 +53,10 @@ const char* to_string(event_kind k);
 
 struct job_event {
   event_kind kind = event_kind::progress;
-  std::string actor;            // the stable name concerned, e.g. "shard:1"
+  // The stable name concerned, as text: an actor id (actors/core/actor_id.hpp)
+  // such as "shard:1", or what a storage event is about (a file). Readers
+  // that dispatch on it parse it with parse_actor_id.
+  std::string actor;
   std::string detail;           // human-readable specifics
   int64_t at_ms = 0;            // milliseconds since the job started
   int64_t at_us = 0;            // when the job recorded it, microseconds since the job started
