@@ -13,10 +13,11 @@
 // checkpoint holds the same step. It finds the checkpointer by watching its
 // name in `directory`; it keeps its newest snapshot and sends it again to a
 // new checkpointer incarnation (the old one may have died holding it), and
-// holds it while no checkpointer is up. It starts from `snapshot` when given one (a restart; the caller
-// has validated it), else from `initial_dense`. Pushes, pulls and status
-// requests arriving, and acks, pull replies and snapshots leaving, pass
-// through the job's link faults (actors/faults/link_faults.hpp).
+// holds it while no checkpointer is up. It starts from `snapshot` when given
+// one (a restart; the caller has validated it), else from `initial_dense`.
+// Pushes, pulls and status requests arrive, and acks, pull replies and
+// snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
+// where the job's link faults, if any, act.
 //
 // A shard is described by one parameter_shard_config, the same for a shard
 // started in this process and for one a node agent starts for another

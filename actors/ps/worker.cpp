@@ -1,3 +1,9 @@
+// The worker actor (worker.hpp): the training loop (start a step, pull from
+// every shard, compute the gradient, push each shard its part, count the
+// acks, report the step) and the behaviour that drives it. The decisions
+// are worker_core's; recovery is in worker_recovery.cpp. Directory updates
+// arrive through link_ends (actors/faults/link_ends.hpp), where the job's
+// link faults act on them; the shards' links are faulted at the shards.
 #include "actors/ps/worker.hpp"
 
 #include <algorithm>
@@ -9,7 +15,6 @@
 #include "actors/core/job_event.hpp"
 #include "actors/core/request_timer.hpp"
 #include "actors/data_plane/data_plane.hpp"
-#include "actors/faults/link_hold.hpp"
 #include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -316,22 +321,37 @@ using namespace worker_detail;
 
 namespace {
 
+// A retry timer went off: the core says what, if anything, is still to ask.
+void on_retry(worker_actor* self, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
+  auto& core = self->state.core;
+  switch (core.retry(gen, shard, push)) {
+    case worker_core::retry_action::pull:
+      return send_pull(self, shard, attempt);
+    case worker_core::retry_action::status:
+      return ask_status(self, shard, attempt);
+    case worker_core::retry_action::push:
+      for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
+      return;
+    case worker_core::retry_action::none:
+      return;
+  }
+}
+
+// The job widened the checkpoint window: a step waiting at it starts.
+void on_window(worker_actor* self, uint64_t limit) {
+  auto& st = self->state;
+  if (!st.core.widen_window(limit))
+    return;
+  auto waited = std::chrono::steady_clock::now() - st.waiting_since;
+  st.core.waited_at_window(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+  start_step(self);
+}
+
 caf::behavior running(worker_actor* self) {
   return {
-      [](crash_atom) { throw std::runtime_error("injected exception"); },
       [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
-        auto& core = self->state.core;
-        switch (core.retry(gen, shard, push)) {
-          case worker_core::retry_action::pull:
-            return send_pull(self, shard, attempt);
-          case worker_core::retry_action::status:
-            return ask_status(self, shard, attempt);
-          case worker_core::retry_action::push:
-            for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
-            return;
-          case worker_core::retry_action::none:
-            return;
-        }
+        on_retry(self, gen, shard, attempt, push);
       },
       [self](resend_atom, uint32_t shard, const push_msg& m, uint32_t attempt) {
         auto& st = self->state;
@@ -339,22 +359,18 @@ caf::behavior running(worker_actor* self) {
           send_push(self, shard, m, attempt);
       },
       [self](const supervision::directory_update& u) {
-        // Updates cross the directory's link to this worker.
-        auto& st = self->state;
-        auto me = "worker:" + std::to_string(st.cfg.core.worker);
-        auto d = st.env.faults ? st.env.faults->on_message("directory", me, msg_kind::update)
-                               : send_decision{};
-        st.held.apply(self, d, "directory>" + me, [self, u] { on_update(self, u); });
+        self->state.links.receive(self, "directory", msg_kind::update,
+                                  [self, u] { on_update(self, u); });
       },
-      [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
       [self](deadline_atom) { expire_due(self, self->state.deadlines); },
       [self](refresh_atom) {
         auto& st = self->state;
         for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
         self->delayed_send(self, st.cfg.request_timeout, refresh_atom::value);
       },
-      // A second copy of an answer (a duplicating link): acks are idempotent;
-      // a pull reply counts only while that pull is still open.
+      // An answer that arrives as a plain message rather than as the
+      // response to a request: acks are idempotent; a pull reply counts
+      // only while that pull is still open.
       [self](const push_ack_msg& m) {
         auto a = decode(m);
         if (!a || self->state.core.phase() == worker_phase::halted)
@@ -374,15 +390,9 @@ caf::behavior running(worker_actor* self) {
           step_done(self);
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
-      [self](window_atom, uint64_t limit) {
-        auto& st = self->state;
-        if (st.core.widen_window(limit)) {
-          auto waited = std::chrono::steady_clock::now() - st.waiting_since;
-          st.core.waited_at_window(static_cast<uint64_t>(
-              std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
-          start_step(self);
-        }
-      },
+      [self](window_atom, uint64_t limit) { on_window(self, limit); },
+      [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
   };
 }
 
@@ -415,6 +425,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
     st.early.resize(shards);
     st.scratch = env.training_model->make_scratch();
     st.shards.resize(shards);
+    st.links = link_ends(env.faults, to_string(actor_id::worker(cfg.core.worker)));
     self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.
