@@ -291,9 +291,9 @@ int cluster(const args& a) {
     cfg.placement = std::make_shared<cluster_placement>(pc);
     if (connect)
       return {};
-    cfg.node_faults = [&](uint32_t node, const std::string& how, std::chrono::milliseconds away) -> caf::error {
+    cfg.node_faults = [&](uint32_t node, fault_kind how, std::chrono::milliseconds away) -> caf::error {
       std::lock_guard<std::mutex> guard(procs_mtx);
-      if (how == "kill9") {
+      if (how == fault_kind::kill9) {
         if (auto err = procs.signal(node, SIGKILL))
           return err;
         if (respawn) {
@@ -305,7 +305,7 @@ int cluster(const args& a) {
       }
       if (auto err = procs.signal(node, SIGSTOP))
         return err;
-      if (how == "cut") {
+      if (how == fault_kind::cut) {
         auto pid = procs.pid(node);
         timers.emplace_back([pid, away] {
           std::this_thread::sleep_for(away);  // a timer: the partition heals after `away`

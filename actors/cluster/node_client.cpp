@@ -142,7 +142,7 @@ caf::expected<caf::actor> spawn_on(const node_handle& node, const spawn_request&
   if (!node.agent)
     return make_error(errc::invalid_argument, "spawn_on: no node (an empty node_handle)");
   return ask<caf::actor>(node.agent->home_system(), node.agent, timeout,
-                         "spawn of " + req.kind + " '" + req.name + "' on node at " + where(node.host, node.port),
+                         "spawn of " + to_string(req.id.kind) + " '" + to_string(req.id) + "' on node at " + where(node.host, node.port),
                          spawn_atom::value, req);
 }
 

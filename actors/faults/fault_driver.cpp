@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/faults/link_faults.hpp"
 #include "messages/errors.hpp"
 #include "storage/faulty_io.hpp"
@@ -44,11 +45,8 @@ fault_driver::fault_driver(std::vector<fault> plan, std::filesystem::path checkp
 
 caf::error fault_driver::end_actor(const std::string& name, fault_kind how) {
   auto e = make_job_event(event_kind::fault, name, how_text(how));
-  fault f;
-  f.kind = how;
-  f.target = name;
-  e.fault = to_string(f);
-  e.fault = e.fault.substr(0, e.fault.rfind('@'));  // the kill itself has no trigger
+  e.fault = std::string(to_string(how)) + ":" + name;  // the kill itself has no trigger
+  e.how = how;
   e.killed = true;
   if (auto err = hooks_.end_actor(name, how))
     return err;
@@ -72,6 +70,7 @@ caf::error fault_driver::flip_newest_snapshot(const fault& f) {
   auto e = make_job_event(event_kind::damage, newest.filename().string(),
                           to_string(f) + ": flipped a bit at byte " + std::to_string(size / 2));
   e.fault = to_string(f);
+  e.how = f.kind;
   hooks_.record(std::move(e));
   return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
 }
@@ -104,8 +103,11 @@ caf::error fault_driver::inject(const fault& f) {
     case fault_kind::kill9:
     case fault_kind::stop:
     case fault_kind::cut:
-      err = hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
-                              std::chrono::milliseconds(f.delay_ms));
+      // check_fault_plan let only node:N through to here.
+      if (auto node = parse_actor_id(f.target); node && node->is(actor_kind::node))
+        err = hooks_.node_fault(node->index, f.kind, std::chrono::milliseconds(f.delay_ms));
+      else
+        err = make_error(errc::invalid_argument, "'" + f.target + "' names no node");
       break;
   }
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);
@@ -117,6 +119,7 @@ caf::error fault_driver::inject(const fault& f) {
                                      : f.kind == fault_kind::stop ? "stopped with SIGSTOP"
                                                                   : "stopped, to continue later"));
     e.fault = to_string(f);
+    e.how = f.kind;
     e.killed = !err;
     e.step = f.at_step;
     hooks_.record(std::move(e));
@@ -125,6 +128,7 @@ caf::error fault_driver::inject(const fault& f) {
                             f.is_kill() ? "not killed: " + describe(err)
                                         : to_string(f) + (err ? ": not injected: " + describe(err) : ""));
     e.fault = to_string(f);
+    e.how = f.kind;
     e.step = f.at_step;
     hooks_.record(std::move(e));
   }
@@ -180,6 +184,7 @@ std::vector<std::string> fault_driver::close_run() {
             " message";
     auto e = make_job_event(event_kind::fault, f.target, "not injected: " + why);
     e.fault = to_string(f);
+    e.how = f.kind;
     e.step = f.at_step;
     hooks_.record(std::move(e));
     out.push_back(to_string(f) + ": " + why);

@@ -122,12 +122,12 @@ std::string job::impl::progress_text() const {
   text += " of " + std::to_string(cfg.steps) + "; checkpoint window released to step " +
           std::to_string(checkpoints->released()) + "; epoch " + std::to_string(epoch);
   std::string missing;
-  std::vector<std::string> names = {"checkpointer", "shards", "workers"};
-  for (uint32_t i = 0; i < cfg.shards; ++i) names.push_back("shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < cfg.workers; ++i) names.push_back("worker:" + std::to_string(i));
-  for (auto& name : names)
-    if (!handles.count(name))
-      missing += (missing.empty() ? "" : ", ") + name;
+  std::vector<actor_id> ids = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
+  for (uint32_t i = 0; i < cfg.shards; ++i) ids.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < cfg.workers; ++i) ids.push_back(actor_id::worker(i));
+  for (auto id : ids)
+    if (!handles.count(id))
+      missing += (missing.empty() ? "" : ", ") + to_string(id);
   if (!missing.empty())
     text += "; not up: " + missing;
   return text;
@@ -139,8 +139,8 @@ void job::impl::send_window(const caf::actor& worker) {
 }
 
 void job::impl::widen_window() {
-  for (auto& [name, h] : handles)
-    if (name.rfind("worker:", 0) == 0)
+  for (auto& [id, h] : handles)
+    if (id.is(actor_kind::worker))
       send_window(h);
 }
 
@@ -299,7 +299,7 @@ void job::impl::on_committed(const checkpoint_committed& c) {
     widen_window();
   for (auto& s : c.shards)
     for (uint32_t w = 0; w < cfg.workers; ++w)
-      if (auto it = handles.find("worker:" + std::to_string(w)); it != handles.end())
+      if (auto it = handles.find(actor_id::worker(w)); it != handles.end())
         (*ctl)->send(it->second, truncate_atom::value, s.shard, s.step);
 }
 
@@ -307,14 +307,17 @@ void job::impl::on_directory(const supervision::directory_update& u) {
   // Updates from a rolled-back tree's directory may still arrive.
   if (!tree || (*ctl)->current_sender() != tree->directory().address())
     return;
+  auto id = parse_actor_id(u.name);  // the tree's names are actor ids (job_tree.cpp)
+  if (!id)
+    return;
   if (u.state != supervision::name_state::up) {
-    handles.erase(u.name);
+    handles.erase(*id);
     return;
   }
-  auto& h = handles[u.name];
+  auto& h = handles[*id];
   bool fresh = h != u.handle;
   h = u.handle;
-  if (fresh && u.name.rfind("worker:", 0) == 0)
+  if (fresh && id->is(actor_kind::worker))
     send_window(u.handle);
 }
 

@@ -66,8 +66,7 @@ struct job_config {
   std::shared_ptr<child_placement> placement;
   // Who carries out node faults (kill9, stop, cut on node:N): the owner of
   // the node processes (keel cluster). Null: node faults are refused.
-  std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
-    node_faults;
+  std::function<caf::error(uint32_t node, fault_kind how, std::chrono::milliseconds away)> node_faults;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
   bool progress_accuracy = false;                // progress events score the held-out set too
 };

@@ -37,11 +37,7 @@ caf::error job::impl::end_actor(const std::string& name, fault_kind how) {
 caf::error job::impl::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
   if (!cfg.node_faults)
     return fault_hooks::node_fault(node, how, away);
-  fault f;
-  f.kind = how;
-  f.target = "node:" + std::to_string(node);
-  auto text = to_string(f);
-  return cfg.node_faults(node, text.substr(0, text.find(':')), away);
+  return cfg.node_faults(node, how, away);
 }
 
 caf::error job::kill(const std::string& name, kill_mode mode) {

@@ -15,6 +15,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/partition.hpp"
@@ -45,7 +46,7 @@ struct job::impl final : fault_hooks {
   uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint64_t resumed_step = 0;          // job_config::resume: the step the run resumed at
   uint32_t epoch = 0;
-  std::map<std::string, caf::actor> handles;  // directory name -> current handle
+  std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> current handle
   std::set<uint32_t> done;
   std::vector<uint64_t> worker_step;
   std::map<uint32_t, worker_report> reports;  // the last report of each worker

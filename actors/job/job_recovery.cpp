@@ -89,7 +89,7 @@ caf::error job::impl::roll_back(const std::string& why) {
   // A killed root's children die asynchronously: wait until the old
   // checkpointer is gone, so that no write of the old run races with the
   // store's cleanup and the rollback's own reading and discarding.
-  if (auto it = handles.find("checkpointer"); it != handles.end()) {
+  if (auto it = handles.find(actor_id::checkpointer()); it != handles.end()) {
     auto old = it->second;
     auto& self = *ctl;
     self->monitor(old);

@@ -60,7 +60,7 @@ caf::expected<bool> job::impl::read_parameters(bool stop_at_incomplete) {
   for (uint32_t i = 0; i < cfg.shards && !failure; ++i) {
     // A shard (or the whole tree) restarting now answers later: the caller
     // reads again after its next messages.
-    auto name = "shard:" + std::to_string(i);
+    auto name = to_string(actor_id::shard(i));
     // The directory may still name an incarnation that has just died (its
     // down not yet seen); a mid-run read then waits for the next one, once.
     uint64_t incarnation = 0;

@@ -1,4 +1,7 @@
-// The supervision tree a job runs, and why it has this shape:
+// The supervision tree a job runs, and why it has this shape. Its child ids
+// and directory names are actor ids as text (actors/core/actor_id.hpp):
+// supervision/ knows nothing of keel's actors, so its names stay strings.
+//
 //
 //   root (one_for_one)
 //   ├── checkpointer                 permanent
@@ -39,7 +42,7 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
 
 supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   supervision::child_spec c;
-  c.id = "shard:" + std::to_string(i);
+  c.id = to_string(actor_id::shard(i));
   auto cfg = j.shard_cfgs[i];
   auto model = j.cfg.training_model;
   auto seed = j.cfg.seed;
@@ -50,29 +53,32 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
-    shard_options o;
-    o.config = cfg;
+    parameter_shard_config o;
+    o.core = cfg;
     // The supervisor hands over a snapshot its validator (validate: every
     // CRC) accepted; the restore need not check the CRCs again.
-    o.snapshot = ctx.from.as<frame>();
+    auto snapshot = ctx.from.as<frame>();
     // A first start of a restarted shard supervisor has no snapshot from its
     // supervisor, but the job's last committed checkpoint is still the state
     // to continue from.
-    if (!o.snapshot)
-      o.snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
-    o.snapshot_crcs_checked = o.snapshot != nullptr;
-    if (!o.snapshot)
-      o.snapshot = initial;
-    if (!o.snapshot) {
+    if (!snapshot)
+      snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
+    parameter_shard_env env;
+    env.snapshot_crcs_checked = snapshot != nullptr;
+    env.faults = faults;
+    if (!snapshot)
+      snapshot = initial;
+    if (snapshot) {
+      o.snapshot = shard_snapshot_msg(snapshot);
+    } else {
       o.initial_dense.resize(cfg.dense.size());
       model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
     }
     o.snapshot_every_steps = every;
     o.directory = ctx.directory;
-    o.faults = faults;
     if (placement)
-      return placement->start_shard(sys, ctx.id, ctx.incarnation, o);
-    return spawn_parameter_shard(sys, std::move(o));
+      return placement->start_shard(sys, ctx.incarnation, o);
+    return spawn_parameter_shard(sys, std::move(o), std::move(env));
   };
   c.restart = supervision::restart_type::permanent;
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
@@ -83,29 +89,30 @@ supervision::child_spec shard_spec(job::impl& j, uint32_t i) {
 
 supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
   supervision::child_spec c;
-  c.id = "worker:" + std::to_string(i);
-  worker_options o;
-  o.worker = i;
-  o.num_workers = j.cfg.workers;
-  o.training_model = j.cfg.training_model;
-  o.parts = j.parts;
+  c.id = to_string(actor_id::worker(i));
+  worker_config o;
+  o.core.worker = i;
+  o.core.epoch = j.epoch;
+  o.core.parts = j.parts;
   for (uint32_t s = 0; s < j.cfg.shards; ++s)
-    o.shard_names.push_back("shard:" + std::to_string(s));
+    o.core.shard_names.push_back(to_string(actor_id::shard(s)));
+  o.core.total_steps = j.cfg.steps;
+  o.core.rule = j.cfg.rule.kind;
+  o.core.windowed = j.cfg.checkpoint_every > 0;
+  o.num_workers = j.cfg.workers;
   o.job = caf::actor_cast<caf::actor>(*j.ctl);
   o.seed = j.cfg.seed;
   o.batch_size = j.cfg.batch_size;
-  o.total_steps = j.cfg.steps;
   o.request_timeout = j.cfg.request_timeout;
-  o.epoch = j.epoch;
-  o.rule = j.cfg.rule.kind;
-  o.windowed = j.cfg.checkpoint_every > 0;
-  o.faults = j.faults->links();
-  c.start = [o, placement = j.cfg.placement](caf::actor_system& sys,
-                                              const supervision::restart_context& ctx) mutable {
+  worker_env env;
+  env.training_model = j.cfg.training_model;
+  env.faults = j.faults->links();
+  c.start = [o, env, placement = j.cfg.placement](caf::actor_system& sys,
+                                                   const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     if (placement)
-      return placement->start_worker(sys, ctx.id, ctx.incarnation, o);
-    return spawn_worker(sys, o);
+      return placement->start_worker(sys, ctx.incarnation, o);
+    return spawn_worker(sys, o, env);
   };
   c.restart = supervision::restart_type::transient;
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
@@ -116,36 +123,37 @@ supervision::child_spec worker_spec(job::impl& j, uint32_t i) {
 
 supervision::supervisor_spec job::impl::root_spec() {
   supervision::supervisor_spec shards;
-  shards.name = "shards";
+  shards.name = to_string(actor_id::shards());
   shards.max_restarts = cfg.max_restarts;
   shards.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.shards; ++i)
     shards.children.push_back(shard_spec(*this, i));
 
   supervision::supervisor_spec workers;
-  workers.name = "workers";
+  workers.name = to_string(actor_id::workers());
   workers.max_restarts = cfg.max_restarts;
   workers.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.workers; ++i)
     workers.children.push_back(worker_spec(*this, i));
 
   supervision::child_spec ckpt;
-  ckpt.id = "checkpointer";
-  checkpointer_options co;
-  co.dir = cfg.checkpoint_dir;
+  ckpt.id = to_string(actor_id::checkpointer());
+  checkpointer_config co;
+  co.dir = cfg.checkpoint_dir.string();
   co.keep_last = cfg.keep_checkpoints;
   co.num_shards = cfg.shards;
   co.job = caf::actor_cast<caf::actor>(*ctl);
-  co.io = faults->disk();
-  co.detached = !cfg.placement;  // see checkpointer_options::detached
   co.incomplete_timeout = cfg.checkpoint_timeout;
-  ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
-    return spawn_checkpointer(sys, co);
+  checkpointer_env env;
+  env.io = faults->disk();
+  env.detached = !cfg.placement;  // see checkpointer_env::detached
+  ckpt.start = [co, env](caf::actor_system& sys, const supervision::restart_context&) {
+    return spawn_checkpointer(sys, co, env);
   };
   ckpt.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(10));
 
   supervision::supervisor_spec root;
-  root.name = "root";
+  root.name = to_string(actor_id::root());
   root.max_restarts = cfg.max_restarts;
   root.period = cfg.restart_period;
   root.random_seed = cfg.seed;
@@ -167,12 +175,11 @@ caf::error job::impl::start_tree() {
   auto& self = *ctl;
   self->monitor(tree->root());
   self->send(tree->events(), supervision::subscribe_atom::value);
-  for (auto name : {"checkpointer", "shards", "workers"})
-    self->send(tree->directory(), supervision::watch_atom::value, std::string(name));
-  for (uint32_t i = 0; i < cfg.shards; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < cfg.workers; ++i)
-    self->send(tree->directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
+  std::vector<actor_id> watched = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
+  for (uint32_t i = 0; i < cfg.shards; ++i) watched.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < cfg.workers; ++i) watched.push_back(actor_id::worker(i));
+  for (auto id : watched)
+    self->send(tree->directory(), supervision::watch_atom::value, to_string(id));
   return {};
 }
 

@@ -13,6 +13,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/shard_snapshot.hpp"
@@ -249,26 +250,27 @@ caf::behavior shard_behavior(shard_actor* self) {
 
 }  // namespace
 
-caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_options opts) {
+caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
+                                                parameter_shard_env env) {
   std::optional<shard_core> core;
-  if (opts.snapshot) {
-    auto snap = decode<schema::ShardSnapshot>(opts.snapshot);
+  if (!cfg.snapshot.empty()) {
+    auto snap = decode(cfg.snapshot);
     if (!snap)
       return snap.error();
-    auto restored = restore_shard(opts.config, snap->root(),
-                                  opts.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums);
+    auto restored = restore_shard(cfg.core, snap->root(),
+                                  env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums);
     if (!restored)
       return restored.error();
     core.emplace(std::move(*restored));
   } else {
-    auto fresh = shard_core::make(opts.config, std::move(opts.initial_dense));
+    auto fresh = shard_core::make(cfg.core, std::move(cfg.initial_dense));
     if (!fresh)
       return fresh.error();
     core.emplace(std::move(*fresh));
   }
-  auto every = opts.snapshot_every_steps;
-  auto directory = opts.directory;
-  auto faults = opts.faults;
+  auto every = cfg.snapshot_every_steps;
+  auto directory = cfg.directory;
+  auto faults = env.faults;
   return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory,
                     faults](shard_actor* self) mutable {
     self->state.core = std::move(*c);
@@ -280,8 +282,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_op
     if (every > 0 && directory)
       self->send(directory, supervision::watch_atom::value, std::string("checkpointer"));
     auto& cfg = self->state.core.config();
-    self->state.links =
-      link_ends(faults, "shard:" + std::to_string(cfg.shard), "worker:", cfg.num_workers);
+    self->state.links = link_ends(faults, to_string(actor_id::shard(cfg.shard)), "worker:", cfg.num_workers);
     return shard_behavior(self);
   });
 }

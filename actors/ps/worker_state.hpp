@@ -21,7 +21,8 @@
 namespace keel::worker_detail {
 
 struct worker_state {
-  worker_options opt;
+  worker_config cfg;
+  worker_env env;
   worker_core core;  // the decisions; the actor performs them
   std::unique_ptr<model_scratch> scratch;
   std::vector<caf::actor> shards;           // the current incarnation of each shard
@@ -47,7 +48,7 @@ using worker_actor = caf::stateful_actor<worker_state>;
 void emit(worker_actor* self, job_event e);  // fills in the actor
 void emit(worker_actor* self, event_kind kind, std::string detail);
 // The delay before retry number `attempt` (exponential, capped).
-std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt);
+std::chrono::milliseconds backoff(const worker_config& o, uint32_t attempt);
 void fail(worker_actor* self, caf::error err);
 
 // worker.cpp: the training loop.

@@ -141,11 +141,11 @@ double raw_tcp_gbps(uint16_t port, size_t bytes, size_t count) {
   std::vector<caf::actor> shards;
   for (size_t i = 0; i < std::size(sizes_mib); ++i) {
     size_t floats = sizes_mib[i] << 18;
-    shard_options o;
-    o.config.num_workers = 1;
-    o.config.dense = {0, floats};
-    o.config.rule = {consistency_kind::asp, 0};
-    o.config.optimizer.lr = 1e-6f;
+    parameter_shard_config o;
+    o.core.num_workers = 1;
+    o.core.dense = {0, floats};
+    o.core.rule = {consistency_kind::asp, 0};
+    o.core.optimizer.lr = 1e-6f;
     o.initial_dense.assign(floats, 0.0f);
     auto s = spawn_parameter_shard(sys, std::move(o));
     if (!s)
