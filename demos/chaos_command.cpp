@@ -93,8 +93,7 @@ struct chaos_tally {
       recovery_us[kind].push_back(us);
     if (auto plan = parse_fault_plan(r.plan))
       for (auto& f : *plan)
-        ++fault_counts[f.kind == fault_kind::kill ? "kill " + actor_kind(f.target)
-                                                  : to_string(f).substr(0, to_string(f).find(':'))];
+        ++fault_counts[f.kind == fault_kind::kill ? "kill " + recovery_kind(f.target) : to_string(f.kind)];
   }
 
   void print_summary() {

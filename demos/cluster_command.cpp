@@ -10,7 +10,10 @@
 // With --connect it starts no node and uses `keel node` processes already
 // running (here or on other hosts, sharing the checkpoint directory's
 // filesystem), which is also how a restarted coordinator (--resume DIR)
-// rejoins the nodes of the run it continues.
+// rejoins the nodes of the run it continues. With --tls-cert, --tls-key and
+// --tls-ca every link runs TLS with certificates verified both ways: nodes
+// it starts use the same certificate, nodes named by --connect must present
+// a certificate stating the NAME of their NAME@HOST:PORT (default HOST).
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,6 +41,7 @@ struct cluster_flags {
   uint32_t timeout_ms = 800;
   std::vector<node_address> connect;  // use these nodes, start none
   std::string secret_file;            // with --connect
+  tls_files tls;                      // TLS for every link (and the nodes started)
   args rest;                          // for keel train
 };
 
@@ -50,10 +54,15 @@ const char* cluster_help =
   "                                 instead of their data plane (for comparison)\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
-  "  --connect HOST:PORT,...        use running keel node processes; start none\n"
-  "                                 (node faults are then yours to send)\n"
+  "  --connect [NAME@]HOST:PORT,... use running keel node processes; start none\n"
+  "                                 (node faults are then yours to send); with TLS,\n"
+  "                                 NAME (default HOST) is what the node's certificate states\n"
   "  --secret-file FILE             with --connect: the nodes' cluster secret\n"
   "                                 (else $KEEL_CLUSTER_SECRET)\n"
+  "  --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
+  "                                 TLS on every link, certificates verified both ways\n"
+  "                                 (scripts/make-dev-certs.sh makes a CA and certificates);\n"
+  "                                 started nodes use the same certificate and key\n"
   "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
   "                                 --faults with node faults kill9:node:N@STEP,\n"
   "                                 stop:node:N@STEP, cut:node:N@STEP+MSms\n";
@@ -76,6 +85,12 @@ caf::expected<std::vector<node_address>> addresses(const std::string& text) {
   while (from <= text.size()) {
     auto comma = text.find(',', from);
     auto item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    auto at = item.find('@');
+    std::string name = at == std::string::npos ? std::string() : item.substr(0, at);
+    if (at != std::string::npos && name.empty())
+      return make_error(errc::invalid_argument, "--connect: '" + item + "' has an empty NAME before '@' (see keel cluster --help)");
+    if (at != std::string::npos)
+      item = item.substr(at + 1);
     auto colon = item.rfind(':');
     auto port = colon == std::string::npos ? std::string() : item.substr(colon + 1);
     if (colon == 0 || colon == std::string::npos || port.empty() || port.size() > 5 ||
@@ -83,7 +98,7 @@ caf::expected<std::vector<node_address>> addresses(const std::string& text) {
         std::stoul(port) > 65535)
       return make_error(errc::invalid_argument,
                         "--connect: '" + item + "' is not HOST:PORT with a port in 1..65535 (see keel cluster --help)");
-    out.push_back({item.substr(0, colon), static_cast<uint16_t>(std::stoul(port))});
+    out.push_back({item.substr(0, colon), static_cast<uint16_t>(std::stoul(port)), name});
     if (comma == std::string::npos)
       break;
     from = comma + 1;
@@ -106,7 +121,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.respawn = true;
     else if (x == "--no-data-plane")
       f.no_data_plane = true;
-    else if ((x == "--connect" || x == "--secret-file") && i + 1 >= a.size())
+    else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca") &&
+             i + 1 >= a.size())
       return make_error(errc::invalid_argument, x + ": missing value (see keel cluster --help)");
     else if (x == "--connect") {
       auto nodes = addresses(a[++i]);
@@ -115,6 +131,12 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.connect = std::move(*nodes);
     } else if (x == "--secret-file")
       f.secret_file = a[++i];
+    else if (x == "--tls-cert")
+      f.tls.cert = a[++i];
+    else if (x == "--tls-key")
+      f.tls.key = a[++i];
+    else if (x == "--tls-ca")
+      f.tls.ca = a[++i];
     else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms")
       return n.error();
     else
@@ -175,6 +197,15 @@ int cluster(const args& a) {
     std::cerr << "keel cluster: --secret-file goes with --connect (started nodes get a fresh secret)\n";
     return 2;
   }
+  std::shared_ptr<const tls_context> tls;
+  if (flags->tls.any()) {
+    auto ctx = tls_context::load(flags->tls);
+    if (!ctx) {
+      std::cerr << "keel cluster: " << describe(ctx.error()) << "\n";
+      return 2;
+    }
+    tls = *ctx;
+  }
   char tmpl[] = "/tmp/keel-cluster-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
     std::cerr << "keel cluster: cannot create a temporary directory\n";
@@ -219,6 +250,12 @@ int cluster(const args& a) {
                                          "--connection-timeout-ms", std::to_string(flags->timeout_ms)};
   if (flags->no_data_plane)
     node_flags.push_back("--no-data-plane");
+  if (tls)
+    for (auto [flag, file] : {std::pair{"--tls-cert", flags->tls.cert}, {"--tls-key", flags->tls.key},
+                              {"--tls-ca", flags->tls.ca}}) {
+      node_flags.push_back(flag);
+      node_flags.push_back(std::filesystem::absolute(file).string());
+    }
   node_processes procs(self_program(), secret_path, node_flags);
   std::mutex procs_mtx;
   std::vector<std::thread> timers;  // SIGCONTs of cuts, joined before the nodes go
@@ -228,6 +265,7 @@ int cluster(const args& a) {
   };
   cluster_placement_config pc;
   pc.secret = *secret;
+  pc.tls = tls;
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
   bool respawn = flags->respawn;
@@ -243,7 +281,7 @@ int cluster(const args& a) {
       auto port = procs.start(i, std::chrono::seconds(10));
       if (!port)
         return port.error();
-      pc.nodes.push_back({"127.0.0.1", *port});
+      pc.nodes.push_back({"127.0.0.1", *port, tls ? tls->name() : std::string()});
       std::cout << "keel cluster: node:" << i << " listening on 127.0.0.1:" << *port << " (pid " << procs.pid(i)
                 << ")" << std::endl;
     }
@@ -253,9 +291,9 @@ int cluster(const args& a) {
     cfg.placement = std::make_shared<cluster_placement>(pc);
     if (connect)
       return {};
-    cfg.node_faults = [&](uint32_t node, const std::string& how, std::chrono::milliseconds away) -> caf::error {
+    cfg.node_faults = [&](uint32_t node, fault_kind how, std::chrono::milliseconds away) -> caf::error {
       std::lock_guard<std::mutex> guard(procs_mtx);
-      if (how == "kill9") {
+      if (how == fault_kind::kill9) {
         if (auto err = procs.signal(node, SIGKILL))
           return err;
         if (respawn) {
@@ -267,7 +305,7 @@ int cluster(const args& a) {
       }
       if (auto err = procs.signal(node, SIGSTOP))
         return err;
-      if (how == "cut") {
+      if (how == fault_kind::cut) {
         auto pid = procs.pid(node);
         timers.emplace_back([pid, away] {
           std::this_thread::sleep_for(away);  // a timer: the partition heals after `away`

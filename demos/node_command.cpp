@@ -8,8 +8,11 @@
 //   keel node: joined node NODE_ID at HOST:PORT), and serves until SIGTERM
 // or SIGINT (or standard input's end with --exit-on-stdin-eof), then stops
 // its actors and exits 0. Events (joins, refusals, spawns) go to standard
-// error. Exit 2: bad flags or no usable secret; 1: cannot listen or join,
-// or the agent was killed from outside.
+// error. With --tls-cert, --tls-key and --tls-ca every link (the gate's
+// connections, which CAF's BASP then uses, and the data plane's) runs TLS
+// with certificates verified both ways, and the secret's challenge inside
+// it. Exit 2: bad flags, no usable secret or unusable TLS files; 1: cannot
+// listen or join, or the agent was killed from outside.
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,9 +41,13 @@ namespace {
 struct address {
   std::string host;
   uint16_t port = 0;
+  std::string name;  // --join NAME@HOST:PORT: the name its TLS certificate must state
 };
 
-caf::expected<address> parse_address(const std::string& flag, const std::string& text) {
+caf::expected<address> parse_address(const std::string& flag, const std::string& full) {
+  auto at = full.find('@');
+  std::string name = at == std::string::npos ? std::string() : full.substr(0, at);
+  auto text = at == std::string::npos ? full : full.substr(at + 1);
   auto colon = text.rfind(':');
   auto bad = [&](const std::string& why) {
     return make_error(errc::invalid_argument, flag + " '" + text + "': " + why + " (expected HOST:PORT)");
@@ -53,7 +60,7 @@ caf::expected<address> parse_address(const std::string& flag, const std::string&
   auto port = std::stoul(port_text);
   if (port > 65535)
     return bad("port is above 65535");
-  return address{text.substr(0, colon), static_cast<uint16_t>(port)};
+  return address{text.substr(0, colon), static_cast<uint16_t>(port), name};
 }
 
 caf::expected<cluster_secret> load_secret(const std::string& file) {
@@ -80,7 +87,7 @@ void wait_for_stop(const sigset_t& stop, bool stdin_eof) {
 }
 
 struct node_flags {
-  address listen{"127.0.0.1", 0};
+  address listen{"127.0.0.1", 0, {}};
   std::optional<address> join;
   cluster_secret secret;
   cluster_settings settings;
@@ -90,6 +97,7 @@ struct node_flags {
   bool no_data_plane = false;
   size_t max_unauthenticated = 64;
   std::chrono::milliseconds handshake_timeout{1000};
+  std::shared_ptr<const tls_context> tls;
 };
 
 int run_node(const node_flags& f) {
@@ -114,6 +122,7 @@ int run_node(const node_flags& f) {
     dc.host = f.listen.host;
     dc.port = f.data_port;
     dc.secret = f.secret;
+    dc.tls = f.tls;
     dc.log = [](const std::string& line) { std::cerr << "keel node: data plane: " + line + "\n"; };
     auto started = data_plane::start(sys, dc);
     if (!started) {
@@ -153,6 +162,7 @@ int run_node(const node_flags& f) {
   gc.host = f.listen.host;
   gc.port = f.listen.port;
   gc.secret = f.secret;
+  gc.tls = f.tls;
   gc.max_pending = f.max_unauthenticated;
   gc.handshake_timeout = f.handshake_timeout;
   gc.log = [](const std::string& line) { std::cerr << "keel node: " + line + "\n" << std::flush; };
@@ -166,12 +176,13 @@ int run_node(const node_flags& f) {
   auto port = (*gate)->port();
   self->send(*agent, node_listening_atom::value, port);
   std::cout << "keel node: listening on " << f.listen.host << ":" << port << " (node " << to_string(sys.node())
-            << ")" << std::endl;
+            << ")" << (f.tls ? ", TLS as " + f.tls->name() : std::string()) << std::endl;
   if (plane)
     std::cout << "keel node: data plane on " << f.listen.host << ":" << plane->port() << std::endl;
   if (f.join) {
     join_identity me{*agent, f.listen.host, port};
-    auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me);
+    auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me,
+                             tls_peer{f.tls, f.join->name.empty() ? f.join->host : f.join->name});
     if (!peer) {
       std::cerr << "keel node: cannot join " << f.join->host << ":" << f.join->port << ": " << describe(peer.error())
                 << "\n";
@@ -208,12 +219,13 @@ int run_node(const node_flags& f) {
 
 int node(const args& a) {
   std::string listen_text = "127.0.0.1:0", join_text, secret_file;
+  tls_files tls;
   uint32_t heartbeat_ms = 200, timeout_ms = 800, handshake_ms = 1000;
   node_flags f;
   po::options_description desc("keel node: run this process as a cluster node");
   desc.add_options()("help", "show this help")
     ("listen", po::value(&listen_text)->default_value(listen_text), "HOST:PORT of the node's gate, where peers prove the secret and reach the node agent (port 0: any)")
-    ("join", po::value(&join_text), "HOST:PORT of a node to join")
+    ("join", po::value(&join_text), "[NAME@]HOST:PORT of a node to join (NAME: the name its TLS certificate states; default HOST)")
     ("secret-file", po::value(&secret_file), "file holding the cluster secret (else $KEEL_CLUSTER_SECRET)")
     ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "heartbeat interval")
     ("connection-timeout-ms", po::value(&timeout_ms)->default_value(timeout_ms),
@@ -227,6 +239,9 @@ int node(const args& a) {
      "connections awaiting the secret's challenge at once; a newer one closes the oldest")
     ("handshake-timeout-ms", po::value(&handshake_ms)->default_value(handshake_ms),
      "a connection that has not proved the cluster secret this long is closed")
+    ("tls-cert", po::value(&tls.cert), "PEM certificate of this node (its name in CN/subjectAltName): TLS on every link")
+    ("tls-key", po::value(&tls.key), "PEM private key of --tls-cert")
+    ("tls-ca", po::value(&tls.ca), "PEM certificate of the CA that signed every member's certificate")
     ("exit-on-stdin-eof", po::bool_switch(&f.stdin_eof), "also stop when standard input ends");
   po::variables_map vm;
   try {
@@ -243,6 +258,10 @@ int node(const args& a) {
   auto listen = parse_address("--listen", listen_text);
   if (!listen) {
     std::cerr << "keel node: " << describe(listen.error()) << "\n";
+    return 2;
+  }
+  if (!listen->name.empty()) {
+    std::cerr << "keel node: --listen takes HOST:PORT (a node's TLS name is in its certificate)\n";
     return 2;
   }
   f.listen = *listen;
@@ -271,6 +290,14 @@ int node(const args& a) {
     return 2;
   }
   f.secret = *secret;
+  if (tls.any()) {
+    auto ctx = tls_context::load(tls);
+    if (!ctx) {
+      std::cerr << "keel node: " << describe(ctx.error()) << "\n";
+      return 2;
+    }
+    f.tls = *ctx;
+  }
   return run_node(f);
 }
 

@@ -120,6 +120,12 @@ job_event event_from(const json& j, const std::string& path) {
   e.peer = in.text("peer");
   e.snapshot = in.text("snapshot");
   e.fault = in.text("fault");
+  if (!e.fault.empty()) {  // "kill:shard:0@40": its kind is the first word
+    auto how = parse_fault_kind(std::string_view(e.fault).substr(0, e.fault.find(':')));
+    if (!how)
+      throw format_error(in.name("fault") + ": unknown fault kind in '" + e.fault + "'");
+    e.how = *how;
+  }
   e.killed = in.flag("killed");
   e.failed = in.flag("failed");
   return e;

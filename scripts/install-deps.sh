@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev
   doctest-dev
   curl
+  openssl libssl-dev
 )
 if [ "${KEEL_FUZZ:-0}" = 1 ]; then
   packages+=(clang libclang-rt-14-dev)

@@ -21,6 +21,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/cluster/cluster_gate_wire.hpp"
+#include "actors/cluster/tls_scribe.hpp"
 #include "actors/data_plane/data_plane_wire.hpp"
 #include "actors/net/rate_limited_log.hpp"
 #include "messages/errors.hpp"
@@ -47,8 +48,9 @@ std::string address_of(const sockaddr_in& a) {
 // read of the current step; `need` is that step's size (at most
 // head_bytes + max_node_text + challenge_bytes).
 struct pending {
-  enum class step { head, hello, proof };
+  enum class step { tls, head, hello, proof };
   dp::socket_fd fd;
+  std::unique_ptr<tls_session> tls;  // with TLS on: the handshake, then all bytes
   std::string from;  // the peer's address
   steady::time_point deadline;
   step at = step::head;
@@ -56,6 +58,31 @@ struct pending {
   size_t need = head_bytes;
   std::string node;                // as the peer's hello claims it
   std::vector<uint8_t> challenge;  // ours
+
+  // At most n bytes from the peer (through TLS when on): >0 read, 0 end
+  // of stream, -1 error (errno; EAGAIN: nothing now).
+  ssize_t receive(unsigned char* data, size_t n) {
+    if (!tls)
+      return ::recv(fd.get(), data, n, 0);
+    auto got = tls->read_some(data, n);
+    if (got > 0)
+      return got;
+    if (got < 0 && tls->peer_closed())
+      return 0;
+    errno = got == 0 ? EAGAIN : EPROTO;
+    return -1;
+  }
+  // Sends all of `data` at once or fails: a fresh socket's buffer takes a
+  // handshake message whole, and a peer whose does not is refused rather
+  // than waited for.
+  bool send_whole(const void* data, size_t n) {
+    if (!tls)
+      return ::send(fd.get(), data, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+    return tls->write_some(data, n) == static_cast<long>(n);
+  }
+  std::string failure() const {
+    return tls && !tls->failure().empty() ? tls->failure() : std::string(std::strerror(errno));
+  }
 };
 
 }  // namespace
@@ -103,6 +130,8 @@ struct cluster_gate::impl {
 
 bool cluster_gate::impl::complete_step(pending& p, std::string& why) {
   switch (p.at) {
+    case pending::step::tls:  // advance() completes it before reading a step
+      return false;
     case pending::step::head: {
       size_t n = 0;
       if (!parse_head(p.in.data(), n, why))
@@ -119,11 +148,8 @@ bool cluster_gate::impl::complete_step(pending& p, std::string& why) {
       auto out = hello(node, p.challenge);
       auto proof = cfg.secret.prove(gate_label, theirs, challenge_bytes, node);
       out.insert(out.end(), proof.begin(), proof.end());
-      // A fresh socket's send buffer takes these ~150 bytes whole; a peer
-      // whose buffer does not is refused rather than waited for.
-      if (::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL) !=
-          static_cast<ssize_t>(out.size())) {
-        why = "cannot answer node " + p.node + "'s hello: " + std::strerror(errno);
+      if (!p.send_whole(out.data(), out.size())) {
+        why = "cannot answer node " + p.node + "'s hello: " + p.failure();
         return true;
       }
       p.at = pending::step::proof;
@@ -138,8 +164,8 @@ bool cluster_gate::impl::complete_step(pending& p, std::string& why) {
         why = "node " + p.node + " sent a wrong proof of the cluster secret";
         return true;
       }
-      if (::send(p.fd.get(), &verdict_accepted, 1, MSG_NOSIGNAL) != 1) {
-        why = "cannot accept node " + p.node + ": " + std::strerror(errno);
+      if (!p.send_whole(&verdict_accepted, 1)) {
+        why = "cannot accept node " + p.node + ": " + p.failure();
         return true;
       }
       admit(p);
@@ -150,18 +176,29 @@ bool cluster_gate::impl::complete_step(pending& p, std::string& why) {
 }
 
 bool cluster_gate::impl::advance(pending& p, std::string& why) {
+  if (p.at == pending::step::tls) {
+    switch (p.tls->handshake_step()) {
+      case tls_session::progress::done:
+        p.at = pending::step::head;
+        break;  // the hello may already be here
+      case tls_session::progress::failed:
+        why = "TLS: " + p.tls->failure();
+        return true;
+      default:
+        return false;
+    }
+  }
   for (;;) {
     auto have = p.in.size();
     p.in.resize(p.need);
-    auto got = ::recv(p.fd.get(), p.in.data() + have, p.need - have, 0);
+    auto got = p.receive(p.in.data() + have, p.need - have);
     p.in.resize(have + static_cast<size_t>(std::max<ssize_t>(got, 0)));
     if (got < 0 && errno == EINTR)
       continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return false;
     if (got <= 0) {
-      auto what =
-          got == 0 ? std::string("closed the connection") : std::string(std::strerror(errno));
+      auto what = got == 0 ? std::string("closed the connection") : p.failure();
       if (p.at == pending::step::proof)
         why = "node " + p.node + " " + what +
               " without proving the cluster secret (it may hold another secret)";
@@ -176,11 +213,14 @@ bool cluster_gate::impl::advance(pending& p, std::string& why) {
 
 void cluster_gate::impl::admit(pending& p) {
   ++authenticated;
-  cfg.log("node " + p.node + " authenticated from " + p.from);
+  cfg.log("node " + p.node + " authenticated from " + p.from +
+          (p.tls ? " (TLS, certificate of " + p.tls->peer_name() + ")" : std::string()));
   // From here on the connection is CAF's: the broker adopts it as if its
   // own doorman had accepted it, and answers with the BASP server handshake
-  // naming the agent as the actor published at this port.
-  auto scribe = sys.middleman().backend().new_scribe(p.fd.release());
+  // naming the agent as the actor published at this port. With TLS the
+  // scribe takes the session along: BASP's bytes stay inside it.
+  auto scribe = p.tls ? make_tls_scribe(sys, p.fd.release(), std::move(p.tls))
+                      : sys.middleman().backend().new_scribe(p.fd.release());
   caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port,
                  caf::actor_cast<caf::strong_actor_ptr>(agent), std::set<std::string>{});
 }
@@ -214,6 +254,15 @@ void cluster_gate::impl::accept_all(steady::time_point now) {
     p.from = address_of(addr);
     p.deadline = now + cfg.handshake_timeout;
     p.in.reserve(head_bytes + max_node_text + challenge_bytes);
+    if (cfg.tls) {
+      auto session = tls_session::make(*cfg.tls, fd, tls_session::role::accept);
+      if (!session) {
+        refuse(p, describe(session.error()), now);
+        continue;
+      }
+      p.tls = std::move(*session);
+      p.at = pending::step::tls;
+    }
     if (waiting.size() >= cfg.max_pending) {
       ++evicted;
       refuse(waiting.front(),
@@ -251,7 +300,10 @@ void cluster_gate::impl::run() {
     fds.clear();
     fds.push_back({wake_read.get(), POLLIN, 0});
     fds.push_back({accepting ? listener.get() : -1, POLLIN, 0});
-    for (auto& p : waiting) fds.push_back({p.fd.get(), POLLIN, 0});
+    for (auto& p : waiting) {
+      bool out = p.tls && p.tls->want() == tls_session::progress::want_write;
+      fds.push_back({p.fd.get(), static_cast<short>(out ? POLLOUT : POLLIN), 0});
+    }
     int timeout_ms = -1;
     if (wake_at != steady::time_point::max())
       timeout_ms = static_cast<int>(std::max<int64_t>(

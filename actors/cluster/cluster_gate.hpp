@@ -18,25 +18,30 @@
 //   gate -> connector: 'K'
 // then the socket is handed to CAF's BASP broker as if accepted by it, with
 // the gate's actor (the node agent) as the actor published at the gate's
-// port. A connector checks the gate's proof before it proves anything, and
+// port. With TLS (cfg.tls), a TLS handshake with certificates verified both
+// ways (actors/net/tls.hpp) comes first, the exchange above runs inside it, and
+// CAF's BASP then runs over the same TLS session (actors/cluster/tls_scribe.hpp): a
+// peer whose certificate our CA did not sign is refused during the
+// handshake, before any byte of it is read as keel's or BASP's. A connector checks the gate's proof before it proves anything, and
 // that BASP's node id is the one the gate proved.
 //
 // What an unauthenticated peer costs: one descriptor and at most 300 bytes
-// of buffer, for at most `handshake_timeout`; at most `max_pending`
+// of buffer (with TLS, OpenSSL's session and record buffers instead, tens
+// of KiB), for at most `handshake_timeout`; at most `max_pending`
 // connections wait for authentication at once, and a new one beyond that
 // closes the oldest waiting one (so a flood must be sustained to keep a
 // member out, and a member's handshake, which takes one round trip, gets
 // through). Every refusal is logged with the peer's address and the port,
 // rate-limited (`log_burst` lines per second, then a count). Authenticated
 // connections are not capped: members are trusted (see
-// actors/cluster/node_agent.hpp for what a member may do). This is also where a TLS
-// handshake would sit: the gate hands CAF a connection only once the peer is
+// actors/cluster/node_agent.hpp for what a member may do). This is also where the TLS
+// handshake sits: the gate hands CAF a connection only once the peer is
 // known.
 //
 // Thread-safety: one thread of its own runs the gate (poll, no thread per
 // connection); port() and stats() may be called from any thread; stop() from
-// one. Not encrypted: like the rest of the secret-only setup, use it on a
-// trusted network.
+// one. Without TLS nothing is encrypted: the secret-only setup is for a
+// trusted network (loopback development).
 
 #include <chrono>
 #include <cstdint>
@@ -49,6 +54,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/net/cluster_secret.hpp"
+#include "actors/net/tls.hpp"
 
 namespace keel {
 
@@ -56,6 +62,9 @@ struct cluster_gate_config {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the OS picks one
   cluster_secret secret;
+  // TLS on every connection (null: none); a peer must present a
+  // certificate this context's CA signed.
+  std::shared_ptr<const tls_context> tls;
   // A connection that has not completed the handshake this long after it
   // was accepted is closed.
   std::chrono::milliseconds handshake_timeout{1000};
@@ -113,13 +122,15 @@ class cluster_gate {
 // not_found (nothing listens there), not_authenticated (the gate does not
 // prove the secret, or refused ours), timeout, io_error (the gate closed the
 // connection during the handshake: too many peers awaiting authentication,
-// or not a keel node), malformed_message (not a keel gate's answer).
+// or not a keel node), malformed_message (not a keel gate's answer). With
+// `tls` on, a TLS handshake comes first and the gate's certificate must
+// state tls.name (not_authenticated otherwise, naming why).
 struct gated_peer {
   caf::actor agent;
   std::string node;  // its CAF node id, as to_string renders it
 };
 caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std::string& host,
                                                uint16_t port, const cluster_secret& secret,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout, const tls_peer& tls = {});
 
 }  // namespace keel

@@ -8,6 +8,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/cluster/cluster_gate_wire.hpp"
+#include "actors/cluster/tls_scribe.hpp"
 #include "actors/data_plane/data_plane_wire.hpp"
 #include "messages/errors.hpp"
 
@@ -17,13 +18,24 @@ using namespace gate_wire;
 
 namespace {
 
-// Blocking reads and writes on a socket whose timeouts are set; errors name
-// the node's address and the step.
+// Blocking reads and writes on a socket whose timeouts are set (through
+// TLS when on); errors name the node's address and the step.
 struct connector {
   int fd;
   std::string at;
+  std::unique_ptr<tls_session> tls;
+  std::chrono::milliseconds timeout;
+
+  bool read(void* data, size_t n) {
+    return tls ? tls->read_exact(data, n, timeout) : dp::read_exact(fd, data, n);
+  }
+  bool write(const void* data, size_t n) {
+    return tls ? tls->write_exact(data, n, timeout) : dp::write_exact(fd, data, n);
+  }
 
   caf::error failed(const std::string& step) const {
+    if (tls && errno == EPROTO)
+      return make_error(errc::not_authenticated, "node at " + at + ": " + step + ": TLS: " + tls->failure());
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return make_error(errc::timeout,
                         "node at " + at + ": no answer to the cluster handshake (" + step + ")");
@@ -39,7 +51,7 @@ struct connector {
 
 caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std::string& host,
                                                uint16_t port, const cluster_secret& secret,
-                                               std::chrono::milliseconds timeout) {
+                                               std::chrono::milliseconds timeout, const tls_peer& tls) {
   auto at = host + ":" + std::to_string(port);
   // A zero socket timeout would mean none at all: a stopped node would
   // block this call for ever.
@@ -49,14 +61,25 @@ caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std
   if (!sock)
     return make_error(is(sock.error(), errc::timeout) ? errc::timeout : errc::not_found,
                       "cannot reach a node at " + at + ": " + describe(sock.error()));
-  connector c{sock->get(), at};
+  connector c{sock->get(), at, nullptr, timeout};
+  if (tls.on()) {
+    auto session = tls_session::make(*tls.context, c.fd, tls_session::role::connect, tls.name);
+    if (!session)
+      return session.error();
+    c.tls = std::move(*session);
+    if (auto err = c.tls->handshake(timeout))
+      return make_error(is(err, errc::timeout)    ? errc::timeout
+                        : is(err, errc::io_error) ? errc::io_error
+                                                  : errc::not_authenticated,
+                        "node at " + at + " (TLS name " + tls.name + "): " + describe(err));
+  }
   auto me = to_string(sys.node());
   auto mine = random_bytes(challenge_bytes);
   auto out = hello(me, mine);
-  if (!dp::write_exact(c.fd, out.data(), out.size()))
+  if (!c.write(out.data(), out.size()))
     return c.failed("sending the hello");
   unsigned char head[head_bytes];
-  if (!dp::read_exact(c.fd, head, sizeof head))
+  if (!c.read(head, sizeof head))
     return c.failed("reading the node's hello");
   size_t n = 0;
   std::string why;
@@ -65,19 +88,18 @@ caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std
   std::string node(n, '\0');
   std::vector<uint8_t> theirs(challenge_bytes);
   unsigned char proof[proof_bytes];
-  if (!dp::read_exact(c.fd, node.data(), node.size()) ||
-      !dp::read_exact(c.fd, theirs.data(), theirs.size()) ||
-      !dp::read_exact(c.fd, proof, sizeof proof))
+  if (!c.read(node.data(), node.size()) || !c.read(theirs.data(), theirs.size()) ||
+      !c.read(proof, sizeof proof))
     return c.failed("reading the node's hello");
   if (!proof_matches(secret.prove(gate_label, mine.data(), mine.size(), node), proof))
     return make_error(
         errc::not_authenticated,
         "node at " + at + " did not prove the cluster secret (do both sides use the same secret?)");
   auto my_proof = secret.prove(connector_label, theirs.data(), theirs.size(), me);
-  if (!dp::write_exact(c.fd, my_proof.data(), my_proof.size()))
+  if (!c.write(my_proof.data(), my_proof.size()))
     return c.failed("sending the proof");
   unsigned char verdict = 0;
-  if (!dp::read_exact(c.fd, &verdict, 1) || verdict != verdict_accepted)
+  if (!c.read(&verdict, 1) || verdict != verdict_accepted)
     return make_error(errc::not_authenticated,
                       "node at " + at + " refused this process's proof of the cluster secret");
   dp::set_options(c.fd, std::chrono::milliseconds{0});
@@ -87,7 +109,8 @@ caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std
                       "connect to " + at + ": this actor system has no middleman");
   // CAF's BASP handshake now runs on the authenticated connection, as after
   // middleman::remote_actor's own connect.
-  auto scribe = sys.middleman().backend().new_scribe(sock->release());
+  auto scribe = c.tls ? make_tls_scribe(sys, sock->release(), std::move(c.tls))
+                      : sys.middleman().backend().new_scribe(sock->release());
   caf::expected<gated_peer> result =
       make_error(errc::timeout, "node at " + at + ": no BASP handshake");
   caf::scoped_actor self{sys};

@@ -19,22 +19,16 @@ struct cluster_placement::state {
   cluster_placement_config cfg;
   std::vector<node_handle> handles;  // by node index
   std::vector<bool> alive;
-  std::map<std::string, uint32_t> placed;  // child -> node index
+  std::map<actor_id, uint32_t> placed;  // child -> node index
   caf::actor job;
   caf::actor watcher;
 
-  std::string node_name(uint32_t i) const { return "node:" + std::to_string(i); }
+  std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 };
 
 namespace {
 
 using state_ptr = std::shared_ptr<cluster_placement::state>;
-
-// The index in `name` ("shard:3" -> 3), 0 when it has none.
-uint32_t index_of(const std::string& name) {
-  auto colon = name.find(':');
-  return colon == std::string::npos ? 0 : static_cast<uint32_t>(std::stoul(name.substr(colon + 1)));
-}
 
 void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
               std::string children = {}) {
@@ -50,7 +44,8 @@ std::vector<data_route> routes_of(const state_ptr& st) {
   std::lock_guard<std::mutex> guard(st->mtx);
   for (uint32_t i = 0; i < st->handles.size(); ++i)
     if (st->alive[i] && st->handles[i].data_port != 0)
-      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port});
+      out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port,
+                               st->handles[i].tls_name});
   return out;
 }
 
@@ -99,7 +94,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
         return;
       for (auto& [child, node] : st->placed)
         if (node == lost)
-          children += (children.empty() ? "" : ",") + child;
+          children += (children.empty() ? "" : ",") + to_string(child);
     }
     tell_job(st, event_kind::node_down, lost,
              "lost (" + self->system().render(dm.reason) + "); its children: " +
@@ -119,7 +114,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       for (auto i : lost) {
         auto& addr = st->cfg.nodes[i];
         auto h = connect_node(self->system(), addr.host, addr.port, st->cfg.secret,
-                              st->cfg.settings.connection_timeout);
+                              st->cfg.settings.connection_timeout, {}, tls_peer{st->cfg.tls, addr.identity()});
         if (!h)
           continue;
         self->monitor(h->agent);
@@ -176,7 +171,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
   std::vector<node_handle> handles;
   for (uint32_t i = 0; i < cfg_.nodes.size(); ++i) {
     auto& a = cfg_.nodes[i];
-    auto h = connect_node(sys, a.host, a.port, cfg_.secret, cfg_.spawn_timeout);
+    auto h = connect_node(sys, a.host, a.port, cfg_.secret, cfg_.spawn_timeout, {}, tls_peer{cfg_.tls, a.identity()});
     if (!h)
       return make_error(errc::not_found, "node:" + std::to_string(i) + " at " + a.host + ":" +
                                            std::to_string(a.port) + ": " + describe(h.error()));
@@ -192,8 +187,8 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
   return {};
 }
 
-caf::expected<caf::actor> cluster_placement::start(const std::string& name, uint32_t preferred,
-                                                   const spawn_request& req) {
+caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, const spawn_request& req) {
+  auto name = req.id;
   auto n = static_cast<uint32_t>(cfg_.nodes.size());
   {
     // A restarted child tries the node its last incarnation ran on last:
@@ -234,62 +229,34 @@ caf::expected<caf::actor> cluster_placement::start(const std::string& name, uint
     if (!state_->changed.wait_until(lock, deadline, live))
       break;
   }
-  return make_error(errc::not_found, "cannot start " + name + " on any node (" +
+  return make_error(errc::not_found, "cannot start " + to_string(name) + " on any node (" +
                                        (tried.empty() ? "none is live" : tried) + ")");
 }
 
-caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, const std::string& name,
-                                                         uint64_t incarnation, const shard_options& o) {
-  shard_spawn s;
-  s.config = o.config;
-  if (o.snapshot)
-    s.snapshot = shard_snapshot_msg(o.snapshot);
-  else
-    s.initial_dense = o.initial_dense;
-  s.snapshot_every_steps = o.snapshot_every_steps;
-  s.directory = o.directory;
-  auto req = make_spawn_request(name, std::move(s));
-  req.incarnation = incarnation;
-  return start(name, index_of(name), req);
+caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uint64_t incarnation,
+                                                         const parameter_shard_config& cfg) {
+  auto req = make_spawn_request(cfg, incarnation);
+  return start(cfg.core.shard, req);
 }
 
-caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, const std::string& name,
-                                                          uint64_t incarnation, const worker_options& o) {
-  worker_spawn w;
-  w.worker = o.worker;
-  w.num_workers = o.num_workers;
-  w.model = cfg_.model;
-  w.parts = o.parts;
-  w.shard_names = o.shard_names;
-  w.directory = o.directory;
-  w.job = o.job;
-  w.seed = o.seed;
-  w.batch_size = o.batch_size;
-  w.total_steps = o.total_steps;
-  w.request_timeout_ms = static_cast<uint32_t>(o.request_timeout.count());
-  w.retry_min_ms = static_cast<uint32_t>(o.retry_min.count());
-  w.retry_max_ms = static_cast<uint32_t>(o.retry_max.count());
-  w.epoch = o.epoch;
-  w.rule = o.rule;
-  w.windowed = o.windowed;
+caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, uint64_t incarnation,
+                                                          const worker_config& cfg) {
   // Every node's data plane, so the worker's pushes and pulls go straight
   // to whichever node runs a shard (now or after a restart).
-  w.routes = routes_of(state_);
-  auto req = make_spawn_request(name, std::move(w));
-  req.incarnation = incarnation;
+  auto req = make_spawn_request(worker_spawn{cfg, cfg_.model, routes_of(state_)}, incarnation);
   // Workers start after the shards' nodes, so a small cluster mixes both.
-  return start(name, index_of(name) + static_cast<uint32_t>(o.parts.size()), req);
+  return start(cfg.core.worker + static_cast<uint32_t>(cfg.core.parts.size()), req);
 }
 
 std::string cluster_placement::where() const {
   std::lock_guard<std::mutex> guard(state_->mtx);
   std::string out;
   for (auto& [child, node] : state_->placed)
-    out += (out.empty() ? "" : ", ") + child + "@" + state_->node_name(node);
+    out += (out.empty() ? "" : ", ") + to_string(child) + "@" + state_->node_name(node);
   return out;
 }
 
-int cluster_placement::node_of(const std::string& child) const {
+int cluster_placement::node_of(actor_id child) const {
   std::lock_guard<std::mutex> guard(state_->mtx);
   auto it = state_->placed.find(child);
   return it == state_->placed.end() ? -1 : static_cast<int>(it->second);

@@ -30,11 +30,16 @@ namespace keel {
 struct node_address {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  std::string tls_name;  // with TLS: the name its certificate must state (empty: host)
+  const std::string& identity() const { return tls_name.empty() ? host : tls_name; }
 };
 
 struct cluster_placement_config {
   std::vector<node_address> nodes;  // at least one
   cluster_secret secret;
+  // TLS to every node (null: none): each node's certificate must state its
+  // address's identity(); the nodes' data planes are told the same names.
+  std::shared_ptr<const tls_context> tls;
   model_spec model;                 // how the nodes build the workers' model
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};
@@ -48,22 +53,21 @@ class cluster_placement final : public child_placement {
 
   void configure(caf::actor_system_config& cfg) override;
   caf::error attach(caf::actor_system& sys, const caf::actor& job) override;
-  caf::expected<caf::actor> start_shard(caf::actor_system& sys, const std::string& name,
-                                        uint64_t incarnation, const shard_options& o) override;
-  caf::expected<caf::actor> start_worker(caf::actor_system& sys, const std::string& name,
-                                         uint64_t incarnation, const worker_options& o) override;
+  caf::expected<caf::actor> start_shard(caf::actor_system& sys, uint64_t incarnation,
+                                        const parameter_shard_config& cfg) override;
+  caf::expected<caf::actor> start_worker(caf::actor_system& sys, uint64_t incarnation,
+                                         const worker_config& cfg) override;
   void detach() override;
   uint32_t nodes() const override { return static_cast<uint32_t>(cfg_.nodes.size()); }
   std::string where() const override;
 
   // The node a child runs on now (-1: none), for tests.
-  int node_of(const std::string& child) const;
+  int node_of(actor_id child) const;
 
   struct state;  // shared with the watcher actor
 
  private:
-  caf::expected<caf::actor> start(const std::string& name, uint32_t preferred,
-                                  const spawn_request& req);
+  caf::expected<caf::actor> start(uint32_t preferred, const spawn_request& req);
 
   cluster_placement_config cfg_;
   std::shared_ptr<state> state_;

@@ -161,13 +161,16 @@ caf::result<caf::ok_atom> on_auth(agent_actor* self, const node_join_msg& m, con
 
 // The actor of the requesting job a child serves (invalid: none).
 caf::actor owner_of(const spawn_request& req) {
-  if (req.kind == "shard")
-    return req.shard.directory;
-  if (req.kind == "worker")
-    return req.worker.job;
-  if (req.kind == "checkpointer")
-    return req.checkpointer.job;
-  return {};
+  switch (req.id.kind) {
+    case actor_kind::shard:
+      return req.shard.directory;
+    case actor_kind::worker:
+      return req.worker.config.job;
+    case actor_kind::checkpointer:
+      return req.checkpointer.job;
+    default:
+      return {};
+  }
 }
 
 caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
@@ -177,7 +180,8 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     return refuse(self, "spawn", from);
   if (auto err = check_request_frames(req))
     return ban(self, *from, "frame in a spawn request", std::move(err));
-  auto what = req.kind + " '" + req.name + "' (incarnation " + std::to_string(req.incarnation) + ")";
+  auto what = to_string(req.id.kind) + " '" + to_string(req.id) + "' (incarnation " +
+              std::to_string(req.incarnation) + ")";
   auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane);
   if (!child) {
     ++st.stats.rejected;
@@ -358,7 +362,7 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
         return err;
       }
       if (auto& plane = self->state.cfg.plane)
-        for (auto& r : routes) plane->add_route(r.node, r.host, r.port);
+        for (auto& r : routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
       log(self, "data plane routes from node " + to_string(*from) + ": " + std::to_string(routes.size()) + " nodes");
       return caf::ok_atom::value;
     },

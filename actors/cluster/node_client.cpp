@@ -88,7 +88,7 @@ void exempt_caf_network_layer_from_leak_checks([[maybe_unused]] caf::actor_syste
 
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                                         const cluster_secret& secret, std::chrono::milliseconds timeout,
-                                        const join_identity& me) {
+                                        const join_identity& me, const tls_peer& tls) {
   auto at = where(host, port);
   exempt_caf_network_layer_from_leak_checks(sys);
   // The node's gate (actors/cluster/cluster_gate.hpp) hands the connection to CAF
@@ -96,13 +96,13 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
   // many strangers awaiting authentication) or a node only slow to answer
   // (a loaded machine) is asked again until `timeout`, this call's budget.
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto gated = connect_through_gate(sys, host, port, secret, timeout);
-  while (!gated && (is(gated.error(), errc::io_error) || is(gated.error(), errc::timeout)) &&
-         std::chrono::steady_clock::now() < deadline) {
+  auto gated = connect_through_gate(sys, host, port, secret, timeout, tls);
+  while (!gated && (is(gated.error(), errc::io_error) || is(gated.error(), errc::timeout))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // back off, do not spin on a busy gate
-    gated = connect_through_gate(
-      sys, host, port, secret,
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;  // the last attempt's error says best what went wrong
+    gated = connect_through_gate(sys, host, port, secret, left, tls);
   }
   if (!gated)
     return gated.error();
@@ -134,7 +134,7 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
                               join_message(sys, me, {}, &mine), me.agent);
   if (!ok)
     return ok.error();
-  return node_handle{*agent, node_id, host, port, data_port};
+  return node_handle{*agent, node_id, host, port, data_port, tls.on() ? tls.name : std::string()};
 }
 
 caf::expected<caf::actor> spawn_on(const node_handle& node, const spawn_request& req,
@@ -142,7 +142,7 @@ caf::expected<caf::actor> spawn_on(const node_handle& node, const spawn_request&
   if (!node.agent)
     return make_error(errc::invalid_argument, "spawn_on: no node (an empty node_handle)");
   return ask<caf::actor>(node.agent->home_system(), node.agent, timeout,
-                         "spawn of " + req.kind + " '" + req.name + "' on node at " + where(node.host, node.port),
+                         "spawn of " + to_string(req.id.kind) + " '" + to_string(req.id) + "' on node at " + where(node.host, node.port),
                          spawn_atom::value, req);
 }
 

@@ -18,6 +18,7 @@
 
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/net/cluster_secret.hpp"
+#include "actors/net/tls.hpp"
 
 namespace keel {
 
@@ -51,6 +52,7 @@ struct node_handle {
   std::string host;
   uint16_t port = 0;
   uint16_t data_port = 0;  // its data plane (actors/data_plane/data_plane.hpp); 0: none
+  std::string tls_name;    // with TLS: the name its certificate was verified to state
 };
 
 // Who is connecting: a client (a coordinator) by default; a node joining
@@ -65,10 +67,12 @@ struct join_identity {
 // secret's challenge on the raw socket, then CAF's BASP), then runs the
 // agent's handshake. Each step is bounded by `timeout`; a gate that closes
 // the connection during its handshake (too many strangers waiting) is
-// asked again until `timeout` has passed.
+// asked again until `timeout` has passed. With `tls` on, the connection
+// runs TLS first (actors/cluster/cluster_gate.hpp) and the node's certificate must
+// state tls.name.
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                                         const cluster_secret& secret, std::chrono::milliseconds timeout,
-                                        const join_identity& me = {});
+                                        const join_identity& me = {}, const tls_peer& tls = {});
 
 // Asks `node` to start the actor `req` describes and returns its handle.
 // Monitor it: a node that dies takes its children down with it.

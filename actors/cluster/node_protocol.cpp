@@ -24,26 +24,26 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_report>("keel.worker_report");
 }
 
-spawn_request make_spawn_request(std::string name, shard_spawn s) {
+spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation) {
   spawn_request r;
-  r.kind = "shard";
-  r.name = std::move(name);
+  r.id = actor_id::shard(s.core.shard);
+  r.incarnation = incarnation;
   r.shard = std::move(s);
   return r;
 }
 
-spawn_request make_spawn_request(std::string name, worker_spawn w) {
+spawn_request make_spawn_request(worker_spawn w, uint64_t incarnation) {
   spawn_request r;
-  r.kind = "worker";
-  r.name = std::move(name);
+  r.id = actor_id::worker(w.config.core.worker);
+  r.incarnation = incarnation;
   r.worker = std::move(w);
   return r;
 }
 
-spawn_request make_spawn_request(std::string name, checkpointer_spawn c) {
+spawn_request make_spawn_request(checkpointer_config c, uint64_t incarnation) {
   spawn_request r;
-  r.kind = "checkpointer";
-  r.name = std::move(name);
+  r.id = actor_id::checkpointer();
+  r.incarnation = incarnation;
   r.checkpointer = std::move(c);
   return r;
 }

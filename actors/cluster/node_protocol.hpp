@@ -23,10 +23,11 @@
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
 
-#include "actors/core/partition.hpp"
-#include "actors/core/shard_core.hpp"
+#include "actors/core/actor_id.hpp"
+#include "actors/ps/checkpointer.hpp"
+#include "actors/ps/parameter_shard.hpp"
+#include "actors/ps/worker.hpp"
 #include "messages/protocol.hpp"
-#include "messages/wire_bits.hpp"
 #include "models/model_options_wire.hpp"
 
 namespace caf {
@@ -57,63 +58,36 @@ struct model_spec {
   model_options options;
 };
 
-struct shard_spawn {
-  shard_config config;
-  std::vector<float> initial_dense;  // used without a snapshot
-  shard_snapshot_msg snapshot;       // restart from it when not empty
-  uint64_t snapshot_every_steps = 0;
-  caf::actor directory;              // where it finds "checkpointer" (may be invalid)
-};
-
 // Where a node's data plane listens (actors/data_plane/data_plane.hpp).
 struct data_route {
   std::string node;  // its CAF node id, as to_string renders it
   std::string host;
   uint16_t port = 0;
+  std::string tls_name;  // with TLS: the name its certificate states (empty: host)
 };
 
+// A worker's config (actors/ps/worker.hpp) with what a node needs to
+// give it the rest of what a local spawn gets: the model by name and the
+// nodes' data planes when the job started.
 struct worker_spawn {
-  uint32_t worker = 0;
-  uint32_t num_workers = 1;
+  worker_config config;
   model_spec model;
-  std::vector<shard_keys> parts;
-  std::vector<std::string> shard_names;
-  caf::actor directory;
-  caf::actor job;
-  uint64_t seed = 1;
-  uint32_t batch_size = 32;
-  uint64_t total_steps = 100;
-  uint32_t request_timeout_ms = 2000;
-  uint32_t retry_min_ms = 5;
-  uint32_t retry_max_ms = 500;
-  uint32_t epoch = 0;
-  consistency_kind rule = consistency_kind::bsp;
-  bool windowed = false;
-  std::vector<data_route> routes;  // the nodes' data planes when the job started
+  std::vector<data_route> routes;
 };
 
-struct checkpointer_spawn {
-  std::string dir;  // absolute: every node must reach the same directory
-  uint64_t keep_last = 3;
-  uint32_t num_shards = 1;
-  caf::actor job;
-  uint32_t incomplete_timeout_ms = 5000;
-};
-
-// `kind` is "shard", "worker" or "checkpointer"; only the matching member is
-// read. `name` and `incarnation` are for the node's log.
+// Starts `id`, an actor of kind shard, worker or checkpointer: only the
+// config of that kind is read. `incarnation` is for the node's log.
 struct spawn_request {
-  std::string kind;
-  std::string name;
+  actor_id id;
   uint64_t incarnation = 1;
-  shard_spawn shard;
+  parameter_shard_config shard;
   worker_spawn worker;
-  checkpointer_spawn checkpointer;
+  checkpointer_config checkpointer;
 };
 
-spawn_request make_spawn_request(std::string name, shard_spawn s);
-spawn_request make_spawn_request(std::string name, worker_spawn w);
-spawn_request make_spawn_request(std::string name, checkpointer_spawn c);
+spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation = 1);  // shard:s.core.shard
+spawn_request make_spawn_request(worker_spawn w, uint64_t incarnation = 1);  // worker:w.config.core.worker
+spawn_request make_spawn_request(checkpointer_config c, uint64_t incarnation = 1);
 
 struct node_info {
   std::string node;  // the CAF node id, as to_string renders it
@@ -138,59 +112,24 @@ void register_node_types(caf::actor_system_config& cfg);
 
 // ---- inspect: the field order is the wire format ----
 
-// wire::bits, wire::float_vector_bits: messages/wire_bits.hpp
+// The configs' own inspect functions sit beside them (actors/core/,
+// actors/ps/).
 
-template <class I>
-typename I::result_type inspect(I& f, key_range& x) {
-  return f(caf::meta::type_name("keel.key_range"), x.begin, x.end);
-}
-template <class I>
-typename I::result_type inspect(I& f, consistency& x) {
-  return f(caf::meta::type_name("keel.consistency"), x.kind, x.staleness);
-}
-template <class I>
-typename I::result_type inspect(I& f, optimizer_config& x) {
-  using wire::bits;
-  return f(caf::meta::type_name("keel.optimizer_config"), x.kind, bits(x.lr), bits(x.momentum), bits(x.beta1),
-           bits(x.beta2), bits(x.epsilon), bits(x.initial_accumulator));
-}
-template <class I>
-typename I::result_type inspect(I& f, shard_config& x) {
-  return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
-           x.optimizer);
-}
-template <class I>
-typename I::result_type inspect(I& f, shard_keys& x) {
-  return f(caf::meta::type_name("keel.shard_keys"), x.dense, x.sparse);
-}
 template <class I>
 typename I::result_type inspect(I& f, model_spec& x) {
   return f(caf::meta::type_name("keel.model_spec"), x.name, x.data_dir, x.options);
 }
 template <class I>
-typename I::result_type inspect(I& f, shard_spawn& x) {
-  return f(caf::meta::type_name("keel.shard_spawn"), x.config, wire::float_vector_bits{x.initial_dense}, x.snapshot,
-           x.snapshot_every_steps, x.directory);
-}
-template <class I>
 typename I::result_type inspect(I& f, data_route& x) {
-  return f(caf::meta::type_name("keel.data_route"), x.node, x.host, x.port);
+  return f(caf::meta::type_name("keel.data_route"), x.node, x.host, x.port, x.tls_name);
 }
 template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {
-  return f(caf::meta::type_name("keel.worker_spawn"), x.worker, x.num_workers, x.model, x.parts,
-           x.shard_names, x.directory, x.job, x.seed, x.batch_size, x.total_steps, x.request_timeout_ms,
-           x.retry_min_ms, x.retry_max_ms, x.epoch, x.rule, x.windowed, x.routes);
-}
-template <class I>
-typename I::result_type inspect(I& f, checkpointer_spawn& x) {
-  return f(caf::meta::type_name("keel.checkpointer_spawn"), x.dir, x.keep_last, x.num_shards, x.job,
-           x.incomplete_timeout_ms);
+  return f(caf::meta::type_name("keel.worker_spawn"), x.config, x.model, x.routes);
 }
 template <class I>
 typename I::result_type inspect(I& f, spawn_request& x) {
-  return f(caf::meta::type_name("keel.spawn_request"), x.kind, x.name, x.incarnation, x.shard, x.worker,
-           x.checkpointer);
+  return f(caf::meta::type_name("keel.spawn_request"), x.id, x.incarnation, x.shard, x.worker, x.checkpointer);
 }
 template <class I>
 typename I::result_type inspect(I& f, node_info& x) {

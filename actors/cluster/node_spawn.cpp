@@ -41,31 +41,31 @@ caf::error check_range(const std::string& where, const key_range& r) {
 
 caf::error check_optimizer(const optimizer_config& o) {
   if (static_cast<unsigned>(o.kind) > static_cast<unsigned>(optimizer_kind::adam))
-    return bad("shard.config.optimizer.kind", "unknown optimizer " + std::to_string(static_cast<unsigned>(o.kind)));
+    return bad("shard.core.optimizer.kind", "unknown optimizer " + std::to_string(static_cast<unsigned>(o.kind)));
   if (!finite_positive(o.lr))
-    return bad("shard.config.optimizer.lr", "must be finite and positive");
+    return bad("shard.core.optimizer.lr", "must be finite and positive");
   for (auto [name, v] : {std::pair{"momentum", o.momentum}, {"beta1", o.beta1}, {"beta2", o.beta2}})
     if (!(v >= 0 && v < 1))
-      return bad(std::string("shard.config.optimizer.") + name, "must be in [0, 1)");
+      return bad(std::string("shard.core.optimizer.") + name, "must be in [0, 1)");
   if (!finite_positive(o.epsilon))
-    return bad("shard.config.optimizer.epsilon", "must be finite and positive");
+    return bad("shard.core.optimizer.epsilon", "must be finite and positive");
   if (!(std::isfinite(o.initial_accumulator) && o.initial_accumulator >= 0))
-    return bad("shard.config.optimizer.initial_accumulator", "must be finite and >= 0");
+    return bad("shard.core.optimizer.initial_accumulator", "must be finite and >= 0");
   return {};
 }
 
-caf::error check_shard(const shard_spawn& s) {
-  auto& c = s.config;
+caf::error check_shard(const parameter_shard_config& s) {
+  auto& c = s.core;
   if (c.num_workers == 0 || c.num_workers > max_workers)
-    return bad("shard.config.num_workers", std::to_string(c.num_workers) + " is not in [1, 65536]");
-  if (auto err = check_range("shard.config.dense", c.dense))
+    return bad("shard.core.num_workers", std::to_string(c.num_workers) + " is not in [1, 65536]");
+  if (auto err = check_range("shard.core.dense", c.dense))
     return err;
-  if (auto err = check_range("shard.config.sparse", c.sparse))
+  if (auto err = check_range("shard.core.sparse", c.sparse))
     return err;
   if (c.dense.size() > max_dense_keys)
-    return bad("shard.config.dense", std::to_string(c.dense.size()) + " keys exceed the limit of 2^28");
+    return bad("shard.core.dense", std::to_string(c.dense.size()) + " keys exceed the limit of 2^28");
   if (static_cast<unsigned>(c.rule.kind) > static_cast<unsigned>(consistency_kind::asp))
-    return bad("shard.config.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
+    return bad("shard.core.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
   if (auto err = check_optimizer(c.optimizer))
     return err;
   if (s.snapshot.empty() && s.initial_dense.size() != c.dense.size())
@@ -74,50 +74,47 @@ caf::error check_shard(const shard_spawn& s) {
   return {};
 }
 
-caf::expected<caf::actor> start_shard(caf::actor_system& sys, const shard_spawn& s,
+caf::expected<caf::actor> start_shard(caf::actor_system& sys, const parameter_shard_config& s,
                                       const std::shared_ptr<data_plane>& plane) {
   if (auto err = check_shard(s))
     return err;
-  shard_options o;
-  o.config = s.config;
-  o.initial_dense = s.initial_dense;
-  o.snapshot = s.snapshot.frame();
-  o.snapshot_every_steps = s.snapshot_every_steps;
-  o.directory = s.directory;
-  auto shard = spawn_parameter_shard(sys, std::move(o));
+  auto shard = spawn_parameter_shard(sys, s);
   if (shard && plane)
     plane->serve(*shard);
   return shard;
 }
 
-caf::error check_worker(const worker_spawn& w) {
+caf::error check_worker(const worker_spawn& spawn) {
+  auto& w = spawn.config;
+  auto& core = w.core;
   if (w.num_workers == 0 || w.num_workers > max_workers)
     return bad("worker.num_workers", std::to_string(w.num_workers) + " is not in [1, 65536]");
-  if (w.worker >= w.num_workers)
-    return bad("worker.worker", std::to_string(w.worker) + " is not below num_workers " +
-                                  std::to_string(w.num_workers));
-  if (w.parts.empty() || w.parts.size() > max_shards || w.parts.size() != w.shard_names.size())
-    return bad("worker.parts", std::to_string(w.parts.size()) + " key ranges for " +
-                                 std::to_string(w.shard_names.size()) + " shard names");
-  for (size_t i = 0; i < w.parts.size(); ++i) {
-    auto where = "worker.parts[" + std::to_string(i) + "]";
-    if (auto err = check_range(where + ".dense", w.parts[i].dense))
+  if (core.worker >= w.num_workers)
+    return bad("worker.core.worker", std::to_string(core.worker) + " is not below num_workers " +
+                                       std::to_string(w.num_workers));
+  if (core.parts.empty() || core.parts.size() > max_shards || core.parts.size() != core.shard_names.size())
+    return bad("worker.core.parts", std::to_string(core.parts.size()) + " key ranges for " +
+                                      std::to_string(core.shard_names.size()) + " shard names");
+  for (size_t i = 0; i < core.parts.size(); ++i) {
+    auto where = "worker.core.parts[" + std::to_string(i) + "]";
+    if (auto err = check_range(where + ".dense", core.parts[i].dense))
       return err;
-    if (auto err = check_range(where + ".sparse", w.parts[i].sparse))
+    if (auto err = check_range(where + ".sparse", core.parts[i].sparse))
       return err;
-    if (w.shard_names[i].empty())
-      return bad("worker.shard_names[" + std::to_string(i) + "]", "must not be empty");
+    if (core.shard_names[i].empty())
+      return bad("worker.core.shard_names[" + std::to_string(i) + "]", "must not be empty");
   }
   if (!w.directory || !w.job)
     return bad(!w.directory ? "worker.directory" : "worker.job", "must be a live actor handle");
   if (w.batch_size == 0)
     return bad("worker.batch_size", "must be positive");
-  if (w.request_timeout_ms == 0 || w.retry_min_ms == 0 || w.retry_min_ms > w.retry_max_ms)
-    return bad("worker.request_timeout_ms/retry_min_ms/retry_max_ms",
-               "need a positive timeout and 0 < retry_min_ms <= retry_max_ms");
-  if (static_cast<unsigned>(w.rule) > static_cast<unsigned>(consistency_kind::asp))
-    return bad("worker.rule", "unknown rule " + std::to_string(static_cast<unsigned>(w.rule)));
-  return check_routes(w.routes, "worker.routes");
+  using std::chrono::milliseconds;
+  if (w.request_timeout <= milliseconds(0) || w.retry_min <= milliseconds(0) || w.retry_min > w.retry_max)
+    return bad("worker.request_timeout/retry_min/retry_max",
+               "need a positive timeout and 0 < retry_min <= retry_max");
+  if (static_cast<unsigned>(core.rule) > static_cast<unsigned>(consistency_kind::asp))
+    return bad("worker.core.rule", "unknown rule " + std::to_string(static_cast<unsigned>(core.rule)));
+  return check_routes(spawn.routes, "worker.routes");
 }
 
 caf::expected<std::shared_ptr<const model>> build_model(const model_spec& spec,
@@ -142,31 +139,16 @@ caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spaw
   auto m = build_model(w.model, data_dir);
   if (!m)
     return m.error();
-  worker_options o;
-  o.worker = w.worker;
-  o.num_workers = w.num_workers;
-  o.training_model = *m;
-  o.parts = w.parts;
-  o.shard_names = w.shard_names;
-  o.directory = w.directory;
-  o.job = w.job;
-  o.seed = w.seed;
-  o.batch_size = w.batch_size;
-  o.total_steps = w.total_steps;
-  o.request_timeout = std::chrono::milliseconds(w.request_timeout_ms);
-  o.retry_min = std::chrono::milliseconds(w.retry_min_ms);
-  o.retry_max = std::chrono::milliseconds(w.retry_max_ms);
-  o.epoch = w.epoch;
-  o.rule = w.rule;
-  o.windowed = w.windowed;
+  worker_env env;
+  env.training_model = *m;
   if (plane) {
-    for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port);
-    o.plane = plane;
+    for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
+    env.plane = plane;
   }
-  return spawn_worker(sys, std::move(o));
+  return spawn_worker(sys, w.config, std::move(env));
 }
 
-caf::expected<caf::actor> start_checkpointer(caf::actor_system& sys, const checkpointer_spawn& c) {
+caf::expected<caf::actor> start_checkpointer(caf::actor_system& sys, const checkpointer_config& c) {
   std::filesystem::path dir(c.dir);
   if (c.dir.empty() || !dir.is_absolute())
     return bad("checkpointer.dir", "'" + c.dir + "' is not an absolute path");
@@ -176,15 +158,9 @@ caf::expected<caf::actor> start_checkpointer(caf::actor_system& sys, const check
     return bad("checkpointer.num_shards", std::to_string(c.num_shards) + " is not in [1, 65536]");
   if (!c.job)
     return bad("checkpointer.job", "must be a live actor handle");
-  if (c.incomplete_timeout_ms == 0)
-    return bad("checkpointer.incomplete_timeout_ms", "must be positive");
-  checkpointer_options o;
-  o.dir = dir;
-  o.keep_last = c.keep_last;
-  o.num_shards = c.num_shards;
-  o.job = c.job;
-  o.incomplete_timeout = std::chrono::milliseconds(c.incomplete_timeout_ms);
-  return spawn_checkpointer(sys, std::move(o));
+  if (c.incomplete_timeout <= std::chrono::milliseconds(0))
+    return bad("checkpointer.incomplete_timeout", "must be positive");
+  return spawn_checkpointer(sys, c);
 }
 
 }  // namespace
@@ -194,15 +170,16 @@ caf::error check_routes(const std::vector<data_route>& routes, const std::string
     return bad(where, std::to_string(routes.size()) + " routes (at most " + std::to_string(max_routes) + ")");
   for (size_t i = 0; i < routes.size(); ++i) {
     auto& r = routes[i];
-    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0)
+    if (r.node.empty() || r.node.size() > 256 || r.host.empty() || r.host.size() > 256 || r.port == 0 ||
+        r.tls_name.size() > 256)
       return bad(where + "[" + std::to_string(i) + "]",
-                 "needs a node id and a host (1 to 256 characters each) and a port");
+                 "needs a node id and a host (1 to 256 characters each), a port, and a TLS name of at most 256");
   }
   return {};
 }
 
 caf::error check_request_frames(const spawn_request& req) {
-  if (req.kind == "shard" && !req.shard.snapshot.empty()) {
+  if (req.id.is(actor_kind::shard) && !req.shard.snapshot.empty()) {
     auto snap = decode(req.shard.snapshot);
     if (!snap)
       return snap.error();
@@ -213,13 +190,27 @@ caf::error check_request_frames(const spawn_request& req) {
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
                                           const std::filesystem::path& data_dir,
                                           const std::shared_ptr<data_plane>& plane) {
-  if (req.kind == "shard")
-    return start_shard(sys, req.shard, plane);
-  if (req.kind == "worker")
-    return start_worker(sys, req.worker, data_dir, plane);
-  if (req.kind == "checkpointer")
-    return start_checkpointer(sys, req.checkpointer);
-  return bad("spawn_request.kind", "unknown kind '" + req.kind + "' (a node starts shard, worker or checkpointer)");
+  auto index_agrees = [&](uint32_t configured) -> caf::error {
+    if (req.id.index == configured)
+      return {};
+    return bad("spawn_request.id", "names " + to_string(req.id) + " but its config is " +
+                                     to_string(actor_id{req.id.kind, configured}));
+  };
+  switch (req.id.kind) {
+    case actor_kind::shard:
+      if (auto err = index_agrees(req.shard.core.shard))
+        return err;
+      return start_shard(sys, req.shard, plane);
+    case actor_kind::worker:
+      if (auto err = index_agrees(req.worker.config.core.worker))
+        return err;
+      return start_worker(sys, req.worker, data_dir, plane);
+    case actor_kind::checkpointer:
+      return start_checkpointer(sys, req.checkpointer);
+    default:
+      return bad("spawn_request.id", "a node starts no '" + to_string(req.id.kind) +
+                                       "' (it starts shard, worker or checkpointer)");
+  }
 }
 
 }  // namespace keel

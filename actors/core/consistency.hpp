@@ -8,6 +8,7 @@
 #include <string>
 
 #include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
 
 namespace keel {
 
@@ -17,6 +18,11 @@ struct consistency {
   consistency_kind kind = consistency_kind::bsp;
   uint32_t staleness = 0;  // SSP's bound s
 };
+
+template <class I>
+typename I::result_type inspect(I& f, consistency& x) {
+  return f(caf::meta::type_name("keel.consistency"), x.kind, x.staleness);
+}
 
 // Parses "bsp", "asp" or "ssp:S" (S a non-negative integer).
 caf::expected<consistency> parse_consistency(const std::string& text);

@@ -14,6 +14,7 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "actors/core/fault_kind.hpp"
 #include "messages/wire_bits.hpp"
 
 namespace keel {
@@ -52,7 +53,10 @@ const char* to_string(event_kind k);
 
 struct job_event {
   event_kind kind = event_kind::progress;
-  std::string actor;            // the stable name concerned, e.g. "shard:1"
+  // The stable name concerned, as text: an actor id (actors/core/actor_id.hpp)
+  // such as "shard:1", or what a storage event is about (a file). Readers
+  // that dispatch on it parse it with parse_actor_id.
+  std::string actor;
   std::string detail;           // human-readable specifics
   int64_t at_ms = 0;            // milliseconds since the job started
   int64_t at_us = 0;            // when the job recorded it, microseconds since the job started
@@ -62,6 +66,7 @@ struct job_event {
   std::string peer;             // replay: the shard replayed to
   std::string snapshot;         // restart: the snapshot label restored from ("" fresh)
   std::string fault;            // fault: the fault as a plan spells it
+  fault_kind how = fault_kind::kill;  // fault, damage: its kind, when `fault` is set
   bool killed = false;          // fault: it ended an actor (kill, exit or raise)
   bool failed = false;          // down: with an error (not a normal exit)
   double loss = NAN;            // progress: mean training loss since the last one
@@ -80,7 +85,7 @@ typename Inspector::result_type inspect(Inspector& f, job_event& x) {
   using wire::bits;  // doubles as their bits (messages/wire_bits.hpp)
   return f(caf::meta::type_name("keel.job_event"), x.kind, x.actor, x.detail, x.at_ms, x.at_us,
            x.count, x.step, x.checkpoint, x.peer, x.snapshot, x.fault, x.killed, x.failed, bits(x.loss),
-           bits(x.accuracy), bits(x.samples_per_second), x.pushes_acked, x.pushes_applied);
+           bits(x.accuracy), bits(x.samples_per_second), x.pushes_acked, x.pushes_applied, x.how);
 }
 
 // An event of `kind` about `actor`; the job stamps its time on receipt.

@@ -8,6 +8,9 @@
 #include <string>
 
 #include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "messages/wire_bits.hpp"
 
 namespace keel {
 
@@ -22,6 +25,14 @@ struct optimizer_config {
   float epsilon = 1e-8f;      // adagrad, adam
   float initial_accumulator = 0.1f;  // adagrad
 };
+
+// The rates cross processes as their bits (messages/wire_bits.hpp).
+template <class I>
+typename I::result_type inspect(I& f, optimizer_config& x) {
+  using wire::bits;
+  return f(caf::meta::type_name("keel.optimizer_config"), x.kind, bits(x.lr), bits(x.momentum), bits(x.beta1),
+           bits(x.beta2), bits(x.epsilon), bits(x.initial_accumulator));
+}
 
 // Parses "sgd", "momentum", "adagrad" or "adam".
 caf::expected<optimizer_kind> parse_optimizer(const std::string& name);

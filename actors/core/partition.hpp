@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <caf/meta/type_name.hpp>
+
 namespace keel {
 
 // The keys [begin, end) of one space that one shard owns.
@@ -23,6 +25,17 @@ struct shard_keys {
   key_range dense;   // global keys
   key_range sparse;  // global keys (D + sparse key)
 };
+
+// inspect: both cross processes in spawn configs; the field order is the
+// wire format.
+template <class I>
+typename I::result_type inspect(I& f, key_range& x) {
+  return f(caf::meta::type_name("keel.key_range"), x.begin, x.end);
+}
+template <class I>
+typename I::result_type inspect(I& f, shard_keys& x) {
+  return f(caf::meta::type_name("keel.shard_keys"), x.dense, x.sparse);
+}
 
 // The keys of each of `num_shards` shards for D dense and S sparse keys.
 std::vector<shard_keys> partition_keys(uint64_t dense_size, uint64_t sparse_count,

@@ -35,6 +35,13 @@ struct shard_config {
   optimizer_config optimizer;
 };
 
+// The field order is the wire format (a remote shard's spawn carries it).
+template <class I>
+typename I::result_type inspect(I& f, shard_config& x) {
+  return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
+           x.optimizer);
+}
+
 // What became of an offered push; `status` is what the ack says.
 struct push_outcome {
   schema::PushAck::Status status = schema::PushAck::Status::APPLIED;

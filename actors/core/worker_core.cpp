@@ -38,7 +38,7 @@ void worker_core::halt() {
 std::string worker_core::halt_because(std::string why) {
   halt();
   rollback_reason_ = std::move(why);
-  return rollback_reason_;
+  return *rollback_reason_;
 }
 
 // ---- Shards coming and going ----------------------------------------------

@@ -14,6 +14,7 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,18 +40,29 @@ enum class worker_phase {
   halted,     // asked the job for a rollback; ignores everything
 };
 
+// The worker actor's configuration (actors/ps/worker.hpp) holds this one
+// as its part; the three fields the model determines are filled in by
+// spawn_worker from the model it is given, and do not cross processes.
 struct worker_core_config {
   uint32_t worker = 0;
   uint32_t epoch = 0;                    // the job's tree generation
   std::vector<shard_keys> parts;         // key ranges, by shard index
   std::vector<std::string> shard_names;  // directory names, by shard index (for reasons)
-  uint64_t dense_size = 0;               // the model's dense keys; sparse key k is dense_size + k
   uint64_t total_steps = 0;              // global steps to run
-  uint64_t steps_per_epoch = 1;
   consistency_kind rule = consistency_kind::bsp;
   bool windowed = false;  // a step starts only below the job's window
+  // Of the model:
+  uint64_t dense_size = 0;  // the model's dense keys; sparse key k is dense_size + k
+  uint64_t steps_per_epoch = 1;
   bool dense_only = false;  // the model has no sparse keys: every step pulls the same keys
 };
+
+// The field order is the wire format; the model's fields stay out.
+template <class I>
+typename I::result_type inspect(I& f, worker_core_config& x) {
+  return f(caf::meta::type_name("keel.worker_core_config"), x.worker, x.epoch, x.parts, x.shard_names,
+           x.total_steps, x.rule, x.windowed);
+}
 
 class worker_core {
  public:
@@ -89,7 +101,7 @@ class worker_core {
   struct replay_plan {
     std::vector<push_msg> resend;
     bool pull_again = false;
-    std::string rollback;  // non-empty: halted, ask the job for a rollback
+    std::optional<std::string> rollback;  // set: halted; ask the job for a rollback, saying this
   };
   replay_plan replay(uint32_t shard, uint64_t received);
 
@@ -104,8 +116,8 @@ class worker_core {
   // `start` it, or under BSP, when some shard is already past it, `rollback`
   // (halted; rollback_reason() says why).
   resume_outcome status_received(uint64_t gen, uint32_t shard, uint64_t received);
-  // Why the core halted for a rollback (empty until it did).
-  const std::string& rollback_reason() const { return rollback_reason_; }
+  // Why the core halted for a rollback (unset until it did).
+  const std::optional<std::string>& rollback_reason() const { return rollback_reason_; }
 
   // ---- The step loop ----------------------------------------------------
 
@@ -164,7 +176,7 @@ class worker_core {
   struct ack_outcome {
     bool step_complete = false;
     std::vector<push_msg> resend;
-    std::string rollback;
+    std::optional<std::string> rollback;  // set: halted; ask the job for a rollback, saying this
   };
   // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted or
   // for an unknown shard. Fails when the shard rejected the push.
@@ -213,7 +225,7 @@ class worker_core {
   std::vector<uint64_t> max_acked_;    // per shard
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume
   std::vector<uint64_t> prev_cover_;   // per shard: the checkpoint before the last one's cover
-  std::string rollback_reason_;
+  std::optional<std::string> rollback_reason_;
   worker_report report_;
 };
 

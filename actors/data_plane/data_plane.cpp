@@ -36,11 +36,18 @@ void data_plane::impl::start_threads(const connection_ptr& c) {
       }
       if (!c->adopt(std::move(*s)))
         return;
-      if (auto err = dp::handshake_client(c->socket(), cfg.secret, node, c->peer)) {
+      if (cfg.tls) {
+        if (auto why = c->secure(*cfg.tls, tls_session::role::connect, cfg.connect_timeout); !why.empty()) {
+          log("connection to " + c->name() + " refused: TLS: " + why);
+          return close(c, "TLS: " + why);
+        }
+        c->bytes()->set_timeout(cfg.connect_timeout);
+      }
+      if (auto err = dp::handshake_client(*c->bytes(), cfg.secret, node, c->peer)) {
         log("connection to " + c->name() + " refused: " + describe(err));
         return close(c, describe(err));
       }
-      dp::set_options(c->socket(), std::chrono::milliseconds{0});
+      c->bytes()->set_timeout(std::chrono::milliseconds{0});
       if (!c->open())
         return;
       ++connections_out;
@@ -61,13 +68,16 @@ void data_plane::impl::start_threads(const connection_ptr& c) {
 }
 
 void data_plane::impl::write_loop(const connection_ptr& c) {
-  int fd = c->socket();
+  auto io = c->bytes();
+  auto& fd = *io;
   outgoing o;
   while (c->next(o)) {
     bool ok = o.h.k == dp::kind::error ? dp::write_text(fd, o.h, o.text) : dp::write_frame(fd, o.h, *o.f);
     if (!ok) {
       auto why = std::string("writing to ") + c->name() + ": " +
-                 (errno == EAGAIN ? "the peer stopped reading" : std::strerror(errno));
+                 (errno == EAGAIN ? "the peer stopped reading"
+                  : errno == EPROTO ? "TLS: " + fd.failure()
+                                    : std::string(std::strerror(errno)));
       return close(c, why);
     }
     bytes_out += o.f ? o.f->encoded_size_bytes() : o.text.size();
@@ -87,14 +97,15 @@ struct read_end {
 // text (where `texts`) to on_text(header, text); any other kind is bad
 // bytes ("<unexpected> (kind N) where <expected> are expected").
 template <class OnFrame, class OnText>
-read_end read_frames(int fd, const connection& c, std::array<dp::kind, 2> frames, bool texts,
+read_end read_frames(dp::link& fd, const connection& c, std::array<dp::kind, 2> frames, bool texts,
                      const char* unexpected, const char* expected, std::atomic<uint64_t>& bytes_in,
                      OnFrame on_frame, OnText on_text) {
   for (;;) {
     unsigned char raw[dp::header_bytes];
-    if (!dp::read_exact(fd, raw, sizeof raw))
-      return {errno == 0 ? c.name() + " closed the connection"
-                         : "reading from " + c.name() + ": " + std::strerror(errno)};
+    if (!fd.read_exact(raw, sizeof raw))
+      return {errno == 0        ? c.name() + " closed the connection"
+              : errno == EPROTO ? "reading from " + c.name() + ": TLS: " + fd.failure()
+                                : "reading from " + c.name() + ": " + std::strerror(errno)};
     auto h = dp::decode_header(raw);
     if (!h)
       return {describe(h.error()), true};
@@ -120,15 +131,25 @@ read_end read_frames(int fd, const connection& c, std::array<dp::kind, 2> frames
 }  // namespace
 
 void data_plane::impl::read_requests(const connection_ptr& c) {
-  int fd = c->socket();
-  dp::set_options(fd, cfg.connect_timeout);
+  if (cfg.tls) {
+    // Nothing of a peer whose certificate our CA did not sign is read as
+    // the data plane's: the TLS handshake refuses it first.
+    if (auto why = c->secure(*cfg.tls, tls_session::role::accept, cfg.connect_timeout); !why.empty()) {
+      ++refused;
+      log_refusal(*c, "TLS: " + why);
+      return close(c, "TLS: " + why);
+    }
+  }
+  auto io = c->bytes();
+  auto& fd = *io;
+  fd.set_timeout(cfg.connect_timeout);
   auto peer = dp::handshake_server(fd, cfg.secret, node);
   if (!peer) {
     ++refused;
     log_refusal(*c, describe(peer.error()));
     return close(c, describe(peer.error()));
   }
-  dp::set_options(fd, std::chrono::milliseconds{0});
+  fd.set_timeout(std::chrono::milliseconds{0});
   {
     std::lock_guard<std::mutex> guard(c->mtx);
     c->peer = *peer;
@@ -162,8 +183,9 @@ void data_plane::impl::read_requests(const connection_ptr& c) {
 }
 
 void data_plane::impl::read_answers(const connection_ptr& c) {
+  auto io = c->bytes();
   auto end = read_frames(
-    c->socket(), *c, {dp::kind::push_ack, dp::kind::pull_reply}, true, "a request", "answers", bytes_in,
+    *io, *c, {dp::kind::push_ack, dp::kind::pull_reply}, true, "a request", "answers", bytes_in,
     [&](const dp::header& h, frame_ptr f) {
       if (h.k == dp::kind::push_ack)
         caf::anon_send(c->actor, dp_reply_atom::value, h.slot, push_ack_msg(std::move(f)));
@@ -207,6 +229,7 @@ void data_plane::impl::accept_loop() {
       continue;
     }
     c->fd = dp::socket_fd(fd);
+    c->io = std::make_shared<dp::link>(fd);
     c->actor = spawn_gateway(sys, std::weak_ptr<connection>(c), cfg.answer_timeout);
     if (!start(c))
       continue;
@@ -267,12 +290,13 @@ void data_plane::serve(const caf::actor& local) {
   });
 }
 
-void data_plane::add_route(const std::string& node, const std::string& host, uint16_t port) {
+void data_plane::add_route(const std::string& node, const std::string& host, uint16_t port,
+                           const std::string& tls_name) {
   if (node == impl_->node)
     return;  // its own shards are reached locally
   std::lock_guard<std::mutex> guard(impl_->mtx);
   auto& r = impl_->routes[node];
-  if (r.first != host || r.second != port) {
+  if (r.host != host || r.port != port) {
     for (auto it = impl_->out.begin(); it != impl_->out.end(); ++it)
       if (it->second->peer == node) {
         impl_->close(it->second, "the node moved to " + host + ":" + std::to_string(port));
@@ -280,7 +304,7 @@ void data_plane::add_route(const std::string& node, const std::string& host, uin
         break;
       }
   }
-  r = {host, port};
+  r = {host, port, tls_name.empty() ? host : tls_name};
 }
 
 caf::actor data_plane::route(const caf::actor& dest) {
@@ -307,8 +331,9 @@ caf::actor data_plane::route(const caf::actor& dest) {
   c = std::make_shared<connection>();
   c->outbound = true;
   c->peer = node;
-  c->host = r->second.first;
-  c->port = r->second.second;
+  c->host = r->second.host;
+  c->port = r->second.port;
+  c->tls_name = r->second.tls_name;
   c->actor = spawn_forwarder(p.sys, std::weak_ptr<connection>(c), std::weak_ptr<data_plane::impl>(impl_), c->name());
   if (!p.start(c))
     return {};

@@ -35,8 +35,9 @@
 // the listener is the node its route names. A peer that fails it, or later
 // sends bytes that are not a well-formed header or capnp frame, is logged
 // and its connection closed; nothing it sent is delivered. Only actors this
-// process registered with `serve` (its shards) can be addressed. Like CAF's
-// middleman the traffic is not encrypted: see actors/cluster/node_agent.hpp.
+// process registered with `serve` (its shards) can be addressed. With
+// cfg.tls every connection runs TLS first (actors/net/tls.hpp) and carries all
+// of the above inside it; without, the traffic is not encrypted.
 //
 // Wire format after the handshake, both directions: a 32-byte header
 // {u32 magic "KDP1", u32 kind, u64 slot, u64 target actor id, u64 length}
@@ -55,6 +56,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/net/cluster_secret.hpp"
+#include "actors/net/tls.hpp"
 
 namespace keel {
 
@@ -66,6 +68,10 @@ struct data_plane_config {
   std::string host = "127.0.0.1";  // where the listener binds
   uint16_t port = 0;               // 0: the OS picks one
   cluster_secret secret;
+  // TLS on every connection (null: none): certificates verified both ways,
+  // the listener's against its route's name; the secret's handshake then
+  // runs inside TLS. A peer refused by TLS is logged like any refusal.
+  std::shared_ptr<const tls_context> tls;
   // Bounds each connect and handshake.
   std::chrono::milliseconds connect_timeout{1000};
   // A gateway's bound on the local shard's answer (the shard holds a pull
@@ -109,10 +115,12 @@ class data_plane {
   // Lets peers address `local` until it terminates.
   void serve(const caf::actor& local);
 
-  // Where node `node` (its CAF node id as text) listens. A later call for
-  // the same node replaces the address; a route to this process's own node
-  // is ignored (its shards are local).
-  void add_route(const std::string& node, const std::string& host, uint16_t port);
+  // Where node `node` (its CAF node id as text) listens, and with TLS the
+  // name its certificate must state (empty: `host`). A later call for the
+  // same node replaces the address; a route to this process's own node is
+  // ignored (its shards are local).
+  void add_route(const std::string& node, const std::string& host, uint16_t port,
+                 const std::string& tls_name = {});
 
   // The forwarder for `dest`'s node, or an invalid handle: dest is local or
   // invalid, its node has no route, or its last connection failed less than

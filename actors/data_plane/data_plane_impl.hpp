@@ -22,6 +22,7 @@
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/data_plane/data_plane_wire.hpp"
 #include "actors/net/rate_limited_log.hpp"
+#include "messages/errors.hpp"
 #include "messages/protocol.hpp"
 
 namespace keel {
@@ -51,6 +52,7 @@ struct connection {
   std::string from;  // inbound: the peer's address, for refusals
   std::string host;  // outbound: where it connects
   uint16_t port = 0;
+  std::string tls_name;  // outbound with TLS: the name the listener's certificate must state
   caf::actor actor;  // set before the threads start
   std::thread writer, reader;
   std::atomic<int> running{2};  // threads not finished yet
@@ -59,6 +61,7 @@ struct connection {
   std::condition_variable cv;
   phase ph = phase::connecting;
   dp::socket_fd fd;
+  std::shared_ptr<dp::link> io;  // the bytes on fd (through TLS when on); set with fd
   std::deque<outgoing> queue;
   std::string why;  // why it closed
   steady::time_point closed_at;
@@ -83,7 +86,24 @@ struct connection {
     if (ph == phase::closed)
       return false;
     fd = std::move(s);
+    io = std::make_shared<dp::link>(fd.get());
     return true;
+  }
+
+  // Runs the TLS handshake on the socket (within `timeout`) and carries the
+  // connection's bytes through it from then on. Empty on success, else why
+  // the peer, or this process's certificate, was refused.
+  std::string secure(const tls_context& ctx, tls_session::role r, std::chrono::milliseconds timeout) {
+    int s = socket();
+    auto session = tls_session::make(ctx, s, r, tls_name);
+    if (!session)
+      return describe(session.error());
+    if ((*session)->handshake(timeout))
+      return (*session)->failure();
+    (*session)->read_ahead();  // every read of this link loops until it would block
+    std::lock_guard<std::mutex> guard(mtx);
+    io = std::make_shared<dp::link>(s, std::move(*session));
+    return {};
   }
 
   bool open() {
@@ -138,6 +158,11 @@ struct connection {
     std::lock_guard<std::mutex> guard(mtx);
     return fd.get();
   }
+
+  std::shared_ptr<dp::link> bytes() {
+    std::lock_guard<std::mutex> guard(mtx);
+    return io;
+  }
 };
 
 using connection_ptr = std::shared_ptr<connection>;
@@ -165,7 +190,12 @@ struct data_plane::impl {
 
   std::mutex mtx;
   bool stopping = false;
-  std::map<std::string, std::pair<std::string, uint16_t>> routes;  // node -> host, port
+  struct route_to {
+    std::string host;
+    uint16_t port = 0;
+    std::string tls_name;
+  };
+  std::map<std::string, route_to> routes;                          // node -> where, who
   std::map<caf::node_id, connection_ptr> out;                      // node -> its connection
   std::vector<connection_ptr> all;                                 // every connection with threads
   std::unordered_map<caf::actor_id, caf::actor> served;

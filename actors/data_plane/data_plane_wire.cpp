@@ -50,6 +50,30 @@ caf::error io(const std::string& what) {
   return make_error(errc::io_error, what + ": " + errno_text());
 }
 
+// As io(), with a TLS failure named (then not_authenticated when a
+// certificate was refused).
+caf::error io(const link& l, const std::string& what) {
+  if (errno != EPROTO || l.failure().empty())
+    return io(what);
+  return make_error(l.failure().find("refused") != std::string::npos || l.failure().find("certificate") != std::string::npos
+                      ? errc::not_authenticated
+                      : errc::io_error,
+                    what + ": TLS: " + l.failure());
+}
+
+bool read_exact(link& l, void* data, size_t n) {
+  return l.read_exact(data, n);
+}
+
+bool write_all(link& l, iovec* iov, size_t count) {
+  return l.write_all(iov, count);
+}
+
+bool write_exact(link& l, const void* data, size_t n) {
+  iovec v{const_cast<void*>(data), n};
+  return l.write_all(&v, 1);
+}
+
 caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port, const char* who) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -68,7 +92,7 @@ caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port, const
 }
 
 // Sends the hello (magic, node, challenge) and reads the other side's.
-bool write_hello(int fd, const std::string& node, const std::vector<uint8_t>& challenge) {
+bool write_hello(link& fd, const std::string& node, const std::vector<uint8_t>& challenge) {
   std::vector<unsigned char> out(8 + 4 + node.size() + challenge.size());
   std::memcpy(out.data(), hello_magic, 8);
   put32(out.data() + 8, static_cast<uint32_t>(node.size()));
@@ -77,10 +101,10 @@ bool write_hello(int fd, const std::string& node, const std::vector<uint8_t>& ch
   return write_exact(fd, out.data(), out.size());
 }
 
-caf::error read_hello(int fd, std::string& node, std::vector<uint8_t>& challenge) {
+caf::error read_hello(link& fd, std::string& node, std::vector<uint8_t>& challenge) {
   unsigned char head[12];
   if (!read_exact(fd, head, sizeof head))
-    return io("data plane handshake: reading the hello");
+    return io(fd, "data plane handshake: reading the hello");
   if (std::memcmp(head, hello_magic, 8) != 0)
     return make_error(errc::malformed_message, "data plane handshake: not a keel data plane hello");
   auto n = get32(head + 8);
@@ -90,7 +114,7 @@ caf::error read_hello(int fd, std::string& node, std::vector<uint8_t>& challenge
   node.resize(n);
   challenge.resize(challenge_bytes);
   if (!read_exact(fd, node.data(), n) || !read_exact(fd, challenge.data(), challenge.size()))
-    return io("data plane handshake: reading the hello");
+    return io(fd, "data plane handshake: reading the hello");
   return {};
 }
 
@@ -262,7 +286,46 @@ bool write_exact(int fd, const void* data, size_t n) {
   return write_all(fd, &v, 1);
 }
 
-bool write_frame(int fd, header h, const frame& f) {
+// ---- link ----
+
+void link::set_timeout(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  if (!tls_)
+    set_options(fd_, timeout);
+}
+
+bool link::read_exact(void* data, size_t n) {
+  return tls_ ? tls_->read_exact(data, n, timeout_, &tls_mtx_) : dp::read_exact(fd_, data, n);
+}
+
+bool link::write_all(iovec* iov, size_t count) {
+  if (!tls_)
+    return dp::write_all(fd_, iov, count);
+  // Pieces below a TLS record's size go out together in one record; a
+  // large piece (a capnp segment) goes from its own memory.
+  constexpr size_t small = 16384;
+  auto flush = [&] {
+    bool ok = staging_.empty() || tls_->write_exact(staging_.data(), staging_.size(), timeout_, &tls_mtx_);
+    staging_.clear();
+    return ok;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    auto* p = static_cast<const unsigned char*>(iov[i].iov_base);
+    if (staging_.size() + iov[i].iov_len <= small) {
+      staging_.insert(staging_.end(), p, p + iov[i].iov_len);
+      continue;
+    }
+    if (!flush() || !tls_->write_exact(p, iov[i].iov_len, timeout_, &tls_mtx_))
+      return false;
+  }
+  return flush();
+}
+
+std::string link::failure() const {
+  return tls_ ? tls_->failure() : std::string();
+}
+
+bool write_frame(link& fd, header h, const frame& f) {
   auto segs = f.segments();
   std::vector<uint32_t> table((segs.size() + 2) / 2 * 2, 0);
   table[0] = static_cast<uint32_t>(segs.size() - 1);
@@ -279,7 +342,7 @@ bool write_frame(int fd, header h, const frame& f) {
   return write_all(fd, iov.data(), iov.size());
 }
 
-bool write_text(int fd, header h, const std::string& text) {
+bool write_text(link& fd, header h, const std::string& text) {
   auto body = text.substr(0, max_error_text);
   h.length = body.size();
   unsigned char head[header_bytes];
@@ -288,32 +351,32 @@ bool write_text(int fd, header h, const std::string& text) {
   return write_all(fd, iov, 2);
 }
 
-caf::expected<frame_ptr> read_frame(int fd, const header& h) {
+caf::expected<frame_ptr> read_frame(link& fd, const header& h) {
   auto buf = buffer_pool::process_default()->acquire(h.length / sizeof(capnp::word));
   if (!read_exact(fd, buf.bytes(), h.length))
-    return io("data plane: reading a frame of " + std::to_string(h.length) + " bytes");
+    return io(fd, "data plane: reading a frame of " + std::to_string(h.length) + " bytes");
   return frame::parse(std::move(buf), h.length);
 }
 
-caf::expected<std::string> read_text(int fd, const header& h) {
+caf::expected<std::string> read_text(link& fd, const header& h) {
   std::string text(h.length, '\0');
   if (!read_exact(fd, text.data(), text.size()))
-    return io("data plane: reading an error text");
+    return io(fd, "data plane: reading an error text");
   return text;
 }
 
-caf::error handshake_client(int fd, const cluster_secret& secret, const std::string& my_node,
+caf::error handshake_client(link& fd, const cluster_secret& secret, const std::string& my_node,
                             const std::string& expected_node) {
   auto mine = random_bytes(challenge_bytes);
   if (!write_hello(fd, my_node, mine))
-    return io("data plane handshake: sending the hello");
+    return io(fd, "data plane handshake: sending the hello");
   std::string node;
   std::vector<uint8_t> theirs;
   if (auto err = read_hello(fd, node, theirs))
     return err;
   unsigned char proof[sizeof(hmac_digest)];
   if (!read_exact(fd, proof, sizeof proof))
-    return io("data plane handshake: reading the listener's proof");
+    return io(fd, "data plane handshake: reading the listener's proof");
   if (!proof_matches(secret.prove(server_label, mine.data(), mine.size(), node), proof))
     return make_error(errc::not_authenticated,
                       "data plane handshake: the listener (node " + node + ") does not prove the cluster secret");
@@ -322,14 +385,14 @@ caf::error handshake_client(int fd, const cluster_secret& secret, const std::str
                                            expected_node + " (did that node restart on the same port?)");
   auto mine_proof = secret.prove(client_label, theirs.data(), theirs.size(), my_node);
   if (!write_exact(fd, mine_proof.data(), mine_proof.size()))
-    return io("data plane handshake: sending the proof");
+    return io(fd, "data plane handshake: sending the proof");
   unsigned char verdict = 0;
   if (!read_exact(fd, &verdict, 1) || verdict != accepted)
     return make_error(errc::not_authenticated, "data plane handshake: node " + node + " refused this process's proof");
   return {};
 }
 
-caf::expected<std::string> handshake_server(int fd, const cluster_secret& secret, const std::string& my_node) {
+caf::expected<std::string> handshake_server(link& fd, const cluster_secret& secret, const std::string& my_node) {
   std::string node;
   std::vector<uint8_t> theirs;
   if (auto err = read_hello(fd, node, theirs))
@@ -337,14 +400,14 @@ caf::expected<std::string> handshake_server(int fd, const cluster_secret& secret
   auto mine = random_bytes(challenge_bytes);
   auto proof = secret.prove(server_label, theirs.data(), theirs.size(), my_node);
   if (!write_hello(fd, my_node, mine) || !write_exact(fd, proof.data(), proof.size()))
-    return io("data plane handshake: answering node " + node);
+    return io(fd, "data plane handshake: answering node " + node);
   unsigned char got[sizeof(hmac_digest)];
   if (!read_exact(fd, got, sizeof got))
-    return io("data plane handshake: reading node " + node + "'s proof");
+    return io(fd, "data plane handshake: reading node " + node + "'s proof");
   if (!proof_matches(secret.prove(client_label, mine.data(), mine.size(), node), got))
     return make_error(errc::not_authenticated, "data plane handshake: node " + node + " does not prove the cluster secret");
   if (!write_exact(fd, &accepted, 1))
-    return io("data plane handshake: accepting node " + node);
+    return io(fd, "data plane handshake: accepting node " + node);
   return node;
 }
 

@@ -12,8 +12,14 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include <memory>
+#include <mutex>
+
 #include "actors/net/cluster_secret.hpp"
+#include "actors/net/tls.hpp"
 #include "messages/frame.hpp"
+
+struct iovec;
 
 namespace keel::dp {
 
@@ -84,19 +90,44 @@ void set_options(int fd, std::chrono::milliseconds timeout);
 bool read_exact(int fd, void* data, size_t n);
 bool write_exact(int fd, const void* data, size_t n);
 
-// Writes one header and the frame's stream encoding straight from its
-// segments (one writev, no copy). `h.length` is set from the frame.
-bool write_frame(int fd, header h, const frame& f);
-bool write_text(int fd, header h, const std::string& text);
-// Reads a frame of h.length bytes into a pooled buffer and parses it.
-caf::expected<frame_ptr> read_frame(int fd, const header& h);
-caf::expected<std::string> read_text(int fd, const header& h);
+// One connection's bytes after the TCP connect: the socket itself, or a
+// TLS session over it (its handshake done). One thread may read while
+// another writes. Does not own the socket.
+class link {
+ public:
+  explicit link(int fd) : fd_(fd) {}
+  link(int fd, std::unique_ptr<tls_session> tls) : fd_(fd), tls_(std::move(tls)) {}
+  // Each blocking step waits at most this long (zero: no limit).
+  void set_timeout(std::chrono::milliseconds timeout);
+  // As the int versions; a TLS failure sets errno to EPROTO (failure() says why).
+  bool read_exact(void* data, size_t n);
+  bool write_all(iovec* iov, size_t count);
+  std::string failure() const;
+  bool encrypted() const { return tls_ != nullptr; }
+  const tls_session* tls() const { return tls_.get(); }
 
-// The handshake; each side's timeout is the socket's (set_options).
+ private:
+  int fd_;
+  std::unique_ptr<tls_session> tls_;
+  std::mutex tls_mtx_;
+  std::chrono::milliseconds timeout_{0};
+  std::vector<unsigned char> staging_;  // small pieces gathered into one TLS record (writer only)
+};
+
+// Writes one header and the frame's stream encoding straight from its
+// segments (one writev, no copy; with TLS one encryption pass). `h.length`
+// is set from the frame.
+bool write_frame(link& l, header h, const frame& f);
+bool write_text(link& l, header h, const std::string& text);
+// Reads a frame of h.length bytes into a pooled buffer and parses it.
+caf::expected<frame_ptr> read_frame(link& l, const header& h);
+caf::expected<std::string> read_text(link& l, const header& h);
+
+// The handshake; each side's timeout is the link's (set_timeout).
 // Client: proves the secret and checks the listener's proof and node id
 // (`expected_node`, empty: any). Server: returns the peer's node id.
-caf::error handshake_client(int fd, const cluster_secret& secret, const std::string& my_node,
+caf::error handshake_client(link& l, const cluster_secret& secret, const std::string& my_node,
                             const std::string& expected_node);
-caf::expected<std::string> handshake_server(int fd, const cluster_secret& secret, const std::string& my_node);
+caf::expected<std::string> handshake_server(link& l, const cluster_secret& secret, const std::string& my_node);
 
 }  // namespace keel::dp

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/faults/link_faults.hpp"
 #include "messages/errors.hpp"
 #include "storage/faulty_io.hpp"
@@ -47,11 +48,8 @@ void fault_driver::end_actor(const std::string& name, fault_kind how, outcome_fn
   hooks_.end_actor(name, how, [this, name, how, done = std::move(done)](caf::error err) {
     if (!err) {
       auto e = make_job_event(event_kind::fault, name, how_text(how));
-      fault f;
-      f.kind = how;
-      f.target = name;
-      e.fault = to_string(f);
-      e.fault = e.fault.substr(0, e.fault.rfind('@'));  // the kill itself has no trigger
+      e.fault = std::string(to_string(how)) + ":" + name;  // the kill itself has no trigger
+      e.how = how;
       e.killed = true;
       hooks_.record(std::move(e));
     }
@@ -76,6 +74,7 @@ caf::error fault_driver::flip_newest_snapshot(const fault& f) {
   auto e = make_job_event(event_kind::damage, newest.filename().string(),
                           to_string(f) + ": flipped a bit at byte " + std::to_string(size / 2));
   e.fault = to_string(f);
+  e.how = f.kind;
   hooks_.record(std::move(e));
   return flip_bit(newest, size / 2, static_cast<unsigned>(f.at_step % 8));
 }
@@ -88,9 +87,13 @@ void fault_driver::inject(const fault& f, outcome_fn done) {
   };
   if (f.is_kill())
     return end_actor(f.target, f.kind, std::move(injected));
-  if (f.is_node_fault())
-    return hooks_.node_fault(static_cast<uint32_t>(std::stoul(f.target.substr(5))), f.kind,
-                             std::chrono::milliseconds(f.delay_ms), std::move(injected));
+  if (f.is_node_fault()) {
+    // check_fault_plan let only node:N through to here.
+    if (auto node = parse_actor_id(f.target); node && node->is(actor_kind::node))
+      return hooks_.node_fault(node->index, f.kind, std::chrono::milliseconds(f.delay_ms),
+                               std::move(injected));
+    return injected(make_error(errc::invalid_argument, "'" + f.target + "' names no node"));
+  }
   injected(inject_now(f));
 }
 
@@ -132,6 +135,7 @@ void fault_driver::record_injection(const fault& f, const caf::error& err) {
                                      : f.kind == fault_kind::stop ? "stopped with SIGSTOP"
                                                                   : "stopped, to continue later"));
     e.fault = to_string(f);
+    e.how = f.kind;
     e.killed = !err;
     e.step = f.at_step;
     hooks_.record(std::move(e));
@@ -140,6 +144,7 @@ void fault_driver::record_injection(const fault& f, const caf::error& err) {
                             f.is_kill() ? "not killed: " + describe(err)
                                         : to_string(f) + (err ? ": not injected: " + describe(err) : ""));
     e.fault = to_string(f);
+    e.how = f.kind;
     e.step = f.at_step;
     hooks_.record(std::move(e));
   }
@@ -198,6 +203,7 @@ std::vector<std::string> fault_driver::close_run() {
             " message";
     auto e = make_job_event(event_kind::fault, f.target, "not injected: " + why);
     e.fault = to_string(f);
+    e.how = f.kind;
     e.step = f.at_step;
     hooks_.record(std::move(e));
     out.push_back(to_string(f) + ": " + why);

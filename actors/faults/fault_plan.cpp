@@ -4,49 +4,22 @@
 #include <cstdlib>
 #include <random>
 
+#include "actors/core/actor_id.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
 
 namespace {
 
-const char* kind_name(fault_kind k) {
-  switch (k) {
-    case fault_kind::kill: return "kill";
-    case fault_kind::exit: return "exit";
-    case fault_kind::raise: return "throw";
-    case fault_kind::flip: return "flip";
-    case fault_kind::drop: return "drop";
-    case fault_kind::duplicate: return "dup";
-    case fault_kind::delay: return "delay";
-    case fault_kind::reorder: return "reorder";
-    case fault_kind::enospc: return "enospc";
-    case fault_kind::eio: return "eio";
-    case fault_kind::tear: return "tear";
-    case fault_kind::kill9: return "kill9";
-    case fault_kind::stop: return "stop";
-    case fault_kind::cut: return "cut";
-  }
-  return "?";
-}
-
-constexpr fault_kind all_kinds[] = {fault_kind::kill,   fault_kind::exit,      fault_kind::raise,
-                                    fault_kind::drop,   fault_kind::duplicate, fault_kind::delay,
-                                    fault_kind::reorder, fault_kind::enospc,   fault_kind::eio,
-                                    fault_kind::tear,   fault_kind::flip,      fault_kind::kill9,
-                                    fault_kind::stop,   fault_kind::cut};
-
 constexpr msg_kind all_msg_kinds[] = {msg_kind::push,  msg_kind::pull,     msg_kind::status,
                                       msg_kind::ack,   msg_kind::reply,    msg_kind::snapshot,
                                       msg_kind::update};
 
 bool parse_kind(const std::string& s, fault_kind& out) {
-  for (auto k : all_kinds)
-    if (s == kind_name(k)) {
-      out = k;
-      return true;
-    }
-  return false;
+  auto k = parse_fault_kind(s);
+  if (k)
+    out = *k;
+  return k.has_value();
 }
 
 bool parse_number(const std::string& s, uint64_t& out) {
@@ -288,7 +261,7 @@ caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uin
 }
 
 std::string to_string(const fault& f) {
-  std::string s = std::string(kind_name(f.kind)) + ":" + f.target + "@" + when_text(f);
+  std::string s = std::string(to_string(f.kind)) + ":" + f.target + "@" + when_text(f);
   if (f.count != 1)
     s += "x" + std::to_string(f.count);
   if (f.delay_ms != 0)
@@ -340,10 +313,10 @@ caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
 std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
-  auto worker = [&] { return "worker:" + std::to_string(pick(mix.workers)); };
-  auto shard = [&] { return "shard:" + std::to_string(pick(mix.shards)); };
+  auto worker = [&] { return to_string(actor_id::worker(static_cast<uint32_t>(pick(mix.workers)))); };
+  auto shard = [&] { return to_string(actor_id::shard(static_cast<uint32_t>(pick(mix.shards)))); };
   std::vector<fault_kind> kinds;
-  for (auto k : all_kinds) {
+  for (auto k : all_fault_kinds) {
     bool storage = k == fault_kind::enospc || k == fault_kind::eio || k == fault_kind::tear ||
                    k == fault_kind::flip;
     fault probe;
@@ -364,7 +337,7 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
       case fault_kind::kill9:
       case fault_kind::stop:
       case fault_kind::cut:
-        f.target = "node:" + std::to_string(pick(mix.nodes));
+        f.target = to_string(actor_id::node(static_cast<uint32_t>(pick(mix.nodes))));
         stopped_one = stopped_one || f.kind == fault_kind::stop;
         if (f.kind == fault_kind::cut)
           f.delay_ms = static_cast<uint32_t>(200 + pick(1301));
@@ -375,9 +348,9 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
       case fault_kind::raise: {
         std::vector<std::string> names = {"checkpointer"};
         for (uint32_t s = 0; s < mix.shards; ++s)
-          names.push_back("shard:" + std::to_string(s));
+          names.push_back(to_string(actor_id::shard(s)));
         for (uint32_t w = 0; w < mix.workers; ++w)
-          names.push_back("worker:" + std::to_string(w));
+          names.push_back(to_string(actor_id::worker(w)));
         if (mix.supervisors && f.kind != fault_kind::raise)
           for (const char* n : {"shards", "workers", "root"})
             names.push_back(n);
@@ -464,7 +437,7 @@ caf::expected<std::vector<fault>> parse_kill_shorthand(const std::string& text) 
     if (num.empty() || *end != '\0' || num[0] == '-')
       return bad("step '" + num + "' is not a non-negative integer");
     auto f = kill_at(item.substr(0, at), step);
-    if (f.target.rfind("node:", 0) == 0)
+    if (auto id = parse_actor_id(f.target); id && id->is(actor_kind::node))
       f.kind = fault_kind::kill9;  // a node is killed whole, with SIGKILL
     out.push_back(f);
     if (comma == std::string::npos)

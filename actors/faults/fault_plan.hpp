@@ -44,12 +44,9 @@
 
 #include <caf/expected.hpp>
 
-namespace keel {
+#include "actors/core/fault_kind.hpp"
 
-enum class fault_kind {
-  kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
-  kill9, stop, cut  // node faults
-};
+namespace keel {
 
 // The kinds of message that cross a job's links.
 enum class msg_kind : uint8_t { push, pull, status, ack, reply, snapshot, update };

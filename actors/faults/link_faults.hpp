@@ -11,9 +11,10 @@
 // A fault targets one link ("worker:0>shard:1"), every link of one actor
 // ("shard:1": both directions), or uses "*" for either end ("*>worker:0").
 // It drops, duplicates, delays or reorders the next N messages on matching
-// links. The actors consult this object where they send and receive those
-// messages (actors/faults/link_hold.hpp applies the decision), so a dropped request
-// is noticed by its sender only through its timeout, as on a real network.
+// links. The actors consult this object through their link_ends
+// (actors/faults/link_ends.hpp), where they send and receive those messages,
+// so a dropped request is noticed by its sender only through its timeout, as
+// on a real network.
 // Thread-safe: actors on any scheduler thread share one instance with the
 // job's thread; with nothing armed or watched, a message costs two atomic
 // operations.

@@ -1,6 +1,7 @@
 #pragma once
-// held_deliveries carries out a link fault's decision (actors/faults/link_faults.hpp)
-// inside the actor that sends or receives the message:
+// held_deliveries carries out a link fault's decision
+// (actors/faults/link_faults.hpp) inside the actor that sends or receives
+// the message; link_ends (actors/faults/link_ends.hpp) is its user:
 //   deliver    run the delivery now
 //   drop       never run it (a request then times out at its sender)
 //   duplicate  run it twice (or run the given duplicate, e.g. a second copy

@@ -3,19 +3,19 @@
 #include <cstdio>
 #include <map>
 
+#include "actors/core/actor_id.hpp"
+
 namespace keel {
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 // Whether replays to `shard` belong to a recovery of `victim`: the shard
 // itself, or a supervisor whose restart restarted it.
 bool covers(const std::string& victim, const std::string& shard) {
-  return victim == shard || victim == "root" ||
-         (victim == "shards" && starts_with(shard, "shard:"));
+  auto v = parse_actor_id(victim);
+  auto s = parse_actor_id(shard);
+  return victim == shard ||
+         (v && (v->is(actor_kind::root) || (v->is(actor_kind::shards) && s && s->is(actor_kind::shard))));
 }
 
 bool receives_replays(const recovery& r) {
@@ -70,7 +70,7 @@ class timeline_reader {
     recovery r;
     r.victim = victim;
     r.killed = killed;
-    r.kind = actor_kind(victim);
+    r.kind = recovery_kind(victim);
     r.fault = fault;
     r.fault_at_us = at_us;
     waiting_[victim].push_back(out_.size());
@@ -169,11 +169,13 @@ std::string milliseconds(int64_t us, const char* format) {
 
 }  // namespace
 
-std::string actor_kind(const std::string& name) {
-  if (name == "shards" || name == "workers")
+std::string recovery_kind(const std::string& name) {
+  auto id = parse_actor_id(name);
+  if (!id)
+    return name;
+  if (id->is(actor_kind::shards) || id->is(actor_kind::workers))
     return "supervisor";
-  auto colon = name.find(':');
-  return colon == std::string::npos ? name : name.substr(0, colon);
+  return to_string(id->kind);
 }
 
 std::vector<recovery> recoveries(const std::vector<job_event>& timeline) {

@@ -18,7 +18,7 @@ namespace keel {
 
 struct recovery {
   std::string victim;       // the stable name that failed: "shard:0", "workers", "root", ...
-  std::string kind;         // actor_kind(victim): shard, worker, checkpointer, supervisor, root
+  std::string kind;         // recovery_kind(victim): shard, worker, checkpointer, supervisor, root
   std::string fault;        // the fault event's detail, or a rollback's reason
   int64_t fault_at_us = 0;  // when the fault was recorded, microseconds since the job started
   // From the fault to the victim's next restart (root: to the rolled-back
@@ -41,10 +41,11 @@ struct recovery {
   std::vector<std::string> children;
 };
 
-// "shard" for "shard:3", "worker" for "worker:0", "node" for "node:1",
-// "supervisor" for the "shards" and "workers" supervisors; any other name is
-// its own kind ("checkpointer", "root").
-std::string actor_kind(const std::string& name);
+// The kind of the actor `name` (actors/core/actor_id.hpp) as a recovery
+// reports it: "shard" for "shard:3", "worker" for "worker:0", "node" for
+// "node:1", "supervisor" for the "shards" and "workers" supervisors,
+// "checkpointer", "root"; a name that is no actor's is its own kind.
+std::string recovery_kind(const std::string& name);
 
 // Every recovery in `timeline`, in the order of their faults. A recovery
 // starts at each fault that killed an actor and at each rollback of

@@ -75,8 +75,7 @@ struct job_config {
   // the node processes (keel cluster). Null: node faults are refused. Called
   // on a thread of its own, one fault at a time in the plan's order; it may
   // block.
-  std::function<caf::error(uint32_t node, const std::string& how, std::chrono::milliseconds away)>
-    node_faults;
+  std::function<caf::error(uint32_t node, fault_kind how, std::chrono::milliseconds away)> node_faults;
   uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
   bool progress_accuracy = false;                // progress events score the held-out set too
 };

@@ -37,6 +37,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/partition.hpp"
@@ -96,7 +97,7 @@ struct run_state {
   std::optional<supervision::tree> tree;  // the current tree (none while it is replaced or gone)
   bool root_down = false;                 // the current tree's root has gone down
   uint32_t epoch = 0;                     // stamps the workers' reports; +1 per rollback
-  std::map<std::string, caf::actor> handles;  // name -> its handle in the current tree
+  std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> its handle in the current tree
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
   std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)

@@ -31,11 +31,12 @@ void end(controller_actor* self, const caf::actor& target, const std::string& na
 // Carries out node faults with the application's callback, one at a time,
 // in the order asked. Linked to the controller: it ends with it.
 caf::behavior node_fault_runner(caf::event_based_actor*,
-                                std::function<caf::error(uint32_t, const std::string&,
+                                std::function<caf::error(uint32_t, fault_kind,
                                                          std::chrono::milliseconds)> carry_out) {
+  // The fault kind crosses as its underlying integer (a plain message type).
   return {
-    [=](uint32_t node, const std::string& how, int64_t away_ms) -> caf::result<caf::ok_atom> {
-      if (auto err = carry_out(node, how, std::chrono::milliseconds(away_ms)))
+    [=](uint32_t node, uint8_t how, int64_t away_ms) -> caf::result<caf::ok_atom> {
+      if (auto err = carry_out(node, static_cast<fault_kind>(how), std::chrono::milliseconds(away_ms)))
         return err;
       return caf::ok_atom::value;
     },
@@ -94,17 +95,13 @@ void controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::mi
   auto& cfg = self->state.cfg;
   if (!cfg.node_faults)
     return fault_hooks::node_fault(node, how, away, std::move(done));
-  fault f;
-  f.kind = how;
-  f.target = "node:" + std::to_string(node);
-  auto text = to_string(f);
   // The application's callback may take a while (it signals a process, and
   // may start another): it runs on a thread of its own, and its answer comes
   // back as a message.
   auto& runner = self->state.node_fault_runner;
   if (!runner)
     runner = self->spawn<caf::detached + caf::linked>(node_fault_runner, cfg.node_faults);
-  self->request(runner, caf::infinite, node, text.substr(0, text.find(':')),
+  self->request(runner, caf::infinite, node, static_cast<uint8_t>(how),
                 static_cast<int64_t>(away.count()))
     .then([me = self, done](caf::ok_atom) { node_fault_done(me, done, {}); },
           [me = self, done](caf::error& err) { node_fault_done(me, done, err); });

@@ -133,7 +133,7 @@ void roll_back(controller_actor* self, const std::string& why) {
   // be gone before the store is read and cleaned, so that no write of the
   // old run races with the rollback's own reading and discarding.
   std::vector<caf::actor_addr> old;
-  if (auto it = run.handles.find("checkpointer"); it != run.handles.end()) {
+  if (auto it = run.handles.find(actor_id::checkpointer()); it != run.handles.end()) {
     self->monitor(it->second);
     old.push_back(it->second.address());
   }

@@ -65,7 +65,7 @@ struct shard_read {
   int attempt = 0;           // of this shard: a second after its incarnation died under the first
   uint64_t incarnation = 0;  // of this shard, the one last found
 
-  std::string name() const { return "shard:" + std::to_string(shard); }
+  std::string name() const { return to_string(actor_id::shard(shard)); }
 };
 
 using read_ptr = std::shared_ptr<shard_read>;

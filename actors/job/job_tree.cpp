@@ -1,4 +1,6 @@
-// The supervision tree a job runs, and why it has this shape:
+// The supervision tree a job runs, and why it has this shape. Its child ids
+// and directory names are actor ids as text (actors/core/actor_id.hpp):
+// supervision/ knows nothing of keel's actors, so its names stay strings.
 //
 //   root (one_for_one)
 //   ├── checkpointer                 permanent
@@ -20,6 +22,7 @@
 // its root answers which_children, down when the controller sees its root's
 // down message. Here too is what the controller tells the running tree: the
 // checkpoint window and the commits' fan-out.
+#include "actors/core/actor_id.hpp"
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/placement.hpp"
@@ -47,7 +50,7 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
 
 supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   supervision::child_spec c;
-  c.id = "shard:" + std::to_string(i);
+  c.id = to_string(actor_id::shard(i));
   auto cfg = j.run.shard_cfgs[i];
   auto model = j.cfg.training_model;
   auto seed = j.cfg.seed;
@@ -58,29 +61,32 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
-    shard_options o;
-    o.config = cfg;
+    parameter_shard_config o;
+    o.core = cfg;
     // The supervisor hands over a snapshot its validator (validate: every
     // CRC) accepted; the restore need not check the CRCs again.
-    o.snapshot = ctx.from.as<frame>();
+    auto snapshot = ctx.from.as<frame>();
     // A first start of a restarted shard supervisor has no snapshot from its
     // supervisor, but the job's last committed checkpoint is still the state
     // to continue from.
-    if (!o.snapshot)
-      o.snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
-    o.snapshot_crcs_checked = o.snapshot != nullptr;
-    if (!o.snapshot)
-      o.snapshot = initial;
-    if (!o.snapshot) {
+    if (!snapshot)
+      snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
+    parameter_shard_env env;
+    env.snapshot_crcs_checked = snapshot != nullptr;
+    env.faults = faults;
+    if (!snapshot)
+      snapshot = initial;
+    if (snapshot) {
+      o.snapshot = shard_snapshot_msg(snapshot);
+    } else {
       o.initial_dense.resize(cfg.dense.size());
       model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
     }
     o.snapshot_every_steps = every;
     o.directory = ctx.directory;
-    o.faults = faults;
     if (placement)
-      return placement->start_shard(sys, ctx.id, ctx.incarnation, o);
-    return spawn_parameter_shard(sys, std::move(o));
+      return placement->start_shard(sys, ctx.incarnation, o);
+    return spawn_parameter_shard(sys, std::move(o), std::move(env));
   };
   c.restart = supervision::restart_type::permanent;
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
@@ -92,29 +98,30 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
 supervision::child_spec worker_spec(const controller_state& j, const caf::actor& job,
                                     uint32_t i) {
   supervision::child_spec c;
-  c.id = "worker:" + std::to_string(i);
-  worker_options o;
-  o.worker = i;
-  o.num_workers = j.cfg.workers;
-  o.training_model = j.cfg.training_model;
-  o.parts = j.run.parts;
+  c.id = to_string(actor_id::worker(i));
+  worker_config o;
+  o.core.worker = i;
+  o.core.epoch = j.run.epoch;
+  o.core.parts = j.run.parts;
   for (uint32_t s = 0; s < j.cfg.shards; ++s)
-    o.shard_names.push_back("shard:" + std::to_string(s));
+    o.core.shard_names.push_back(to_string(actor_id::shard(s)));
+  o.core.total_steps = j.cfg.steps;
+  o.core.rule = j.cfg.rule.kind;
+  o.core.windowed = j.cfg.checkpoint_every > 0;
+  o.num_workers = j.cfg.workers;
   o.job = job;
   o.seed = j.cfg.seed;
   o.batch_size = j.cfg.batch_size;
-  o.total_steps = j.cfg.steps;
   o.request_timeout = j.cfg.request_timeout;
-  o.epoch = j.run.epoch;
-  o.rule = j.cfg.rule.kind;
-  o.windowed = j.cfg.checkpoint_every > 0;
-  o.faults = j.faults->links();
-  c.start = [o, placement = j.cfg.placement](caf::actor_system& sys,
-                                              const supervision::restart_context& ctx) mutable {
+  worker_env env;
+  env.training_model = j.cfg.training_model;
+  env.faults = j.faults->links();
+  c.start = [o, env, placement = j.cfg.placement](caf::actor_system& sys,
+                                                   const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
     if (placement)
-      return placement->start_worker(sys, ctx.id, ctx.incarnation, o);
-    return spawn_worker(sys, o);
+      return placement->start_worker(sys, ctx.incarnation, o);
+    return spawn_worker(sys, o, env);
   };
   c.restart = supervision::restart_type::transient;
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
@@ -126,36 +133,37 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   auto& cfg = j.cfg;
   auto job = caf::actor_cast<caf::actor>(self);
   supervision::supervisor_spec shards;
-  shards.name = "shards";
+  shards.name = to_string(actor_id::shards());
   shards.max_restarts = cfg.max_restarts;
   shards.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.shards; ++i)
     shards.children.push_back(shard_spec(j, i));
 
   supervision::supervisor_spec workers;
-  workers.name = "workers";
+  workers.name = to_string(actor_id::workers());
   workers.max_restarts = cfg.max_restarts;
   workers.period = cfg.restart_period;
   for (uint32_t i = 0; i < cfg.workers; ++i)
     workers.children.push_back(worker_spec(j, job, i));
 
   supervision::child_spec ckpt;
-  ckpt.id = "checkpointer";
-  checkpointer_options co;
-  co.dir = cfg.checkpoint_dir;
+  ckpt.id = to_string(actor_id::checkpointer());
+  checkpointer_config co;
+  co.dir = cfg.checkpoint_dir.string();
   co.keep_last = cfg.keep_checkpoints;
   co.num_shards = cfg.shards;
   co.job = job;
-  co.io = j.faults->disk();
-  co.detached = !cfg.placement;  // see checkpointer_options::detached
   co.incomplete_timeout = cfg.checkpoint_timeout;
-  ckpt.start = [co](caf::actor_system& sys, const supervision::restart_context&) {
-    return spawn_checkpointer(sys, co);
+  checkpointer_env env;
+  env.io = j.faults->disk();
+  env.detached = !cfg.placement;  // see checkpointer_env::detached
+  ckpt.start = [co, env](caf::actor_system& sys, const supervision::restart_context&) {
+    return spawn_checkpointer(sys, co, env);
   };
   ckpt.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(10));
 
   supervision::supervisor_spec root;
-  root.name = "root";
+  root.name = to_string(actor_id::root());
   root.max_restarts = cfg.max_restarts;
   root.period = cfg.restart_period;
   root.random_seed = cfg.seed;
@@ -171,12 +179,11 @@ void follow_tree(controller_actor* self) {
   auto& st = self->state;
   auto& tree = *st.run.tree;
   self->send(tree.events(), supervision::subscribe_atom::value);
-  for (auto name : {"checkpointer", "shards", "workers"})
-    self->send(tree.directory(), supervision::watch_atom::value, std::string(name));
-  for (uint32_t i = 0; i < st.cfg.shards; ++i)
-    self->send(tree.directory(), supervision::watch_atom::value, "shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < st.cfg.workers; ++i)
-    self->send(tree.directory(), supervision::watch_atom::value, "worker:" + std::to_string(i));
+  std::vector<actor_id> watched = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
+  for (uint32_t i = 0; i < st.cfg.shards; ++i) watched.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < st.cfg.workers; ++i) watched.push_back(actor_id::worker(i));
+  for (auto id : watched)
+    self->send(tree.directory(), supervision::watch_atom::value, to_string(id));
   tree_up(self);
 }
 
@@ -246,20 +253,20 @@ std::string progress_text(const controller_state& st) {
   text += " of " + std::to_string(st.cfg.steps) + "; checkpoint window released to step " +
           std::to_string(p.checkpoints->released()) + "; epoch " + std::to_string(st.run.epoch);
   std::string missing;
-  std::vector<std::string> names = {"checkpointer", "shards", "workers"};
-  for (uint32_t i = 0; i < st.cfg.shards; ++i) names.push_back("shard:" + std::to_string(i));
-  for (uint32_t i = 0; i < st.cfg.workers; ++i) names.push_back("worker:" + std::to_string(i));
-  for (auto& name : names)
-    if (!st.run.handles.count(name))
-      missing += (missing.empty() ? "" : ", ") + name;
+  std::vector<actor_id> ids = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
+  for (uint32_t i = 0; i < st.cfg.shards; ++i) ids.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < st.cfg.workers; ++i) ids.push_back(actor_id::worker(i));
+  for (auto id : ids)
+    if (!st.run.handles.count(id))
+      missing += (missing.empty() ? "" : ", ") + to_string(id);
   if (!missing.empty())
     text += "; not up: " + missing;
   return text;
 }
 
 void widen_window(controller_actor* self) {
-  for (auto& [name, h] : self->state.run.handles)
-    if (name.rfind("worker:", 0) == 0)
+  for (auto& [id, h] : self->state.run.handles)
+    if (id.is(actor_kind::worker))
       send_window(self, h);
 }
 
@@ -291,7 +298,7 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
     widen_window(self);
   for (auto& s : c.shards)
     for (uint32_t w = 0; w < st.cfg.workers; ++w)
-      if (auto it = st.run.handles.find("worker:" + std::to_string(w)); it != st.run.handles.end())
+      if (auto it = st.run.handles.find(actor_id::worker(w)); it != st.run.handles.end())
         self->send(it->second, truncate_atom::value, s.shard, s.step);
 }
 
@@ -300,14 +307,17 @@ void on_directory(controller_actor* self, const supervision::directory_update& u
   // Updates from a rolled-back tree's directory may still arrive.
   if (!run.tree || self->current_sender() != run.tree->directory().address())
     return;
+  auto id = parse_actor_id(u.name);  // the tree's names are actor ids (above)
+  if (!id)
+    return;
   if (u.state != supervision::name_state::up) {
-    run.handles.erase(u.name);
+    run.handles.erase(*id);
     return;
   }
-  auto& h = run.handles[u.name];
+  auto& h = run.handles[*id];
   bool fresh = h != u.handle;
   h = u.handle;
-  if (fresh && u.name.rfind("worker:", 0) == 0)
+  if (fresh && id->is(actor_kind::worker))
     send_window(self, u.handle);
 }
 

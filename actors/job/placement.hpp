@@ -42,13 +42,15 @@ class child_placement {
   // (event_kind::node_down, node_up). Fails when no node can be reached.
   virtual caf::error attach(caf::actor_system& sys, const caf::actor& job) = 0;
 
-  // Starts incarnation `incarnation` of the shard or worker `name` ("shard:0").
-  // A worker's model crosses by the placement's own model description, not
-  // by `o.training_model`; its link faults stay in the job's process.
-  virtual caf::expected<caf::actor> start_shard(caf::actor_system& sys, const std::string& name,
-                                                uint64_t incarnation, const shard_options& o) = 0;
-  virtual caf::expected<caf::actor> start_worker(caf::actor_system& sys, const std::string& name,
-                                                 uint64_t incarnation, const worker_options& o) = 0;
+  // Starts incarnation `incarnation` of the shard or worker `cfg` describes
+  // (shard:cfg.core.shard, worker:cfg.core.worker). A worker's model crosses
+  // by the placement's own model description; what a local spawn gets
+  // beside the config (the env: model object, link faults) stays in the
+  // job's process.
+  virtual caf::expected<caf::actor> start_shard(caf::actor_system& sys, uint64_t incarnation,
+                                                const parameter_shard_config& cfg) = 0;
+  virtual caf::expected<caf::actor> start_worker(caf::actor_system& sys, uint64_t incarnation,
+                                                 const worker_config& cfg) = 0;
 
   // Called before the job's actor system goes: stops every actor the
   // placement runs in it (the system waits for them).

@@ -14,11 +14,6 @@ namespace keel {
 
 namespace {
 
-// The kind of a fault as its plan spells it: "kill" of "kill:shard:0@40".
-std::string fault_kind_of(const std::string& spelled) {
-  return spelled.substr(0, spelled.find(':'));
-}
-
 // Whether recoveries() may need the event: all but the kinds that come in
 // volume and never begin or end a recovery.
 bool feeds_recoveries(event_kind k) {
@@ -209,7 +204,7 @@ void metrics_registry::observe(const job_event& e) {
     case event_kind::fault:
     case event_kind::damage:
       if (!e.fault.empty())
-        ++s.faults[fault_kind_of(e.fault)];
+        ++s.faults[to_string(e.how)];
       break;
     default:
       break;

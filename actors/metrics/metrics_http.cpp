@@ -3,11 +3,16 @@
 // a slow or hostile client holds only its own socket.
 #include "actors/metrics/metrics_http.hpp"
 
+#include <sys/resource.h>
+
 #include <array>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <iostream>
 #include <thread>
+
+#include "actors/net/rate_limited_log.hpp"
 
 namespace keel {
 
@@ -16,8 +21,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr size_t max_head_bytes = 8192;
-constexpr auto request_deadline = std::chrono::seconds(10);
 constexpr auto linger_deadline = std::chrono::seconds(2);
 
 std::string response(const std::string& status, const std::string& content_type,
@@ -74,15 +77,22 @@ std::pair<head_iterator, bool> end_of_head(head_iterator begin, head_iterator en
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(tcp::socket s, const std::function<std::string()>& render)
+  // `open` counts the live connections; it outlives them (see impl).
+  connection(tcp::socket s, const std::function<std::string()>& render, size_t max_head_bytes,
+             size_t& open)
       : socket_(std::move(s)),
         timer_(socket_.get_executor()),
         buf_(max_head_bytes),
-        render_(render) {}
+        max_head_bytes_(max_head_bytes),
+        render_(render),
+        open_(open) {
+    ++open_;
+  }
+  ~connection() { --open_; }
 
-  void start() {
+  void start(std::chrono::milliseconds read_timeout) {
     auto self = shared_from_this();
-    timer_.expires_after(request_deadline);
+    timer_.expires_after(read_timeout);
     timer_.async_wait([self](boost::system::error_code ec) {
       if (!ec)
         self->answer(plain("408 Request Timeout", "the request head did not arrive in time"));
@@ -102,7 +112,7 @@ class connection : public std::enable_shared_from_this<connection> {
     }
     if (ec == asio::error::not_found)
       return answer(plain("400 Bad Request",
-                          "the request head exceeds " + std::to_string(max_head_bytes) + " bytes"));
+                          "the request head exceeds " + std::to_string(max_head_bytes_) + " bytes"));
     if (ec == asio::error::eof && buf_.size() > 0)
       return answer(
           plain("400 Bad Request", "the connection closed before the request head ended"));
@@ -154,7 +164,9 @@ class connection : public std::enable_shared_from_this<connection> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   asio::streambuf buf_;
+  size_t max_head_bytes_;
   const std::function<std::string()>& render_;
+  size_t& open_;
   std::string out_;
   std::array<char, 4096> scratch_;
   bool answered_ = false;
@@ -185,23 +197,72 @@ std::string metrics_http_response(const std::string& request_head,
 }
 
 struct metrics_http_server::impl {
-  std::function<std::string()> render;  // outlives the connections (declared first)
+  // Outlive the connections, whose handlers the io_context destroys
+  // (declared before it).
+  std::function<std::string()> render;
+  size_t open = 0;  // live connections; the io thread's only
+  metrics_http_options options;
+  rate_limited_log refusals;
   std::string address;
   uint16_t port = 0;  // as bound, read from any thread
+  std::atomic<uint64_t> accepted{0}, refused{0};
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
+  asio::steady_timer summary{io};  // writes the count of refusals not logged one by one
   std::thread thread;
+
+  explicit impl(metrics_http_options o)
+      : options(std::move(o)),
+        refusals(options.log, 20, std::chrono::milliseconds(1000), "refused connections") {}
+
+  void refuse(const std::string& why) {
+    ++refused;
+    auto now = std::chrono::steady_clock::now();
+    refusals(why, now);
+    auto at = refusals.next_flush();
+    if (at == std::chrono::steady_clock::time_point::max())
+      return;
+    summary.expires_at(at);
+    summary.async_wait([this](boost::system::error_code e) {
+      if (!e)
+        refusals.flush(std::chrono::steady_clock::now());
+    });
+  }
+
+  // Why `s` may not be served now, or empty.
+  std::string over_limit(tcp::socket& s) {
+    if (open >= options.max_connections)
+      return std::to_string(open) + " connections are open (the limit)";
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+        static_cast<rlim_t>(s.native_handle()) + options.descriptor_reserve >= r.rlim_cur)
+      return "fewer than " + std::to_string(options.descriptor_reserve) +
+             " descriptors would be left for the job (limit " + std::to_string(r.rlim_cur) + ")";
+    return {};
+  }
 
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted)
         return;
       if (!ec) {
-        std::make_shared<connection>(std::move(s), render)->start();
+        auto why = over_limit(s);
+        if (why.empty()) {
+          ++accepted;
+          std::make_shared<connection>(std::move(s), render, options.max_request_bytes, open)
+              ->start(options.read_timeout);
+        } else {
+          boost::system::error_code ignored;
+          auto from = s.remote_endpoint(ignored);
+          refuse("refused a connection from " + from.address().to_string() + ":" +
+                 std::to_string(from.port()) + " to port " + std::to_string(port) + ": " + why);
+          s.close(ignored);
+        }
         return accept();
       }
       // Out of descriptors, say: try again soon rather than spin.
+      refuse("cannot accept on port " + std::to_string(port) + ": " + ec.message());
       retry.expires_after(std::chrono::milliseconds(100));
       retry.async_wait([this](boost::system::error_code e) {
         if (!e)
@@ -225,7 +286,16 @@ struct metrics_http_server::impl {
 std::unique_ptr<metrics_http_server> metrics_http_server::start(const metrics_http_options& options,
                                                                 std::function<std::string()> render,
                                                                 std::string& error) {
-  auto p = std::make_unique<impl>();
+  if (options.max_connections == 0 || options.read_timeout.count() <= 0 ||
+      options.max_request_bytes < 64) {
+    error = "metrics server: the connection cap and the read timeout must be positive, and the "
+            "request limit at least 64 bytes";
+    return nullptr;
+  }
+  auto o = options;
+  if (!o.log)
+    o.log = [](const std::string& line) { std::cerr << "keel metrics: " + line + "\n" << std::flush; };
+  auto p = std::make_unique<impl>(std::move(o));
   p->render = std::move(render);
   p->address = options.address;
   auto where = "metrics address " + options.address + ":" + std::to_string(options.port);
@@ -272,6 +342,10 @@ uint16_t metrics_http_server::port() const {
 
 const std::string& metrics_http_server::address() const {
   return impl_->address;
+}
+
+metrics_http_stats metrics_http_server::stats() const {
+  return {impl_->accepted, impl_->refused};
 }
 
 }  // namespace keel

@@ -4,12 +4,19 @@
 // one response and the connection is closed: 200 with the body `render`
 // returns (text/plain; version=0.0.4), 404 for any other path, 405 for any
 // other method, 400 for a request it cannot parse, one whose head exceeds
-// 8 KiB, or one not complete within 10 s. A bad client never stops the
-// server, and the thread that owns the server never waits on a client.
+// max_request_bytes, or one not complete within read_timeout (408). A bad
+// client never stops the server, and the thread that owns the server never
+// waits on a client. Its cost is bounded like every port keel opens: at
+// most max_connections at once (a newer one is accepted and closed at
+// once), and never a descriptor that would leave the process fewer than
+// descriptor_reserve free (so the job's checkpoints do not fail because
+// scrapers, or strangers, hold descriptors); each refusal is logged with
+// the peer's address and the port, at most 20 lines a second, then a count.
 // `render` runs on the server's thread, so it must be thread-safe with
 // respect to whatever feeds it (a metrics_registry is). Destroying the
 // server closes its socket and joins its thread.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +27,22 @@ namespace keel {
 struct metrics_http_options {
   std::string address = "127.0.0.1";  // an IPv4 or IPv6 address to bind
   uint16_t port = 0;                  // 0: the OS picks one (see port())
+  size_t max_connections = 64;        // open at once; more are closed on accept
+  std::chrono::milliseconds read_timeout{5000};  // for a request's head
+  size_t max_request_bytes = 8192;               // a request's head
+  // Descriptors left free for the rest of the process: a connection whose
+  // descriptor is within this many of RLIMIT_NOFILE is closed on accept
+  // (accept returns the lowest free descriptor, so a high one means the
+  // ones below are all taken).
+  size_t descriptor_reserve = 64;
+  // Refusals, one line each (rate-limited); null: standard error, prefixed
+  // "keel metrics: ". Called on the server's thread.
+  std::function<void(const std::string&)> log;
+};
+
+struct metrics_http_stats {
+  uint64_t accepted = 0;  // connections served
+  uint64_t refused = 0;   // closed on accept: the cap, the descriptor reserve, accept errors
 };
 
 class metrics_http_server {
@@ -35,6 +58,7 @@ class metrics_http_server {
   uint16_t port() const;
   // The address bound, as given.
   const std::string& address() const;
+  metrics_http_stats stats() const;
 
   ~metrics_http_server();
   metrics_http_server(const metrics_http_server&) = delete;

@@ -19,7 +19,7 @@ namespace keel {
 namespace {
 
 struct checkpointer_state {
-  checkpointer_options opt;
+  checkpointer_config cfg;
   std::unique_ptr<snapshot_store> store;
   uint64_t last_committed = 0;
   uint64_t last_lost = 0;  // the newest checkpoint given up as incomplete
@@ -45,8 +45,8 @@ void report(checkpointer_actor* self, event_kind kind, std::string detail, uint6
   auto e = make_job_event(kind, "checkpointer", std::move(detail));
   e.step = step;
   e.checkpoint = checkpoint;
-  if (st.opt.job)
-    self->send(st.opt.job, std::move(e));
+  if (st.cfg.job)
+    self->send(st.cfg.job, std::move(e));
 }
 
 // CPU time of the calling thread, in microseconds.
@@ -86,19 +86,20 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
   }
   st.last_committed = id;
   // The note first: whoever sees the event can rely on the job knowing it.
-  self->send(st.opt.job, std::move(note));
+  self->send(st.cfg.job, std::move(note));
   report(self, event_kind::checkpoint,
          "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
 }
 
 }  // namespace
 
-caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts) {
+caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_config cfg,
+                                             checkpointer_env env) {
   store_options so;
-  so.keep_last = opts.keep_last;
-  if (opts.io)
-    so.io = opts.io;
-  auto store = snapshot_store::open(opts.dir, so);
+  so.keep_last = cfg.keep_last;
+  if (env.io)
+    so.io = env.io;
+  auto store = snapshot_store::open(cfg.dir, so);
   if (!store)
     return store.error();
   auto committed = (*store)->committed();
@@ -106,9 +107,9 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     return committed.error();
   uint64_t last = committed->empty() ? 0 : committed->back();
   auto shared_store = std::make_shared<std::unique_ptr<snapshot_store>>(std::move(*store));
-  auto behavior = [opts, shared_store, last](checkpointer_actor* self) -> caf::behavior {
+  auto behavior = [cfg, shared_store, last](checkpointer_actor* self) -> caf::behavior {
     auto& st = self->state;
-    st.opt = opts;
+    st.cfg = cfg;
     st.store = std::move(*shared_store);
     st.last_committed = last;
     self->set_exception_handler(exception_as_error);
@@ -129,8 +130,8 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         st.last_lost = id;
         report(self, event_kind::checkpoint_failed,
                "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
-                 ": lost, only shard(s) " + have + " of " + std::to_string(st.opt.num_shards) +
-                 " sent a snapshot within " + std::to_string(st.opt.incomplete_timeout.count()) +
+                 ": lost, only shard(s) " + have + " of " + std::to_string(st.cfg.num_shards) +
+                 " sent a snapshot within " + std::to_string(st.cfg.incomplete_timeout.count()) +
                  " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
                step, id);
       },
@@ -145,10 +146,10 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         if (id <= st.last_committed || id <= st.last_lost)
           return;  // a shard replaying steps re-sends checkpoints already durable
         if (!st.pending.count(id))
-          self->delayed_send(self, st.opt.incomplete_timeout, expire_atom::value, id);
+          self->delayed_send(self, st.cfg.incomplete_timeout, expire_atom::value, id);
         auto& slot = st.pending[id];
         slot.insert_or_assign(d->root().getShard(), checkpointer_state::arrived{m, d->root().getStep()});
-        if (slot.size() < st.opt.num_shards)
+        if (slot.size() < st.cfg.num_shards)
           return;
         auto shards = std::move(slot);
         // Older incomplete checkpoints can no longer complete usefully.
@@ -161,7 +162,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
   // processes, and CAF 0.17 never releases a detached actor that remote
   // nodes knew (the actor system then waits for it forever at shutdown): it
   // runs on the scheduler there, where no training happens.
-  if (!opts.detached)
+  if (!env.detached)
     return sys.spawn(behavior);
   return sys.spawn<caf::detached>(behavior);
 }

@@ -11,10 +11,16 @@
 // write leaves the previous checkpoint in force and is reported as a
 // job_event; a restarted checkpointer reopens the store (which removes what a
 // crashed writer left) and continues after the last committed checkpoint.
+//
+// It is described by one checkpointer_config, the same for one started in
+// this process and for one a node agent starts for another process
+// (actors/cluster/node_protocol.hpp carries it as is); the file system to
+// write through and the thread to run on are the checkpointer_env beside it.
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -23,6 +29,7 @@
 
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
 
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "messages/frame.hpp"
@@ -30,20 +37,31 @@
 
 namespace keel {
 
-struct checkpointer_options {
-  std::filesystem::path dir;
-  size_t keep_last = 3;
+struct checkpointer_config {
+  std::string dir;  // the store's directory (in a cluster absolute: every node must reach it)
+  uint64_t keep_last = 3;
   uint32_t num_shards = 1;
   caf::actor job;
-  std::shared_ptr<file_io> io;  // null: the real file system
   // A checkpoint still missing a shard's snapshot this long after its first
   // one arrived is lost (the snapshot was): reported as checkpoint_failed.
   std::chrono::milliseconds incomplete_timeout{5000};
+};
+
+// What this process gives its checkpointer beside the config.
+struct checkpointer_env {
+  std::shared_ptr<file_io> io;  // null: the real file system
   // Its own thread (true), so that blocking writes never stall the actors
   // that train in this process; false where none train (a cluster's
   // coordinator).
   bool detached = true;
 };
+
+// The field order is the wire format.
+template <class I>
+typename I::result_type inspect(I& f, checkpointer_config& x) {
+  return f(caf::meta::type_name("keel.checkpointer_config"), x.dir, x.keep_last, x.num_shards, x.job,
+           x.incomplete_timeout);
+}
 
 // Sent to `job` after each durable commit.
 struct checkpoint_committed {
@@ -56,7 +74,9 @@ struct checkpoint_committed {
   int64_t write_cpu_us = 0;
 };
 
-caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_options opts);
+// Fails when the store cannot be opened or read.
+caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_config cfg,
+                                             checkpointer_env env = {});
 
 }  // namespace keel
 

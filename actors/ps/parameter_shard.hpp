@@ -13,10 +13,17 @@
 // checkpoint holds the same step. It finds the checkpointer by watching its
 // name in `directory`; it keeps its newest snapshot and sends it again to a
 // new checkpointer incarnation (the old one may have died holding it), and
-// holds it while no checkpointer is up. It starts from `snapshot` when given one (a restart; the caller
-// has validated it), else from `initial_dense`. Pushes, pulls and status
-// requests arriving, and acks, pull replies and snapshots leaving, pass
-// through the job's link faults (actors/faults/link_faults.hpp).
+// holds it while no checkpointer is up. It starts from `snapshot` when given
+// one (a restart; the caller has validated it), else from `initial_dense`.
+// Pushes, pulls and status requests arrive, and acks, pull replies and
+// snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
+// where the job's link faults, if any, act.
+//
+// A shard is described by one parameter_shard_config, the same for a shard
+// started in this process and for one a node agent starts for another
+// process (actors/cluster/node_protocol.hpp carries it as is); the link
+// faults, which stay in the job's process, are the parameter_shard_env
+// beside it.
 
 #include <cstdint>
 #include <memory>
@@ -25,28 +32,44 @@
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
 
 #include "actors/core/shard_core.hpp"
+#include "messages/protocol.hpp"
+#include "messages/wire_bits.hpp"
 
 namespace keel {
 
 class link_faults;
 
-struct shard_options {
-  shard_config config;
-  std::vector<float> initial_dense;  // cfg.dense.size() values, used without a snapshot
-  frame_ptr snapshot;                // restart from this snapshot when set
+struct parameter_shard_config {
+  shard_config core;                 // the shard_core's keys, rule and optimizer
+  std::vector<float> initial_dense;  // core.dense.size() values, used without a snapshot
+  shard_snapshot_msg snapshot;       // restart from this snapshot when not empty
+  uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
+  caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
+};
+
+// What this process gives its shard beside the config.
+struct parameter_shard_env {
   // The snapshot's CRCs were checked already (a supervisor's validator ran
   // check_shard_snapshot on this very frame, which is immutable): the
   // restore skips that pass. Never set for bytes from another process.
   bool snapshot_crcs_checked = false;
-  uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
-  caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
 };
 
 // Spawns a shard; fails (naming the tensor) when the snapshot does not fit
 // the configuration.
-caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, shard_options opts);
+caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
+                                                parameter_shard_env env = {});
+
+// The field order is the wire format; the initial values cross as their
+// bits (messages/wire_bits.hpp).
+template <class I>
+typename I::result_type inspect(I& f, parameter_shard_config& x) {
+  return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory);
+}
 
 }  // namespace keel

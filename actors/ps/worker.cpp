@@ -1,13 +1,19 @@
+// The worker actor (worker.hpp): the training loop (start a step, pull from
+// every shard, compute the gradient, push each shard its part, count the
+// acks, report the step) and the behaviour that drives it. The decisions
+// are worker_core's; recovery is in worker_recovery.cpp. Directory updates
+// arrive through link_ends (actors/faults/link_ends.hpp), where the job's
+// link faults act on them; the shards' links are faulted at the shards.
 #include "actors/ps/worker.hpp"
 
 #include <algorithm>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/request_timer.hpp"
 #include "actors/data_plane/data_plane.hpp"
-#include "actors/faults/link_hold.hpp"
 #include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -16,16 +22,16 @@ namespace keel::worker_detail {
 
 void emit(worker_actor* self, job_event e) {
   auto& st = self->state;
-  e.actor = "worker:" + std::to_string(st.opt.worker);
-  if (st.opt.job)
-    self->send(st.opt.job, std::move(e));
+  e.actor = to_string(actor_id::worker(st.cfg.core.worker));
+  if (st.cfg.job)
+    self->send(st.cfg.job, std::move(e));
 }
 
 void emit(worker_actor* self, event_kind kind, std::string detail) {
   emit(self, make_job_event(kind, {}, std::move(detail)));
 }
 
-std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt) {
+std::chrono::milliseconds backoff(const worker_config& o, uint32_t attempt) {
   auto d = o.retry_min * (1u << std::min<uint32_t>(attempt, 16));
   return std::min(d, o.retry_max);
 }
@@ -45,7 +51,7 @@ void start_step(worker_actor* self) {
     case worker_core::step_start::finished:
       // Stay up with the log: a shard that restarts before the job has read
       // the final parameters still needs this worker's replay.
-      self->send(st.opt.job, done_atom::value, st.core.report());
+      self->send(st.cfg.job, done_atom::value, st.core.report());
       return;
     case worker_core::step_start::waiting:
       if (!was_waiting)
@@ -55,11 +61,11 @@ void start_step(worker_actor* self) {
       break;
   }
   auto es = st.core.position();
-  batch_position at{st.opt.seed,   es.epoch,           es.step,
-                    st.opt.worker, st.opt.num_workers, st.opt.batch_size};
-  if (auto err = st.opt.training_model->batch_indices(at, st.batch))
+  batch_position at{st.cfg.seed,   es.epoch,           es.step,
+                    st.cfg.core.worker, st.cfg.num_workers, st.cfg.batch_size};
+  if (auto err = st.env.training_model->batch_indices(at, st.batch))
     return fail(self, err);
-  if (auto err = st.opt.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
+  if (auto err = st.env.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
     return fail(self, err);
   st.core.begin_pull(st.model_keys);
   // A shard whose early pull (ask_early_pulls) is answered, or still out,
@@ -94,12 +100,12 @@ void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_repl
                OnError on_error) {
   auto& st = self->state;
   auto& dest = st.shards[shard];
-  auto via = st.opt.plane ? st.opt.plane->route(dest) : caf::actor{};
+  auto via = st.env.plane ? st.env.plane->route(dest) : caf::actor{};
   if (via)
-    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, via, std::move(on_reply),
+    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, via, std::move(on_reply),
                          std::move(on_error), dp_forward_atom::value, dest, m);
   else
-    timed_request<Reply>(self, st.deadlines, st.opt.request_timeout, dest, std::move(on_reply),
+    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, dest, std::move(on_reply),
                          std::move(on_error), m);
 }
 
@@ -122,10 +128,10 @@ void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
           return;
         st.core.count_retry();
         emit(self, event_kind::retry,
-             "pull from " + st.opt.shard_names[shard] + " at step " +
+             "pull from " + st.cfg.core.shard_names[shard] + " at step " +
                  std::to_string(st.core.step()) + ": " + self->system().render(err));
         refresh(self, shard);
-        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+        self->delayed_send(self, backoff(st.cfg, attempt), retry_atom::value, gen, shard,
                            attempt + 1, false);
       });
 }
@@ -178,7 +184,7 @@ void ask_early_pulls(worker_actor* self) {
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
   if (auto err =
-          st.opt.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
+          st.env.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
     return fail(self, err);
   auto round = st.core.begin_push(st.grad);
   if (round.skipped) {
@@ -203,7 +209,7 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
 // The step is complete: tell the job, go on.
 void step_done(worker_actor* self) {
   auto& st = self->state;
-  self->send(st.opt.job, step_report{st.opt.epoch, st.opt.worker, st.core.step(),
+  self->send(st.cfg.job, step_report{st.cfg.core.epoch, st.cfg.core.worker, st.core.step(),
                                      st.core.report().last_loss});
   start_step(self);
 }
@@ -213,8 +219,8 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
   auto out = st.core.acked(shard, a);
   if (!out)
     return fail(self, out.error());
-  if (!out->rollback.empty())
-    return ask_for_rollback(self, out->rollback);
+  if (out->rollback)
+    return ask_for_rollback(self, *out->rollback);
   for (auto& m : out->resend) send_push(self, shard, m, 0);
   if (out->step_complete)
     step_done(self);
@@ -223,10 +229,10 @@ void on_ack(worker_actor* self, uint32_t shard, schema::PushAck::Reader a) {
 // A shard's directory entry, from a watch or a lookup.
 void on_update(worker_actor* self, const supervision::directory_update& u) {
   auto& st = self->state;
-  auto it = std::find(st.opt.shard_names.begin(), st.opt.shard_names.end(), u.name);
-  if (it == st.opt.shard_names.end() || u.state != supervision::name_state::up)
+  auto it = std::find(st.cfg.core.shard_names.begin(), st.cfg.core.shard_names.end(), u.name);
+  if (it == st.cfg.core.shard_names.end() || u.state != supervision::name_state::up)
     return;
-  auto shard = static_cast<uint32_t>(it - st.opt.shard_names.begin());
+  auto shard = static_cast<uint32_t>(it - st.cfg.core.shard_names.begin());
   // A restarted supervisor numbers its children's incarnations afresh,
   // so a new handle, not a higher number, marks a new incarnation.
   if (u.handle == st.shards[shard])
@@ -249,8 +255,8 @@ void on_update(worker_actor* self, const supervision::directory_update& u) {
 // incarnation anyway.
 void refresh(worker_actor* self, uint32_t shard) {
   auto& st = self->state;
-  self->request(st.opt.directory, st.opt.request_timeout, supervision::lookup_atom::value,
-                st.opt.shard_names[shard])
+  self->request(st.cfg.directory, st.cfg.request_timeout, supervision::lookup_atom::value,
+                st.cfg.core.shard_names[shard])
       .then([self](const supervision::directory_update& u) { on_update(self, u); },
             [](caf::error&) {});  // restarting or gone: the watch or the next refresh tells
 }
@@ -285,19 +291,19 @@ void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t a
             return;
           st.core.count_retry();
           emit(self, event_kind::retry,
-               "push " + std::to_string(d->root().getSeq()) + " to " + st.opt.shard_names[shard] +
+               "push " + std::to_string(d->root().getSeq()) + " to " + st.cfg.core.shard_names[shard] +
                    " (resent): " + self->system().render(err));
           refresh(self, shard);
-          self->delayed_send(self, backoff(st.opt, attempt), resend_atom::value, shard, m,
+          self->delayed_send(self, backoff(st.cfg, attempt), resend_atom::value, shard, m,
                              attempt + 1);
           return;
         }
         st.core.count_retry();
         emit(self, event_kind::retry,
-             "push " + std::to_string(seq) + " to " + st.opt.shard_names[shard] + ": " +
+             "push " + std::to_string(seq) + " to " + st.cfg.core.shard_names[shard] + ": " +
                  self->system().render(err));
         refresh(self, shard);
-        self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+        self->delayed_send(self, backoff(st.cfg, attempt), retry_atom::value, gen, shard,
                            attempt + 1, true);
       });
 }
@@ -310,22 +316,37 @@ using namespace worker_detail;
 
 namespace {
 
+// A retry timer went off: the core says what, if anything, is still to ask.
+void on_retry(worker_actor* self, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
+  auto& core = self->state.core;
+  switch (core.retry(gen, shard, push)) {
+    case worker_core::retry_action::pull:
+      return send_pull(self, shard, attempt);
+    case worker_core::retry_action::status:
+      return ask_status(self, shard, attempt);
+    case worker_core::retry_action::push:
+      for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
+      return;
+    case worker_core::retry_action::none:
+      return;
+  }
+}
+
+// The job widened the checkpoint window: a step waiting at it starts.
+void on_window(worker_actor* self, uint64_t limit) {
+  auto& st = self->state;
+  if (!st.core.widen_window(limit))
+    return;
+  auto waited = std::chrono::steady_clock::now() - st.waiting_since;
+  st.core.waited_at_window(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+  start_step(self);
+}
+
 caf::behavior running(worker_actor* self) {
   return {
-      [](crash_atom) { throw std::runtime_error("injected exception"); },
       [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
-        auto& core = self->state.core;
-        switch (core.retry(gen, shard, push)) {
-          case worker_core::retry_action::pull:
-            return send_pull(self, shard, attempt);
-          case worker_core::retry_action::status:
-            return ask_status(self, shard, attempt);
-          case worker_core::retry_action::push:
-            for (auto& m : core.unacked(shard)) send_push(self, shard, m, attempt);
-            return;
-          case worker_core::retry_action::none:
-            return;
-        }
+        on_retry(self, gen, shard, attempt, push);
       },
       [self](resend_atom, uint32_t shard, const push_msg& m, uint32_t attempt) {
         auto& st = self->state;
@@ -333,22 +354,18 @@ caf::behavior running(worker_actor* self) {
           send_push(self, shard, m, attempt);
       },
       [self](const supervision::directory_update& u) {
-        // Updates cross the directory's link to this worker.
-        auto& st = self->state;
-        auto me = "worker:" + std::to_string(st.opt.worker);
-        auto d = st.opt.faults ? st.opt.faults->on_message("directory", me, msg_kind::update)
-                               : send_decision{};
-        st.held.apply(self, d, "directory>" + me, [self, u] { on_update(self, u); });
+        self->state.links.receive(self, "directory", msg_kind::update,
+                                  [self, u] { on_update(self, u); });
       },
-      [self](link_release_atom, uint64_t id) { self->state.held.release(id); },
       [self](deadline_atom) { expire_due(self, self->state.deadlines); },
       [self](refresh_atom) {
         auto& st = self->state;
         for (uint32_t i = 0; i < st.shards.size(); ++i) refresh(self, i);
-        self->delayed_send(self, st.opt.request_timeout, refresh_atom::value);
+        self->delayed_send(self, st.cfg.request_timeout, refresh_atom::value);
       },
-      // A second copy of an answer (a duplicating link): acks are idempotent;
-      // a pull reply counts only while that pull is still open.
+      // An answer that arrives as a plain message rather than as the
+      // response to a request: acks are idempotent; a pull reply counts
+      // only while that pull is still open.
       [self](const push_ack_msg& m) {
         auto a = decode(m);
         if (!a || self->state.core.phase() == worker_phase::halted)
@@ -368,58 +385,48 @@ caf::behavior running(worker_actor* self) {
           step_done(self);
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
-      [self](window_atom, uint64_t limit) {
-        auto& st = self->state;
-        if (st.core.widen_window(limit)) {
-          auto waited = std::chrono::steady_clock::now() - st.waiting_since;
-          st.core.waited_at_window(static_cast<uint64_t>(
-              std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
-          start_step(self);
-        }
-      },
+      [self](window_atom, uint64_t limit) { on_window(self, limit); },
+      [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
+      [](crash_atom) { throw std::runtime_error("injected exception"); },
   };
 }
 
 }  // namespace
 
-caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts) {
-  if (!opts.training_model)
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg, worker_env env) {
+  auto& core = cfg.core;
+  if (!env.training_model)
     return make_error(errc::invalid_argument,
-                      "worker " + std::to_string(opts.worker) + ": no model");
-  if (opts.parts.size() != opts.shard_names.size() || opts.parts.empty())
-    return make_error(errc::invalid_argument, "worker " + std::to_string(opts.worker) +
+                      "worker " + std::to_string(core.worker) + ": no model");
+  if (core.parts.size() != core.shard_names.size() || core.parts.empty())
+    return make_error(errc::invalid_argument, "worker " + std::to_string(core.worker) +
                                                   ": shard names and key ranges disagree");
-  auto spe =
-      steps_per_epoch(opts.training_model->num_train_examples(), opts.num_workers, opts.batch_size);
+  auto& m = *env.training_model;
+  auto spe = steps_per_epoch(m.num_train_examples(), cfg.num_workers, cfg.batch_size);
   if (spe == 0)
     return make_error(errc::invalid_argument,
-                      "batch size " + std::to_string(opts.batch_size) + " with " +
-                          std::to_string(opts.num_workers) + " workers leaves no full batch in " +
-                          std::to_string(opts.training_model->num_train_examples()) + " examples");
-  return sys.spawn([opts = std::move(opts), spe](worker_actor* self) -> caf::behavior {
+                      "batch size " + std::to_string(cfg.batch_size) + " with " +
+                          std::to_string(cfg.num_workers) + " workers leaves no full batch in " +
+                          std::to_string(m.num_train_examples()) + " examples");
+  core.dense_size = m.layout().dense_size();
+  core.steps_per_epoch = spe;
+  core.dense_only = m.layout().sparse_key_count() == 0;
+  return sys.spawn([cfg = std::move(cfg), env = std::move(env)](worker_actor* self) -> caf::behavior {
     auto& st = self->state;
-    st.opt = opts;
-    worker_core_config cfg;
-    cfg.worker = opts.worker;
-    cfg.epoch = opts.epoch;
-    cfg.parts = opts.parts;
-    cfg.shard_names = opts.shard_names;
-    cfg.dense_size = opts.training_model->layout().dense_size();
-    cfg.total_steps = opts.total_steps;
-    cfg.steps_per_epoch = spe;
-    cfg.rule = opts.rule;
-    cfg.windowed = opts.windowed;
-    cfg.dense_only = opts.training_model->layout().sparse_key_count() == 0;
-    st.core = worker_core(std::move(cfg));
-    st.early.resize(opts.parts.size());
-    st.scratch = opts.training_model->make_scratch();
-    st.shards.resize(opts.parts.size());
+    st.cfg = cfg;
+    st.env = env;
+    st.core = worker_core(cfg.core);
+    auto shards = cfg.core.parts.size();
+    st.early.resize(shards);
+    st.scratch = env.training_model->make_scratch();
+    st.shards.resize(shards);
+    st.links = link_ends(env.faults, to_string(actor_id::worker(cfg.core.worker)));
     self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.
-    for (auto& name : opts.shard_names)
-      self->send(opts.directory, supervision::watch_atom::value, name);
-    self->delayed_send(self, opts.request_timeout, refresh_atom::value);
+    for (auto& name : cfg.core.shard_names)
+      self->send(cfg.directory, supervision::watch_atom::value, name);
+    self->delayed_send(self, cfg.request_timeout, refresh_atom::value);
     return running(self);
   });
 }

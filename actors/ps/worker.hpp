@@ -18,6 +18,13 @@
 // the step is applied: one round trip less per step for the step's slowest
 // worker. The decisions live in worker_core (actors/core/worker_core.hpp); the
 // actor performs them.
+//
+// A worker is described by one worker_config, the same for a worker started
+// in this process (spawn_worker) and for one a node agent starts for another
+// process (actors/cluster/node_protocol.hpp carries it as is): its core's
+// rules, its place in the job, its timeouts, and the directory and job it
+// talks to (actor handles cross processes). What cannot cross, the model
+// object, the link faults and the data plane, is the worker_env beside it.
 
 #include <chrono>
 #include <cstdint>
@@ -28,9 +35,9 @@
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
 
-#include "actors/core/consistency.hpp"
-#include "actors/core/partition.hpp"
+#include "actors/core/worker_core.hpp"
 #include "actors/core/worker_report.hpp"
 #include "models/model.hpp"
 
@@ -39,32 +46,42 @@ namespace keel {
 class link_faults;
 class data_plane;
 
-struct worker_options {
-  uint32_t worker = 0;
+struct worker_config {
+  // The step loop's rules: the worker's index, the job's tree generation
+  // (epoch; rollbacks bump it), the shards' key ranges and directory names,
+  // the global steps to run, the consistency rule, and flow control
+  // (`windowed`: step s starts only once the job's window, window_atom,
+  // exceeds s; the job keeps the window a bounded lead ahead of the last
+  // checkpoint, which bounds the replay logs).
+  worker_core_config core;
   uint32_t num_workers = 1;
-  std::shared_ptr<const model> training_model;
-  std::vector<shard_keys> parts;         // key ranges, by shard index
-  std::vector<std::string> shard_names;  // directory names, by shard index
-  caf::actor directory;
-  caf::actor job;                        // receives job_event, done and rollback requests
   uint64_t seed = 1;
   uint32_t batch_size = 32;
-  uint64_t total_steps = 100;            // global steps to run
   std::chrono::milliseconds request_timeout{2000};
   std::chrono::milliseconds retry_min{5};
   std::chrono::milliseconds retry_max{500};
-  uint32_t epoch = 0;                    // the job's tree generation (rollbacks bump it)
-  consistency_kind rule = consistency_kind::bsp;
-  // Flow control: when true, the worker starts step s only once the job's
-  // window (window_atom) exceeds s. The job keeps the window a bounded lead
-  // ahead of the last checkpoint, which bounds the replay logs.
-  bool windowed = false;
-  std::shared_ptr<link_faults> faults;   // message faults to inject (may be null)
+  caf::actor directory;
+  caf::actor job;  // receives job_event, done and rollback requests
+};
+
+// What this process gives its worker beside the config.
+struct worker_env {
+  std::shared_ptr<const model> training_model;
+  std::shared_ptr<link_faults> faults;  // message faults to inject (may be null)
   // Pushes and pulls to shards in other processes go over it where it has a
   // route (actors/data_plane/data_plane.hpp); null or no route: CAF's middleman.
   std::shared_ptr<data_plane> plane;
 };
 
-caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_options opts);
+// Fails (naming the worker) without a model, when the key ranges and the
+// shard names disagree, or when the batch leaves no full batch per epoch.
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg, worker_env env);
+
+// The field order is the wire format.
+template <class I>
+typename I::result_type inspect(I& f, worker_config& x) {
+  return f(caf::meta::type_name("keel.worker_config"), x.core, x.num_workers, x.seed, x.batch_size,
+           x.request_timeout, x.retry_min, x.retry_max, x.directory, x.job);
+}
 
 }  // namespace keel

@@ -11,7 +11,7 @@ namespace keel::worker_detail {
 void ask_for_rollback(worker_actor* self, const std::string& why) {
   auto& st = self->state;
   emit(self, event_kind::rollback, why);
-  self->send(st.opt.job, rollback_atom::value, st.opt.epoch, st.opt.worker, why);
+  self->send(st.cfg.job, rollback_atom::value, st.cfg.core.epoch, st.cfg.core.worker, why);
 }
 
 namespace {
@@ -19,14 +19,14 @@ namespace {
 void perform_replay(worker_actor* self, uint32_t shard, uint64_t received) {
   auto& st = self->state;
   auto plan = st.core.replay(shard, received);
-  if (!plan.rollback.empty())
-    return ask_for_rollback(self, plan.rollback);
+  if (plan.rollback)
+    return ask_for_rollback(self, *plan.rollback);
   if (!plan.resend.empty()) {
     auto e = make_job_event(event_kind::replay, {},
                             "resending " + std::to_string(plan.resend.size()) + " pushes to " +
-                                st.opt.shard_names[shard]);
+                                st.cfg.core.shard_names[shard]);
     e.count = plan.resend.size();
-    e.peer = st.opt.shard_names[shard];
+    e.peer = st.cfg.core.shard_names[shard];
     emit(self, std::move(e));
   }
   for (auto& m : plan.resend) send_push(self, shard, m, 0);
@@ -41,7 +41,7 @@ void perform_replay(worker_actor* self, uint32_t shard, uint64_t received) {
 void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto handle = st.shards[shard];
-  self->request(handle, st.opt.request_timeout, status_atom::value, st.opt.worker)
+  self->request(handle, st.cfg.request_timeout, status_atom::value, st.cfg.core.worker)
       .then(
           [self, shard, handle](uint64_t received, uint64_t, uint64_t) {
             if (handle != self->state.shards[shard])
@@ -53,7 +53,7 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
             if (st.core.phase() == worker_phase::halted || handle != st.shards[shard])
               return;  // a newer incarnation gets its own replay
             refresh(self, shard);  // perhaps the update naming a newer one was lost
-            self->delayed_send(self, backoff(st.opt, attempt), replay_atom::value, shard,
+            self->delayed_send(self, backoff(st.cfg, attempt), replay_atom::value, shard,
                                attempt + 1);
           });
 }
@@ -63,7 +63,7 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
 void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  self->request(st.shards[shard], st.opt.request_timeout, status_atom::value, st.opt.worker)
+  self->request(st.shards[shard], st.cfg.request_timeout, status_atom::value, st.cfg.core.worker)
       .then(
           [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
             auto& st = self->state;
@@ -71,7 +71,7 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
               case worker_core::resume_outcome::pending:
                 return;
               case worker_core::resume_outcome::rollback:
-                return ask_for_rollback(self, st.core.rollback_reason());
+                return ask_for_rollback(self, st.core.rollback_reason().value_or(""));
               case worker_core::resume_outcome::start:
                 break;
             }
@@ -89,9 +89,9 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
               return;
             st.core.count_retry();
             emit(self, event_kind::retry,
-                 "status of " + st.opt.shard_names[shard] + ": " + self->system().render(err));
+                 "status of " + st.cfg.core.shard_names[shard] + ": " + self->system().render(err));
             refresh(self, shard);
-            self->delayed_send(self, backoff(st.opt, attempt), retry_atom::value, gen, shard,
+            self->delayed_send(self, backoff(st.cfg, attempt), retry_atom::value, gen, shard,
                                attempt + 1, false);
           });
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The inside of the worker actor, shared by worker.cpp (the training loop:
-// pull, gradient, push, acks, link faults) and worker_recovery.cpp (resume
+// pull, gradient, push, acks) and worker_recovery.cpp (resume
 // after a restart, replay to restarted shards, rollback requests). Not part
 // of the public API: see worker.hpp.
 
@@ -13,7 +13,7 @@
 #include "actors/core/job_event.hpp"
 #include "actors/core/request_deadlines.hpp"
 #include "actors/core/worker_core.hpp"
-#include "actors/faults/link_hold.hpp"
+#include "actors/faults/link_ends.hpp"
 #include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
 #include "supervision/directory.hpp"
@@ -21,13 +21,14 @@
 namespace keel::worker_detail {
 
 struct worker_state {
-  worker_options opt;
+  worker_config cfg;
+  worker_env env;
   worker_core core;  // the decisions; the actor performs them
   std::unique_ptr<model_scratch> scratch;
   std::vector<caf::actor> shards;           // the current incarnation of each shard
   std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
   gradient_buffer grad;
-  held_deliveries held;  // directory updates a link fault holds back
+  link_ends links;  // directory updates arrive through it, where link faults act
   std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back
   // The next step's pull to each shard, asked early (worker.cpp,
   // ask_early_pulls): for which step, of which incarnation, and its reply
@@ -47,7 +48,7 @@ using worker_actor = caf::stateful_actor<worker_state>;
 void emit(worker_actor* self, job_event e);  // fills in the actor
 void emit(worker_actor* self, event_kind kind, std::string detail);
 // The delay before retry number `attempt` (exponential, capped).
-std::chrono::milliseconds backoff(const worker_options& o, uint32_t attempt);
+std::chrono::milliseconds backoff(const worker_config& o, uint32_t attempt);
 void fail(worker_actor* self, caf::error err);
 
 // worker.cpp: the training loop.

@@ -71,12 +71,14 @@ struct plane_fixture : test::two_param_shard {
 // A peer: connects and, unless told otherwise, passes the handshake.
 struct peer {
   dp::socket_fd fd;
+  std::unique_ptr<dp::link> io;
 
   peer(plane_fixture& f, const cluster_secret& s, caf::error* handshake = nullptr) {
     auto c = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
     REQUIRE_MESSAGE(c, describe(c.error()));
     fd = std::move(*c);
-    auto err = dp::handshake_client(fd.get(), s, "test-peer", f.plane->node());
+    io = std::make_unique<dp::link>(fd.get());
+    auto err = dp::handshake_client(*io, s, "test-peer", f.plane->node());
     if (handshake)
       *handshake = err;
     else
@@ -84,7 +86,7 @@ struct peer {
   }
 
   void send(dp::kind k, uint64_t slot, uint64_t target, const frame_ptr& f) {
-    REQUIRE(dp::write_frame(fd.get(), dp::header{k, slot, target, 0}, *f));
+    REQUIRE(dp::write_frame(*io, dp::header{k, slot, target, 0}, *f));
   }
 
   // The next answer's header, and its frame or text.
@@ -94,11 +96,11 @@ struct peer {
     auto h = dp::decode_header(raw);
     REQUIRE_MESSAGE(h, describe(h.error()));
     if (h->k == dp::kind::error) {
-      auto t = dp::read_text(fd.get(), *h);
+      auto t = dp::read_text(*io, *h);
       REQUIRE(t);
       text = *t;
     } else {
-      auto got = dp::read_frame(fd.get(), *h);
+      auto got = dp::read_frame(*io, *h);
       REQUIRE_MESSAGE(got, describe(got.error()));
       f = *got;
     }
@@ -284,8 +286,9 @@ TEST_CASE("stopping the data plane closes its connections and does not wait for 
   auto late = dp::connect_to("127.0.0.1", f.plane->port(), 500ms);
   if (late) {  // the port may still accept into the backlog; nothing answers
     caf::error err;
-    dp::set_options(late->get(), 500ms);
-    err = dp::handshake_client(late->get(), secret("the cluster secret, 32 bytes ok"), "late", "");
+    dp::link l(late->get());
+    l.set_timeout(500ms);
+    err = dp::handshake_client(l, secret("the cluster secret, 32 bytes ok"), "late", "");
     CHECK(err);
   }
 }
@@ -311,8 +314,9 @@ TEST_CASE("connections beyond the data plane's limit are refused at once and log
       auto p = dp::connect_to("127.0.0.1", f.plane->port(), 2000ms);
       if (!p)
         return false;
-      dp::set_options(p->get(), 2000ms);
-      return !dp::handshake_client(p->get(), s, "later", f.plane->node());
+      dp::link l(p->get());
+      l.set_timeout(2000ms);
+      return !dp::handshake_client(l, s, "later", f.plane->node());
     },
     5s));
 }

@@ -195,10 +195,10 @@ TEST_CASE("one line per recovery names the fault, the time to serve again and th
 }
 
 TEST_CASE("actor kinds: indexed names by prefix, the two supervisors as supervisor") {
-  CHECK(actor_kind("shard:3") == "shard");
-  CHECK(actor_kind("worker:0") == "worker");
-  CHECK(actor_kind("shards") == "supervisor");
-  CHECK(actor_kind("workers") == "supervisor");
-  CHECK(actor_kind("checkpointer") == "checkpointer");
-  CHECK(actor_kind("root") == "root");
+  CHECK(recovery_kind("shard:3") == "shard");
+  CHECK(recovery_kind("worker:0") == "worker");
+  CHECK(recovery_kind("shards") == "supervisor");
+  CHECK(recovery_kind("workers") == "supervisor");
+  CHECK(recovery_kind("checkpointer") == "checkpointer");
+  CHECK(recovery_kind("root") == "root");
 }

@@ -38,11 +38,11 @@ struct two_param_shard {
   two_param_shard() {
     register_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
-    shard_options o;
-    o.config.num_workers = 1;
-    o.config.dense = {0, 2};
-    o.config.rule = {consistency_kind::asp, 0};
-    o.config.optimizer.lr = 1.0f;
+    parameter_shard_config o;
+    o.core.num_workers = 1;
+    o.core.dense = {0, 2};
+    o.core.rule = {consistency_kind::asp, 0};
+    o.core.optimizer.lr = 1.0f;
     o.initial_dense = {0.0f, 0.0f};
     auto s = spawn_parameter_shard(*sys, std::move(o));
     REQUIRE(s);

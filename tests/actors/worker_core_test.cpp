@@ -532,7 +532,7 @@ TEST_CASE(
   auto out = c.acked(0, ack(0, 1, Status::OUT_OF_ORDER, 2).root());
   REQUIRE(out);
   CHECK(out->resend.empty());
-  CHECK(out->rollback.empty());
+  CHECK_FALSE(out->rollback);
   CHECK(c.phase() == phase::pulling);
 }
 
@@ -557,7 +557,7 @@ TEST_CASE("a shard restarted from the checkpoint before the one just committed i
   c.checkpoint_committed(0, 1);
   c.checkpoint_committed(0, 2);
   auto plan = c.replay(0, 1);
-  CHECK(plan.rollback.empty());
+  CHECK_FALSE(plan.rollback);
   REQUIRE(plan.resend.size() == 2);  // seqs 2 and 3
   CHECK(c.phase() != phase::halted);
 }
@@ -604,7 +604,7 @@ TEST_CASE("a restarted shard gets exactly the logged pushes after its received s
   for (int i = 0; i < 3; ++i) run_step(c);
   CHECK(c.shard_up(0, 2) == worker_core::shard_action::replay);
   auto plan = c.replay(0, 1);
-  CHECK(plan.rollback.empty());
+  CHECK_FALSE(plan.rollback);
   CHECK(seqs(plan.resend) == std::vector<uint64_t>{2, 3});
   CHECK(c.report().replayed == 2);
   CHECK(c.replay(1, 3).resend.empty());  // shard 1 holds everything
@@ -637,7 +637,7 @@ TEST_CASE(
   cut_log(c, 0, 2);
   CHECK(c.log().first_seq(0) == 0);
   auto plan = c.replay(0, 2);
-  CHECK(plan.rollback.empty());
+  CHECK_FALSE(plan.rollback);
   CHECK(plan.resend.empty());
   CHECK(c.phase() != phase::halted);
   auto behind = c.replay(0, 1);  // an empty log cannot supply seq 2

@@ -47,17 +47,18 @@ struct replay_fixture {
 
   // A fresh BSP shard:0 of a job of two workers, registered as incarnation `inc`.
   caf::actor start_shard(uint64_t inc) {
-    shard_options o;
-    o.config.shard = 0;
-    o.config.num_workers = 2;
-    o.config.dense = parts[0].dense;
-    o.config.sparse = parts[0].sparse;
-    o.config.rule = {consistency_kind::bsp, 0};
-    o.config.optimizer.lr = 1.0f;
+    parameter_shard_config o;
+    o.core.shard = 0;
+    o.core.num_workers = 2;
+    o.core.dense = parts[0].dense;
+    o.core.sparse = parts[0].sparse;
+    o.core.rule = {consistency_kind::bsp, 0};
+    o.core.optimizer.lr = 1.0f;
     o.initial_dense.resize(parts[0].dense.size());
     probe->initial_dense(1, parts[0].dense.begin, o.initial_dense);
-    o.faults = links;
-    auto s = spawn_parameter_shard(*sys, std::move(o));
+    parameter_shard_env env;
+    env.faults = links;
+    auto s = spawn_parameter_shard(*sys, std::move(o), env);
     REQUIRE(s);
     (*job)->send(directory, supervision::register_atom::value,
                  supervision::directory_update{"shard:0", inc, supervision::name_state::up, *s});
@@ -65,20 +66,21 @@ struct replay_fixture {
   }
 
   caf::actor start_worker0() {
-    worker_options o;
-    o.worker = 0;
+    worker_config o;
+    o.core.worker = 0;
+    o.core.parts = parts;
+    o.core.shard_names = {"shard:0"};
+    o.core.total_steps = 10;
+    o.core.rule = consistency_kind::bsp;
     o.num_workers = 2;
-    o.training_model = probe;
-    o.parts = parts;
-    o.shard_names = {"shard:0"};
     o.directory = directory;
     o.job = caf::actor_cast<caf::actor>(*job);
     o.batch_size = 16;
-    o.total_steps = 10;
     o.request_timeout = 300ms;
-    o.rule = consistency_kind::bsp;
-    o.faults = links;
-    auto w = spawn_worker(*sys, o);
+    worker_env env;
+    env.training_model = probe;
+    env.faults = links;
+    auto w = spawn_worker(*sys, o, env);
     REQUIRE(w);
     return *w;
   }

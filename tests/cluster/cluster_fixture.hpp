@@ -95,12 +95,12 @@ struct cluster_fixture {
 // A one-worker shard of two dense and two sparse keys spawned on `h`'s node
 // as shard:0; fails the test if the spawn fails.
 inline caf::actor spawn_small_shard(const node_handle& h, std::chrono::milliseconds patience) {
-  shard_spawn s;
-  s.config.num_workers = 1;
-  s.config.dense = {0, 2};
-  s.config.sparse = {2, 2};
+  parameter_shard_config s;
+  s.core.num_workers = 1;
+  s.core.dense = {0, 2};
+  s.core.sparse = {2, 2};
   s.initial_dense = {0, 0};
-  auto shard = spawn_on(h, make_spawn_request("shard:0", s), patience);
+  auto shard = spawn_on(h, make_spawn_request(s), patience);
   REQUIRE_MESSAGE(shard, describe(shard.error()));
   return *shard;
 }

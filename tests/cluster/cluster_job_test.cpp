@@ -224,7 +224,7 @@ TEST_CASE("a job over nodes refuses node faults nothing would carry out, before 
   // No node listens at port 1: the refusal must come from the plan alone.
   cluster_fixture f;
   cluster_placement_config pc;
-  pc.nodes = {{"127.0.0.1", 1}};
+  pc.nodes = {{"127.0.0.1", 1, {}}};
   pc.secret = f.secret;
   pc.model.name = "probe";
   job_config c;

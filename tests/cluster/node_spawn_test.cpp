@@ -25,14 +25,14 @@ namespace {
 
 constexpr auto patience = 10s;
 
-shard_spawn probe_shard(const caf::actor& directory) {
-  shard_spawn s;
-  s.config.shard = 0;
-  s.config.num_workers = 1;
-  s.config.dense = {0, 4};
-  s.config.sparse = {4, 4};
-  s.config.rule = {consistency_kind::bsp, 0};
-  s.config.optimizer.lr = 1.0f;
+parameter_shard_config probe_shard(const caf::actor& directory) {
+  parameter_shard_config s;
+  s.core.shard = 0;
+  s.core.num_workers = 1;
+  s.core.dense = {0, 4};
+  s.core.sparse = {4, 4};
+  s.core.rule = {consistency_kind::bsp, 0};
+  s.core.optimizer.lr = 1.0f;
   s.initial_dense = {1, 2, 3, 4};
   s.snapshot_every_steps = 1;
   s.directory = directory;
@@ -95,7 +95,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   // "checkpointer" there and is told it is `sink`, in this process.
   caf::scoped_actor directory{*f.sys};
   caf::scoped_actor sink{*f.sys};
-  auto shard = spawn_on(h1, make_spawn_request("shard:0", probe_shard(directory)), patience);
+  auto shard = spawn_on(h1, make_spawn_request(probe_shard(directory)), patience);
   REQUIRE_MESSAGE(shard, describe(shard.error()));
   CHECK(to_string(shard->node()) == n1->node_id());
   bool watched = false;
@@ -140,7 +140,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   auto restart = probe_shard(caf::actor{});
   restart.initial_dense.clear();
   restart.snapshot = periodic;
-  auto shard2 = spawn_on(h2, make_spawn_request("shard:0", restart), patience);
+  auto shard2 = spawn_on(h2, make_spawn_request(restart), patience);
   REQUIRE_MESSAGE(shard2, describe(shard2.error()));
   CHECK(to_string(shard2->node()) == n2->node_id());
   CHECK(pull_dense(self, *shard2, 1) == std::vector<float>{0, 1, 2, 3});
@@ -152,7 +152,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   CHECK(status->refused == 0);
 }
 
-TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or infinite rates, unknown model) with named errors and starts nothing") {
+TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id its config contradicts, bad config, NaN or infinite rates, unknown model) with named errors and starts nothing") {
   cluster_fixture f;
   auto n = f.start_node();
   auto h = f.connect(*n);
@@ -163,48 +163,54 @@ TEST_CASE("a node answers bad spawn requests (unknown kind, bad config, NaN or i
     CHECK_MESSAGE(is(r.error(), code), describe(r.error()));
     CHECK_MESSAGE(describe(r.error()).find(text) != std::string::npos, describe(r.error()));
   };
-  auto unknown = make_spawn_request("x", shard_spawn{});
-  unknown.kind = "parameter-server";
-  expect_error(unknown, errc::invalid_argument, "unknown kind 'parameter-server'");
+  // A kind a node does not start, and one no build knows (bytes from a peer).
+  auto unknown = make_spawn_request(probe_shard(caf::actor{}));
+  unknown.id = actor_id::root();
+  expect_error(unknown, errc::invalid_argument, "spawn_request.id: a node starts no 'root'");
+  unknown.id.kind = static_cast<actor_kind>(200);
+  expect_error(unknown, errc::invalid_argument, "a node starts no 'actor_kind(200)'");
+  auto mislabelled = make_spawn_request(probe_shard(caf::actor{}));
+  mislabelled.id = actor_id::shard(3);
+  expect_error(mislabelled, errc::invalid_argument, "spawn_request.id: names shard:3 but its config is shard:0");
   auto no_workers = probe_shard(caf::actor{});
-  no_workers.config.num_workers = 0;
-  expect_error(make_spawn_request("shard:0", no_workers), errc::invalid_argument, "shard.config.num_workers");
+  no_workers.core.num_workers = 0;
+  expect_error(make_spawn_request(no_workers), errc::invalid_argument, "shard.core.num_workers");
   auto nan_lr = probe_shard(caf::actor{});
-  nan_lr.config.optimizer.lr = std::nanf("");
-  expect_error(make_spawn_request("shard:0", nan_lr), errc::invalid_argument, "shard.config.optimizer.lr");
+  nan_lr.core.optimizer.lr = std::nanf("");
+  expect_error(make_spawn_request(nan_lr), errc::invalid_argument, "shard.core.optimizer.lr");
   // CAF 0.17's own float packing loops for ever on infinity; ours sends bits.
   auto inf_lr = probe_shard(caf::actor{});
-  inf_lr.config.optimizer.lr = INFINITY;
-  expect_error(make_spawn_request("shard:0", inf_lr), errc::invalid_argument, "shard.config.optimizer.lr");
+  inf_lr.core.optimizer.lr = INFINITY;
+  expect_error(make_spawn_request(inf_lr), errc::invalid_argument, "shard.core.optimizer.lr");
   caf::scoped_actor job{*f.sys};
   worker_spawn w;
   w.model.name = "resnet-9000";
-  w.parts.resize(1);
-  w.shard_names = {"shard:0"};
-  w.directory = job;
-  w.job = job;
-  expect_error(make_spawn_request("worker:0", w), errc::not_found, "model 'resnet-9000' not found");
-  checkpointer_spawn c;
+  w.config.core.parts.resize(1);
+  w.config.core.shard_names = {"shard:0"};
+  w.config.directory = job;
+  w.config.job = job;
+  expect_error(make_spawn_request(w), errc::not_found, "model 'resnet-9000' not found");
+  checkpointer_config c;
   c.dir = "relative/dir";
   c.job = job;
-  expect_error(make_spawn_request("checkpointer", c), errc::invalid_argument, "checkpointer.dir");
+  expect_error(make_spawn_request(c), errc::invalid_argument, "checkpointer.dir");
 
   auto status = status_of(h, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
-  CHECK(status->rejected == 6);
+  CHECK(status->rejected == 8);
   CHECK(status->children == 0);
 
   // Good requests still work (a worker builds its model by name on the
   // node), and the node stops cleanly on SIGTERM.
   c.dir = (f.dir / "checkpoints").string();
-  auto cp = spawn_on(h, make_spawn_request("checkpointer", c), patience);
+  auto cp = spawn_on(h, make_spawn_request(c), patience);
   REQUIRE_MESSAGE(cp, describe(cp.error()));
   w.model.name = "probe";
   w.model.options.probe.dense_keys = 4;
-  w.parts[0].dense = {0, 4};
-  w.parts[0].sparse = {4, 12};
-  auto worker = spawn_on(h, make_spawn_request("worker:0", w), patience);
+  w.config.core.parts[0].dense = {0, 4};
+  w.config.core.parts[0].sparse = {4, 12};
+  auto worker = spawn_on(h, make_spawn_request(w), patience);
   REQUIRE_MESSAGE(worker, describe(worker.error()));
   CHECK(to_string(worker->node()) == n->node_id());
   status = status_of(h, patience);
@@ -252,10 +258,10 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   self->request(*agent, patience, auth_atom::value, join(&bad_proof), caf::actor{})
     .receive([&](caf::ok_atom) { FAIL("the node accepted a proof made with the wrong secret"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
-  self->request(*agent, patience, spawn_atom::value, make_spawn_request("shard:0", probe_shard(caf::actor{})))
+  self->request(*agent, patience, spawn_atom::value, make_spawn_request(probe_shard(caf::actor{})))
     .receive([&](const caf::actor&) { FAIL("the node spawned for an unauthenticated peer"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
-  std::vector<data_route> routes{{"some-node", "127.0.0.1", 9}};
+  std::vector<data_route> routes{{"some-node", "127.0.0.1", 9, {}}};
   self->request(*agent, patience, node_routes_atom::value, routes)
     .receive([&](caf::ok_atom) { FAIL("the node took data plane routes from an unauthenticated peer"); },
              [&](caf::error& e) { CHECK_MESSAGE(is(e, errc::not_authenticated), describe(e)); });
@@ -272,7 +278,7 @@ TEST_CASE("a peer with the wrong secret is refused, logged, and nothing is spawn
   CHECK(good.data_port != 0);  // announced in the node's join
   self->request(good.agent, patience, node_routes_atom::value, routes)
     .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(describe(e)); });
-  std::vector<data_route> no_host{{"some-node", "", 9}};
+  std::vector<data_route> no_host{{"some-node", "", 9, {}}};
   self->request(good.agent, patience, node_routes_atom::value, no_host)
     .receive([](caf::ok_atom) { FAIL("the node took a route without a host"); },
              [&](caf::error& e) {
@@ -293,12 +299,12 @@ TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer
   auto req = probe_shard(caf::actor{});
   req.initial_dense.clear();
   req.snapshot = garbage_snapshot();
-  auto r = spawn_on(bad, make_spawn_request("shard:0", req), patience);
+  auto r = spawn_on(bad, make_spawn_request(req), patience);
   REQUIRE_FALSE(r);
   CHECK_MESSAGE(describe(r.error()).find("keel.ShardSnapshot") != std::string::npos, describe(r.error()));
   CHECK_MESSAGE(n->wait_log("refusing that node from now on", patience), n->log());
   // Refused from then on, even with a good request.
-  auto again = spawn_on(bad, make_spawn_request("shard:0", probe_shard(caf::actor{})), patience);
+  auto again = spawn_on(bad, make_spawn_request(probe_shard(caf::actor{})), patience);
   REQUIRE_FALSE(again);
   CHECK_MESSAGE(is(again.error(), errc::not_authenticated), describe(again.error()));
 
@@ -308,7 +314,7 @@ TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer
   caf::actor_system other{cfg};
   auto good = connect_node(other, "127.0.0.1", n->port(), bad_peer.secret, patience);
   REQUIRE_MESSAGE(good, describe(good.error()));
-  auto shard = spawn_on(*good, make_spawn_request("shard:0", probe_shard(caf::actor{})), patience);
+  auto shard = spawn_on(*good, make_spawn_request(probe_shard(caf::actor{})), patience);
   REQUIRE_MESSAGE(shard, describe(shard.error()));
   auto status = status_of(*good, patience);
   REQUIRE(status);

@@ -1,9 +1,13 @@
 // `keel train --metrics-*` end to end: the real binary (KEEL_CLI_PATH),
 // scraped with curl while it trains, and its JSON-lines file read back.
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <fstream>
@@ -110,6 +114,63 @@ TEST_CASE("keel train --metrics-port 0 serves live metrics that count the kill o
   CHECK(e.at("keel_faults_injected_total{kind=\"kill\"}") == 1);
   CHECK(e.at("keel_job_done") == 0);
   CHECK(e.at("keel_up") == 1);
+}
+
+TEST_CASE("idle connections to --metrics-port cannot starve keel train's checkpoints of descriptors, and /metrics still answers") {
+  // keel train runs with 256 descriptors, as a small ulimit would give it;
+  // 400 idle connections to its metrics port would take them all (issue 19
+  // saw checkpoints fail with EMFILE and /metrics stop answering).
+  temp_dir dir;
+  rlimit r{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &r) == 0);
+  REQUIRE(r.rlim_max >= 1024);  // this process holds the 400 client ends
+  auto old = r;
+  r.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &r) == 0);
+  background_keel keel({"train", "--model", "probe", "--steps", "2000000", "--quiet", "--checkpoint-every", "20",
+                        "--checkpoint-dir", (dir.path() / "ckpt").string(), "--metrics-port", "0"},
+                       dir.path() / "out.txt");
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+  if (old.rlim_cur < 1024) {
+    r.rlim_cur = 1024;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &r) == 0);
+  }
+  std::string url;
+  REQUIRE_MESSAGE(wait_until([&] { return !(url = printed_url(keel.output())).empty(); }, std::chrono::seconds(60),
+                             std::chrono::milliseconds(20)),
+                  keel.output());
+  auto port = static_cast<uint16_t>(std::stoul(url.substr(std::string("http://127.0.0.1:").size())));
+  std::vector<int> idle;
+  for (int i = 0; i < 400; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    idle.push_back(fd);
+  }
+  CAPTURE(keel.output());
+  CHECK(wait_until([&] { return keel.output().find("connections are open (the limit)") != std::string::npos; },
+                   std::chrono::seconds(20)));
+  // While every idle connection is held, checkpoints go on being committed
+  // and none fails; the page still answers (a scrape gets a slot once the
+  // read timeout frees the idle ones: until then it is refused, so retry).
+  auto scrape = [&](exposition& e) {
+    auto [out, status] = run_process("curl -sS --max-time 5 '" + url + "' 2>/dev/null");
+    e = read_exposition(out);
+    return status == 0 && e.at("keel_checkpoints_total").has_value();
+  };
+  exposition first;
+  REQUIRE(wait_until([&] { return scrape(first); }, std::chrono::seconds(30), std::chrono::milliseconds(50)));
+  exposition later;
+  CHECK(wait_until(
+    [&] { return scrape(later) && *later.at("keel_checkpoints_total") >= *first.at("keel_checkpoints_total") + 5; },
+    std::chrono::seconds(30), std::chrono::milliseconds(50)));
+  CHECK(later.at("keel_checkpoint_failures_total") == 0.0);
+  CHECK(keel.output().find("Too many open files") == std::string::npos);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST_CASE(

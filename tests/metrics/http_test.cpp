@@ -2,11 +2,16 @@
 // raw TCP client for the requests curl will not send.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
+#include <mutex>
+#include <thread>
 
 #include "actors/core/job_event.hpp"
 #include "actors/metrics/metrics.hpp"
 #include "actors/metrics/metrics_http.hpp"
+#include "cli_run.hpp"  // wait_until
 #include "scrape.hpp"
 
 using namespace keel;
@@ -32,6 +37,37 @@ struct counting_server {
   }
   std::string url(const std::string& path = "/metrics") const {
     return "http://127.0.0.1:" + std::to_string(server->port()) + path;
+  }
+};
+
+// A connection to 127.0.0.1:port that sends nothing.
+int idle_connection(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+// Lines a server logs, kept for the test (the server's thread writes them).
+struct log_lines {
+  std::mutex mtx;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& l) {
+      std::lock_guard<std::mutex> guard(mtx);
+      lines.push_back(l);
+    };
+  }
+  bool has(const std::string& text) {
+    std::lock_guard<std::mutex> guard(mtx);
+    for (auto& l : lines)
+      if (l.find(text) != std::string::npos)
+        return true;
+    return false;
   }
 };
 
@@ -181,4 +217,71 @@ TEST_CASE("destroying the server joins its thread and frees its port") {
   CHECK(s2->port() == port);
   auto r = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
   CHECK(r.body == "a 1\n");
+}
+
+TEST_CASE("connections beyond the cap are closed on accept with a logged reason, and /metrics answers once they go") {
+  log_lines log;
+  metrics_http_options o;
+  o.max_connections = 4;
+  o.log = log.sink();
+  std::string error;
+  auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
+  REQUIRE_MESSAGE(server, error);
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) idle.push_back(idle_connection(server->port()));
+  CHECK(wait_until([&] { return server->stats().refused >= 36; }, std::chrono::seconds(10)));
+  CHECK(server->stats().accepted == 4);
+  CHECK(log.has("refused a connection from 127.0.0.1:"));
+  CHECK(log.has("to port " + std::to_string(server->port()) + ": 4 connections are open (the limit)"));
+  // 20 lines a second, then a count.
+  CHECK(wait_until([&] { return log.has("more refused connections in 1000 ms not logged one by one"); },
+                   std::chrono::seconds(10)));
+  for (int fd : idle) ::close(fd);
+  CHECK(wait_until([&] { return curl("http://127.0.0.1:" + std::to_string(server->port()) + "/metrics").status == 200; },
+                   std::chrono::seconds(10)));
+}
+
+TEST_CASE("a connection that would leave fewer descriptors than the reserve is closed on accept, so the job keeps its own") {
+  log_lines log;
+  // The reserve is set so that descriptors past the next ten or so count
+  // as the job's: accept returns the lowest free descriptor, so once the
+  // ones below are taken the server must refuse.
+  int probe = ::dup(0);
+  REQUIRE(probe >= 0);
+  ::close(probe);
+  rlimit r{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &r) == 0);
+  metrics_http_options o;
+  o.max_connections = 1000;
+  o.descriptor_reserve = static_cast<size_t>(r.rlim_cur) - static_cast<size_t>(probe) - 12;
+  o.log = log.sink();
+  std::string error;
+  auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
+  REQUIRE_MESSAGE(server, error);
+  std::vector<int> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(idle_connection(server->port()));
+  CHECK(wait_until([&] { return server->stats().accepted + server->stats().refused == 20; }, std::chrono::seconds(10)));
+  CHECK(server->stats().refused > 0);
+  CHECK(server->stats().accepted < 12);
+  CHECK(log.has("descriptors would be left for the job"));
+  for (int fd : idle) ::close(fd);
+}
+
+TEST_CASE("a request head that does not arrive within the read timeout is answered 408 and closed") {
+  metrics_http_options o;
+  o.read_timeout = std::chrono::milliseconds(200);
+  std::string error;
+  auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
+  REQUIRE_MESSAGE(server, error);
+  int fd = idle_connection(server->port());
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[512];
+  auto started = std::chrono::steady_clock::now();
+  auto n = ::recv(fd, buf, sizeof buf, 0);
+  auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)).find("408") != std::string::npos);
+  CHECK(waited < std::chrono::seconds(2));
+  ::close(fd);
 }

@@ -56,9 +56,11 @@ TEST_CASE(
   r.observe(event(event_kind::restart, "worker:1", 7000));
   auto drop = event(event_kind::fault, "worker:1");
   drop.fault = "drop:worker:1@55x3";
+  drop.how = fault_kind::drop;
   r.observe(drop);
   auto flip = event(event_kind::damage, "ckpt-3.snap");
   flip.fault = "flip:snapshot@99";
+  flip.how = fault_kind::flip;
   r.observe(flip);
   r.observe(event(event_kind::checkpoint, "checkpointer"));
   r.observe(event(event_kind::checkpoint, "checkpointer"));
@@ -162,6 +164,7 @@ TEST_CASE(
   std::vector<job_event> timeline;
   auto fault = kill("node:1", 1000);
   fault.fault = "kill9:node:1";
+  fault.how = fault_kind::kill9;
   timeline.push_back(fault);
   auto down = event(event_kind::node_down, "node:1", 3000);
   down.peer = "shard:1,worker:1";

@@ -1,0 +1,32 @@
+#pragma once
+// What a fault does, as a value: the fault plan (actors/faults/fault_plan.hpp)
+// schedules faults of these kinds, a job_event reports which kind it
+// injected, the metrics count injections by it, and a node fault's owner
+// (job_config::node_faults) is told which to carry out. Its text ("kill",
+// "throw", "kill9") is a plan's spelling and a metric's label value, used at
+// those edges only.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace keel {
+
+enum class fault_kind : uint8_t {
+  kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
+  kill9, stop, cut  // node faults
+};
+
+// Every kind, in declaration order (random plans draw from it: the order is
+// part of what a seed means).
+constexpr fault_kind all_fault_kinds[] = {
+  fault_kind::kill,    fault_kind::exit,   fault_kind::raise, fault_kind::drop,  fault_kind::duplicate,
+  fault_kind::delay,   fault_kind::reorder, fault_kind::enospc, fault_kind::eio, fault_kind::tear,
+  fault_kind::flip,    fault_kind::kill9,  fault_kind::stop,  fault_kind::cut};
+
+// The kind as a plan spells it ("throw" for raise, "dup" for duplicate).
+const char* to_string(fault_kind k);
+// The inverse of to_string; empty for any other text.
+std::optional<fault_kind> parse_fault_kind(std::string_view text);
+
+}  // namespace keel
