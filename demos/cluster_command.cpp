@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -176,6 +177,114 @@ bool names_a_node(const args& rest) {
   return false;
 }
 
+namespace {
+
+// Usage the flags cannot express alone; a status when it is wrong.
+std::optional<int> check_usage(const cluster_flags& f) {
+  bool connect = !f.connect.empty();
+  if (connect && names_a_node(f.rest)) {
+    std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started; with --connect, "
+                 "signal the node processes yourself\n";
+    return 2;
+  }
+  if (!connect && !f.secret_file.empty()) {
+    std::cerr << "keel cluster: --secret-file goes with --connect (started nodes get a fresh secret)\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// The cluster's secret: with --connect the nodes' (--secret-file or
+// $KEEL_CLUSTER_SECRET), else a fresh one written to `work` for the nodes
+// this command starts (`file` is set to it).
+caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const std::filesystem::path& work,
+                                            std::filesystem::path& file) {
+  if (!f.connect.empty()) {
+    if (!f.secret_file.empty())
+      return cluster_secret::from_file(f.secret_file);
+    if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
+      return cluster_secret::from_bytes(env, "KEEL_CLUSTER_SECRET");
+    return make_error(errc::invalid_argument,
+                      "no cluster secret for --connect: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
+  }
+  auto written = write_secret(work);
+  if (!written)
+    return written.error();
+  file = *written;
+  return cluster_secret::from_file(file);
+}
+
+// The flags every started node gets besides its secret.
+std::vector<std::string> node_process_flags(const cluster_flags& f, bool tls) {
+  std::vector<std::string> out = {"--heartbeat-ms", std::to_string(f.heartbeat_ms),
+                                  "--connection-timeout-ms", std::to_string(f.timeout_ms)};
+  if (f.no_data_plane)
+    out.push_back("--no-data-plane");
+  if (tls)
+    for (auto [flag, file] : {std::pair{"--tls-cert", f.tls.cert}, {"--tls-key", f.tls.key},
+                              {"--tls-ca", f.tls.ca}}) {
+      out.push_back(flag);
+      out.push_back(std::filesystem::absolute(file).string());
+    }
+  return out;
+}
+
+// Carries out node faults on the node processes with real signals (kill9:
+// SIGKILL, and a fresh process on its port with --respawn-nodes; stop:
+// SIGSTOP; cut: SIGSTOP, then SIGCONT from a timer thread after `away`).
+// Called from the job's thread; join() waits for the cuts' timers.
+class signal_node_faults {
+ public:
+  signal_node_faults(node_processes& procs, bool respawn) : procs_(procs), respawn_(respawn) {}
+  ~signal_node_faults() { join(); }
+
+  caf::error operator()(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+    std::lock_guard<std::mutex> guard(mtx_);
+    if (how == fault_kind::kill9) {
+      if (auto err = procs_.signal(node, SIGKILL))
+        return err;
+      if (respawn_)
+        if (auto port = procs_.start(node, std::chrono::seconds(10)); !port)
+          return port.error();
+      return {};
+    }
+    if (auto err = procs_.signal(node, SIGSTOP))
+      return err;
+    if (how == fault_kind::cut) {
+      auto pid = procs_.pid(node);
+      timers_.emplace_back([pid, away] {
+        std::this_thread::sleep_for(away);  // a timer: the partition heals after `away`
+        ::kill(pid, SIGCONT);
+      });
+    }
+    return {};
+  }
+
+  void join() {
+    std::lock_guard<std::mutex> guard(mtx_);
+    for (auto& t : timers_) t.join();
+    timers_.clear();
+  }
+
+ private:
+  node_processes& procs_;
+  bool respawn_;
+  std::mutex mtx_;
+  std::vector<std::thread> timers_;
+};
+
+// A temporary directory for the cluster's secret, removed with this value.
+struct work_dir {
+  std::filesystem::path path;
+  ~work_dir() {
+    std::error_code ec;
+    if (!path.empty())
+      std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
 int cluster(const args& a) {
   for (auto& x : a)
     if (x == "--help" || x == "-h") {
@@ -187,16 +296,9 @@ int cluster(const args& a) {
     std::cerr << "keel cluster: " << error_text(flags.error()) << "\n";
     return 2;
   }
+  if (auto status = check_usage(*flags))
+    return *status;
   bool connect = !flags->connect.empty();
-  if (connect && names_a_node(flags->rest)) {
-    std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started; with --connect, "
-                 "signal the node processes yourself\n";
-    return 2;
-  }
-  if (!connect && !flags->secret_file.empty()) {
-    std::cerr << "keel cluster: --secret-file goes with --connect (started nodes get a fresh secret)\n";
-    return 2;
-  }
   std::shared_ptr<const tls_context> tls;
   if (flags->tls.any()) {
     auto ctx = tls_context::load(flags->tls);
@@ -211,72 +313,27 @@ int cluster(const args& a) {
     std::cerr << "keel cluster: cannot create a temporary directory\n";
     return 1;
   }
-  std::filesystem::path work = tmpl;
-  struct cleanup {
-    std::filesystem::path dir;
-    ~cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } remove_work{work};
-  caf::expected<cluster_secret> secret{cluster_secret{}};
+  work_dir work{tmpl};
   std::filesystem::path secret_path;
-  if (connect) {
-    if (!flags->secret_file.empty())
-      secret = cluster_secret::from_file(flags->secret_file);
-    else if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
-      secret = cluster_secret::from_bytes(env, "KEEL_CLUSTER_SECRET");
-    else
-      secret = make_error(errc::invalid_argument,
-                          "no cluster secret for --connect: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
-    if (!secret) {
-      std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
-      return 2;
-    }
-  } else {
-    auto file = write_secret(work);
-    if (!file) {
-      std::cerr << "keel cluster: " << describe(file.error()) << "\n";
-      return 1;
-    }
-    secret_path = *file;
-    secret = cluster_secret::from_file(secret_path);
-    if (!secret) {
-      std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
-      return 1;
-    }
+  auto secret = choose_secret(*flags, work.path, secret_path);
+  if (!secret) {
+    std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
+    return connect ? 2 : 1;
   }
-  std::vector<std::string> node_flags = {"--heartbeat-ms", std::to_string(flags->heartbeat_ms),
-                                         "--connection-timeout-ms", std::to_string(flags->timeout_ms)};
-  if (flags->no_data_plane)
-    node_flags.push_back("--no-data-plane");
-  if (tls)
-    for (auto [flag, file] : {std::pair{"--tls-cert", flags->tls.cert}, {"--tls-key", flags->tls.key},
-                              {"--tls-ca", flags->tls.ca}}) {
-      node_flags.push_back(flag);
-      node_flags.push_back(std::filesystem::absolute(file).string());
-    }
-  node_processes procs(self_program(), secret_path, node_flags);
-  std::mutex procs_mtx;
-  std::vector<std::thread> timers;  // SIGCONTs of cuts, joined before the nodes go
-  auto join_timers = [&] {
-    for (auto& t : timers) t.join();
-    timers.clear();
-  };
+  node_processes procs(self_program(), secret_path, node_process_flags(*flags, tls != nullptr));
+  signal_node_faults node_faults(procs, flags->respawn);
   cluster_placement_config pc;
   pc.secret = *secret;
   pc.tls = tls;
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
-  bool respawn = flags->respawn;
   // Called once keel train's flags are good: only then do nodes start.
   auto setup = [&](job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
-    if (connect) {
+    if (connect)
       pc.nodes = flags->connect;
-      for (size_t i = 0; i < pc.nodes.size(); ++i)
-        std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
-                  << std::endl;
-    }
+    for (size_t i = 0; i < pc.nodes.size(); ++i)
+      std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
+                << std::endl;
     for (uint32_t i = 0; !connect && i < flags->nodes; ++i) {
       auto port = procs.start(i, std::chrono::seconds(10));
       if (!port)
@@ -289,35 +346,14 @@ int cluster(const args& a) {
     pc.model.data_dir = mo.data_dir.string();
     pc.model.options = mo;
     cfg.placement = std::make_shared<cluster_placement>(pc);
-    if (connect)
-      return {};
-    cfg.node_faults = [&](uint32_t node, fault_kind how, std::chrono::milliseconds away) -> caf::error {
-      std::lock_guard<std::mutex> guard(procs_mtx);
-      if (how == fault_kind::kill9) {
-        if (auto err = procs.signal(node, SIGKILL))
-          return err;
-        if (respawn) {
-          auto port = procs.start(node, std::chrono::seconds(10));
-          if (!port)
-            return port.error();
-        }
-        return {};
-      }
-      if (auto err = procs.signal(node, SIGSTOP))
-        return err;
-      if (how == fault_kind::cut) {
-        auto pid = procs.pid(node);
-        timers.emplace_back([pid, away] {
-          std::this_thread::sleep_for(away);  // a timer: the partition heals after `away`
-          ::kill(pid, SIGCONT);
-        });
-      }
-      return {};
-    };
+    if (!connect)
+      cfg.node_faults = [&node_faults](uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+        return node_faults(node, how, away);
+      };
     return {};
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
-  join_timers();
+  node_faults.join();
   if (procs.size() > 0)
     std::cout << "keel cluster: " << procs.size() << " nodes stopped\n";
   return status;

@@ -100,6 +100,77 @@ struct node_flags {
   std::shared_ptr<const tls_context> tls;
 };
 
+// The node's data plane, listening beside the gate (null with --no-data-plane).
+caf::expected<std::shared_ptr<data_plane>> start_data_plane(caf::actor_system& sys, const node_flags& f) {
+  if (f.no_data_plane)
+    return std::shared_ptr<data_plane>();
+  data_plane_config dc;
+  dc.host = f.listen.host;
+  dc.port = f.data_port;
+  dc.secret = f.secret;
+  dc.tls = f.tls;
+  dc.log = [](const std::string& line) { std::cerr << "keel node: data plane: " + line + "\n"; };
+  return data_plane::start(sys, dc);
+}
+
+// Any connected process can kill the agent with exit_reason::kill (CAF 0.17
+// delivers it and no actor can trap it). A node without its agent is useless
+// and its children unmanaged, so the process ends at once, exit 1, like a
+// crash: peers see its actors down, its own supervisor restarts it.
+caf::actor watch_agent(caf::actor_system& sys, const caf::actor& agent) {
+  return sys.spawn([agent](caf::event_based_actor* w) -> caf::behavior {
+    w->monitor(agent);
+    w->set_down_handler([](caf::down_msg& dm) {
+      std::cerr << "keel node: the node agent stopped (" << to_string(dm.reason) << "); exiting" << std::endl;
+      std::_Exit(1);
+    });
+    return {[](caf::ok_atom) {}};
+  });
+}
+
+// CAF itself listens nowhere: the gate accepts, and hands CAF only the
+// connections that proved the cluster secret (actors/cluster/cluster_gate.hpp).
+caf::expected<std::unique_ptr<cluster_gate>> open_gate(caf::actor_system& sys, const node_flags& f,
+                                                       const caf::actor& agent) {
+  cluster_gate_config gc;
+  gc.host = f.listen.host;
+  gc.port = f.listen.port;
+  gc.secret = f.secret;
+  gc.tls = f.tls;
+  gc.max_pending = f.max_unauthenticated;
+  gc.handshake_timeout = f.handshake_timeout;
+  gc.log = [](const std::string& line) { std::cerr << "keel node: " + line + "\n" << std::flush; };
+  return cluster_gate::open(sys, gc, agent);
+}
+
+// --join: introduces this node (its agent, listening on `port`) to a node
+// of the cluster, which tells the agent of its peers.
+caf::error join_cluster(caf::actor_system& sys, const node_flags& f, const caf::actor& agent, uint16_t port,
+                        caf::scoped_actor& self) {
+  join_identity me{agent, f.listen.host, port};
+  auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me,
+                           tls_peer{f.tls, f.join->name.empty() ? f.join->host : f.join->name});
+  if (!peer)
+    return peer.error();
+  self->send(agent, node_joined_atom::value, node_info{peer->node, peer->host, peer->port, peer->agent, 0});
+  std::cout << "keel node: joined node " << peer->node << " at " << peer->host << ":" << peer->port << std::endl;
+  return {};
+}
+
+// What the gate and the data plane saw, on stderr when the node stops.
+void report_traffic(const cluster_gate& gate, const data_plane* plane) {
+  auto gs = gate.stats();
+  std::cerr << "keel node: the gate accepted " << gs.accepted << " connections: " << gs.authenticated
+            << " authenticated, " << gs.refused << " refused (" << gs.evicted << " closed for newer ones, "
+            << gs.timed_out << " timed out)\n";
+  if (plane) {
+    auto s = plane->stats();
+    std::cerr << "keel node: data plane carried " << s.requests_out << " requests out and " << s.requests_in
+              << " in (" << (s.bytes_out + s.bytes_in) / 1000000 << " MB) over " << s.connections_out << " + "
+              << s.connections_in << " connections\n";
+  }
+}
+
 int run_node(const node_flags& f) {
   sigset_t stop;
   sigemptyset(&stop);
@@ -116,39 +187,19 @@ int run_node(const node_flags& f) {
   ac.heartbeat_interval = f.settings.heartbeat_interval;
   ac.peer_timeout = f.settings.connection_timeout;
   ac.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
-  std::shared_ptr<data_plane> plane;
-  if (!f.no_data_plane) {
-    data_plane_config dc;
-    dc.host = f.listen.host;
-    dc.port = f.data_port;
-    dc.secret = f.secret;
-    dc.tls = f.tls;
-    dc.log = [](const std::string& line) { std::cerr << "keel node: data plane: " + line + "\n"; };
-    auto started = data_plane::start(sys, dc);
-    if (!started) {
-      std::cerr << "keel node: " << describe(started.error()) << "\n";
-      return 1;
-    }
-    plane = *started;
-    ac.plane = plane;
+  auto started = start_data_plane(sys, f);
+  if (!started) {
+    std::cerr << "keel node: " << describe(started.error()) << "\n";
+    return 1;
   }
+  std::shared_ptr<data_plane> plane = *started;
+  ac.plane = plane;
   auto agent = spawn_node_agent(sys, ac);
   if (!agent) {
     std::cerr << "keel node: " << describe(agent.error()) << "\n";
     return 2;
   }
-  // Any connected process can kill the agent with exit_reason::kill (CAF
-  // 0.17 delivers it and no actor can trap it). A node without its agent is
-  // useless and its children unmanaged, so the process ends at once, exit 1,
-  // like a crash: peers see its actors down, its own supervisor restarts it.
-  auto watcher = sys.spawn([a = *agent](caf::event_based_actor* w) -> caf::behavior {
-    w->monitor(a);
-    w->set_down_handler([](caf::down_msg& dm) {
-      std::cerr << "keel node: the node agent stopped (" << to_string(dm.reason) << "); exiting" << std::endl;
-      std::_Exit(1);
-    });
-    return {[](caf::ok_atom) {}};
-  });
+  auto watcher = watch_agent(sys, *agent);
   // The agent takes exits (and the messages below) only from its own node,
   // and only with a sender: an anonymous exit could come from anywhere.
   caf::scoped_actor self{sys};
@@ -156,17 +207,7 @@ int run_node(const node_flags& f) {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
     self->send_exit(*agent, caf::exit_reason::user_shutdown);
   };
-  // CAF itself listens nowhere: the gate accepts, and hands CAF only the
-  // connections that proved the cluster secret (actors/cluster/cluster_gate.hpp).
-  cluster_gate_config gc;
-  gc.host = f.listen.host;
-  gc.port = f.listen.port;
-  gc.secret = f.secret;
-  gc.tls = f.tls;
-  gc.max_pending = f.max_unauthenticated;
-  gc.handshake_timeout = f.handshake_timeout;
-  gc.log = [](const std::string& line) { std::cerr << "keel node: " + line + "\n" << std::flush; };
-  auto gate = cluster_gate::open(sys, gc, *agent);
+  auto gate = open_gate(sys, f, *agent);
   if (!gate) {
     std::cerr << "keel node: cannot listen on " << f.listen.host << ":" << f.listen.port << ": "
               << describe(gate.error()) << "\n";
@@ -179,39 +220,25 @@ int run_node(const node_flags& f) {
             << ")" << (f.tls ? ", TLS as " + f.tls->name() : std::string()) << std::endl;
   if (plane)
     std::cout << "keel node: data plane on " << f.listen.host << ":" << plane->port() << std::endl;
-  if (f.join) {
-    join_identity me{*agent, f.listen.host, port};
-    auto peer = connect_node(sys, f.join->host, f.join->port, f.secret, std::chrono::seconds(5), me,
-                             tls_peer{f.tls, f.join->name.empty() ? f.join->host : f.join->name});
-    if (!peer) {
-      std::cerr << "keel node: cannot join " << f.join->host << ":" << f.join->port << ": " << describe(peer.error())
+  if (f.join)
+    if (auto err = join_cluster(sys, f, *agent, port, self)) {
+      std::cerr << "keel node: cannot join " << f.join->host << ":" << f.join->port << ": " << describe(err)
                 << "\n";
       stop_agent();
       return 1;
     }
-    self->send(*agent, node_joined_atom::value, node_info{peer->node, peer->host, peer->port, peer->agent, 0});
-    std::cout << "keel node: joined node " << peer->node << " at " << peer->host << ":" << peer->port << std::endl;
-  }
   wait_for_stop(stop, f.stdin_eof);
   std::cerr << "keel node: stopping\n";
   (*gate)->stop();
-  auto gs = (*gate)->stats();
-  std::cerr << "keel node: the gate accepted " << gs.accepted << " connections: " << gs.authenticated
-            << " authenticated, " << gs.refused << " refused (" << gs.evicted << " closed for newer ones, "
-            << gs.timed_out << " timed out)\n";
   // The agent stops its children and waits for them while the middleman is
   // still up (see spawn_node_agent); only then may the system go down.
   self->monitor(*agent);
   stop_agent();
   self->receive([](caf::down_msg&) {},
                 caf::after(std::chrono::seconds(10)) >> [] { std::cerr << "keel node: the agent did not stop\n"; });
-  if (plane) {
+  if (plane)
     plane->stop();
-    auto s = plane->stats();
-    std::cerr << "keel node: data plane carried " << s.requests_out << " requests out and " << s.requests_in
-              << " in (" << (s.bytes_out + s.bytes_in) / 1000000 << " MB) over " << s.connections_out << " + "
-              << s.connections_in << " connections\n";
-  }
+  report_traffic(**gate, plane.get());
   return 0;
 }
 

@@ -111,22 +111,25 @@ void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* 
 
 namespace {
 
+// Gradient i of the sum of `k` gradients in bytes, added in order:
+// ((0 + g[0][i]) + g[1][i]) + ...
+inline float sum_at(const unsigned char* const* g, size_t k, size_t i) {
+  float sum = 0.0f;
+  for (size_t j = 0; j < k; ++j) {
+    float v;
+    std::memcpy(&v, g[j] + 4 * i, 4);
+    sum += v;
+  }
+  return sum;
+}
+
+// The same with the count known at compile time, so the loop unrolls.
 template <size_t K>
 void apply_sum_of(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                   const unsigned char* const* g, size_t n) {
   const unsigned char* src[K];
   for (size_t k = 0; k < K; ++k) src[k] = g[k];
-  update(c, t, p, s1, s2,
-         [&src](size_t i) {
-           float sum = 0.0f;
-           for (size_t k = 0; k < K; ++k) {
-             float v;
-             std::memcpy(&v, src[k] + 4 * i, 4);
-             sum += v;
-           }
-           return sum;
-         },
-         n);
+  update(c, t, p, s1, s2, [&src](size_t i) { return sum_at(src, K, i); }, n);
 }
 
 }  // namespace
@@ -137,18 +140,7 @@ void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1
     case 2: return apply_sum_of<2>(c, t, p, s1, s2, g, n);
     case 3: return apply_sum_of<3>(c, t, p, s1, s2, g, n);
     case 4: return apply_sum_of<4>(c, t, p, s1, s2, g, n);
-    default:
-      return update(c, t, p, s1, s2,
-                    [g, k](size_t i) {
-                      float sum = 0.0f;
-                      for (size_t j = 0; j < k; ++j) {
-                        float v;
-                        std::memcpy(&v, g[j] + 4 * i, 4);
-                        sum += v;
-                      }
-                      return sum;
-                    },
-                    n);
+    default: return update(c, t, p, s1, s2, [g, k](size_t i) { return sum_at(g, k, i); }, n);
   }
 }
 

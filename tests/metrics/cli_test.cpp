@@ -141,16 +141,7 @@ TEST_CASE("idle connections to --metrics-port cannot starve keel train's checkpo
                   keel.output());
   auto port = static_cast<uint16_t>(std::stoul(url.substr(std::string("http://127.0.0.1:").size())));
   std::vector<int> idle;
-  for (int i = 0; i < 400; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    idle.push_back(fd);
-  }
+  for (int i = 0; i < 400; ++i) idle.push_back(connect_loopback(port));
   CAPTURE(keel.output());
   CHECK(wait_until([&] { return keel.output().find("connections are open (the limit)") != std::string::npos; },
                    std::chrono::seconds(20)));

@@ -40,18 +40,6 @@ struct counting_server {
   }
 };
 
-// A connection to 127.0.0.1:port that sends nothing.
-int idle_connection(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
-}
-
 // Lines a server logs, kept for the test (the server's thread writes them).
 struct log_lines {
   std::mutex mtx;
@@ -228,7 +216,7 @@ TEST_CASE("connections beyond the cap are closed on accept with a logged reason,
   auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
   REQUIRE_MESSAGE(server, error);
   std::vector<int> idle;
-  for (int i = 0; i < 40; ++i) idle.push_back(idle_connection(server->port()));
+  for (int i = 0; i < 40; ++i) idle.push_back(connect_loopback(server->port()));
   CHECK(wait_until([&] { return server->stats().refused >= 36; }, std::chrono::seconds(10)));
   CHECK(server->stats().accepted == 4);
   CHECK(log.has("refused a connection from 127.0.0.1:"));
@@ -259,7 +247,7 @@ TEST_CASE("a connection that would leave fewer descriptors than the reserve is c
   auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
   REQUIRE_MESSAGE(server, error);
   std::vector<int> idle;
-  for (int i = 0; i < 20; ++i) idle.push_back(idle_connection(server->port()));
+  for (int i = 0; i < 20; ++i) idle.push_back(connect_loopback(server->port()));
   CHECK(wait_until([&] { return server->stats().accepted + server->stats().refused == 20; }, std::chrono::seconds(10)));
   CHECK(server->stats().refused > 0);
   CHECK(server->stats().accepted < 12);
@@ -273,7 +261,7 @@ TEST_CASE("a request head that does not arrive within the read timeout is answer
   std::string error;
   auto server = metrics_http_server::start(o, [] { return std::string("x 1\n"); }, error);
   REQUIRE_MESSAGE(server, error);
-  int fd = idle_connection(server->port());
+  int fd = connect_loopback(server->port());
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char buf[512];

@@ -186,18 +186,24 @@ inline http_reply curl(const std::string& url, const std::string& options = {}) 
   return split_reply(out);
 }
 
-// Sends `bytes` over a fresh TCP connection to 127.0.0.1:`port`, closes
-// the sending side, and reads until the server closes (10 s at most).
-inline http_reply raw_request(uint16_t port, const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A fresh TCP connection to 127.0.0.1:`port` that has sent nothing yet.
+inline int connect_loopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+// Sends `bytes` over a fresh TCP connection to 127.0.0.1:`port`, closes
+// the sending side, and reads until the server closes (10 s at most).
+inline http_reply raw_request(uint16_t port, const std::string& bytes) {
+  int fd = connect_loopback(port);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   size_t sent = 0;
   while (sent < bytes.size()) {
     auto n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
