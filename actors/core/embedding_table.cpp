@@ -109,6 +109,23 @@ uint32_t embedding_table::find(uint64_t key) const {
   }
 }
 
+void embedding_table::prefetch(const uint64_t* keys, size_t n) const {
+  size_t bucket[prefetch_chunk];
+  for (size_t i = 0; i < n; ++i) {
+    bucket[i] = bucket_of(keys[i]);
+    __builtin_prefetch(&index_[bucket[i]]);
+  }
+  const size_t row_bytes = stride_ * sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t r = index_[bucket[i]];
+    if (r == no_row)
+      continue;
+    const char* row = reinterpret_cast<const char*>(row_at(r));
+    for (size_t at = 0; at < row_bytes; at += 64)
+      __builtin_prefetch(row + at);
+  }
+}
+
 void embedding_table::index_insert(uint64_t key, uint32_t r) {
   const size_t mask = index_.size() - 1;
   size_t b = bucket_of(key);
@@ -213,6 +230,8 @@ table_error embedding_table::pull(const uint64_t* keys, size_t n, float* out, si
                                                   " keys into " + std::to_string(out_floats) +
                                                   " floats (need " + std::to_string(n * d) + ")");
   for (size_t i = 0; i < n; ++i) {
+    if (i % prefetch_chunk == 0)
+      prefetch(keys + i, std::min(prefetch_chunk, n - i));
     if (!cfg_.slots.contains_key(keys[i]))
       return table_error(table_errc::key_outside_slots,
                          quoted(cfg_.name) + ": key " + std::to_string(keys[i]) + " (slot " +
@@ -313,6 +332,8 @@ void embedding_table::apply_unbounded(const uint64_t* keys, size_t n, const floa
   const prepared_update u = prepare_update(cfg_.optimizer, t);
   const uint32_t d = cfg_.dim;
   for (size_t i = 0; i < n; ++i) {
+    if (i % prefetch_chunk == 0)
+      prefetch(keys + i, std::min(prefetch_chunk, n - i));
     uint32_t r = find(keys[i]);
     if (r == no_row) {
       if (!admit(keys[i]))

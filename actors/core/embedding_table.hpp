@@ -149,6 +149,10 @@ class embedding_table {
   }
   uint64_t key_at(uint32_t r) const;
   uint32_t find(uint64_t key) const;
+  // Prefetches the index buckets, then the rows, of n <= prefetch_chunk
+  // keys, so that their cache misses overlap instead of following each other.
+  static constexpr size_t prefetch_chunk = 16;
+  void prefetch(const uint64_t* keys, size_t n) const;
   size_t bucket_of(uint64_t key) const;
   void index_insert(uint64_t key, uint32_t r);
   void index_erase(uint64_t key);

@@ -12,7 +12,9 @@ size_t words_for(uint32_t slot_count) {
 
 }  // namespace
 
-slot_set::slot_set(uint32_t slot_count) : slot_count_(slot_count), words_(words_for(slot_count), 0) {}
+slot_set::slot_set(uint32_t slot_count)
+    : slot_count_(slot_count), pow2_(slot_count != 0 && (slot_count & (slot_count - 1)) == 0),
+      words_(words_for(slot_count), 0) {}
 
 slot_set slot_set::all(uint32_t slot_count) {
   slot_set s(slot_count);

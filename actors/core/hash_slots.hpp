@@ -68,7 +68,11 @@ class slot_set {
   bool contains_slot(uint32_t slot) const {
     return slot < slot_count_ && (words_[slot / 64] >> (slot % 64) & 1) != 0;
   }
-  bool contains_key(uint64_t key) const { return contains_slot(slot_of(key, slot_count_)); }
+  bool contains_key(uint64_t key) const {
+    uint64_t h = mix64(key);
+    // The same as slot_of, without a division when the count is a power of two.
+    return contains_slot(static_cast<uint32_t>(pow2_ ? h & (slot_count_ - 1) : h % slot_count_));
+  }
   // Adds `slot` (< slot_count()).
   void add(uint32_t slot);
   // How many slots the set holds.
@@ -81,6 +85,7 @@ class slot_set {
 
  private:
   uint32_t slot_count_;
+  bool pow2_;
   std::vector<uint64_t> words_;
 };
 
