@@ -5,10 +5,12 @@
 namespace keel {
 
 count_min_sketch::count_min_sketch(uint32_t depth, uint32_t width, uint64_t seed)
-    : depth_(depth), width_(width), seed_(seed), row_seeds_(depth),
+    : depth_(depth),
+      width_(width),
+      seed_(seed),
+      row_seeds_(depth),
       counters_(static_cast<size_t>(depth) * width, 0) {
-  while ((uint32_t{1} << width_bits_) < width_)
-    ++width_bits_;
+  while ((uint32_t{1} << width_bits_) < width_) ++width_bits_;
   // splitmix64's own sequence from the seed: one independent constant a row.
   uint64_t state = seed;
   for (auto& s : row_seeds_) {

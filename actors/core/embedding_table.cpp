@@ -41,14 +41,14 @@ table_error check_config(const table_config& c, const row_initializer& init) {
     return invalid(quoted(c.name) + ": sketch width " + std::to_string(a.sketch_width) +
                    " is not a power of two");
   if (a.min_pushes > 1 && (a.sketch_depth == 0 || a.sketch_depth > 16))
-    return invalid(quoted(c.name) + ": sketch depth " + std::to_string(a.sketch_depth) + " (need 1..16)");
+    return invalid(quoted(c.name) + ": sketch depth " + std::to_string(a.sketch_depth) +
+                   " (need 1..16)");
   return {};
 }
 
 uint32_t floor_log2(size_t x) {
   uint32_t b = 0;
-  while ((size_t{2} << b) <= x)
-    ++b;
+  while ((size_t{2} << b) <= x) ++b;
   return b;
 }
 
@@ -81,8 +81,8 @@ table_error embedding_table::check_request(const std::string& name, uint32_t dim
                        "a request for table '" + name + "' reached " + quoted(cfg_.name));
   if (dim != cfg_.dim)
     return table_error(table_errc::dim_mismatch, "a request with rows of " + std::to_string(dim) +
-                                                   " for " + quoted(cfg_.name) + " of rows of " +
-                                                   std::to_string(cfg_.dim));
+                                                     " for " + quoted(cfg_.name) + " of rows of " +
+                                                     std::to_string(cfg_.dim));
   return {};
 }
 
@@ -121,16 +121,14 @@ void embedding_table::prefetch(const uint64_t* keys, size_t n) const {
     if (r == no_row)
       continue;
     const char* row = reinterpret_cast<const char*>(row_at(r));
-    for (size_t at = 0; at < row_bytes; at += 64)
-      __builtin_prefetch(row + at);
+    for (size_t at = 0; at < row_bytes; at += 64) __builtin_prefetch(row + at);
   }
 }
 
 void embedding_table::index_insert(uint64_t key, uint32_t r) {
   const size_t mask = index_.size() - 1;
   size_t b = bucket_of(key);
-  while (index_[b] != no_row)
-    b = (b + 1) & mask;
+  while (index_[b] != no_row) b = (b + 1) & mask;
   index_[b] = r;
 }
 
@@ -140,8 +138,7 @@ void embedding_table::index_erase(uint64_t key) {
   // into the hole, so every lookup still finds its key before an empty bucket.
   const size_t mask = index_.size() - 1;
   size_t hole = bucket_of(key);
-  while (key_at(index_[hole]) != key)
-    hole = (hole + 1) & mask;
+  while (key_at(index_[hole]) != key) hole = (hole + 1) & mask;
   for (size_t j = hole;;) {
     j = (j + 1) & mask;
     uint32_t r = index_[j];
@@ -160,8 +157,7 @@ void embedding_table::index_erase(uint64_t key) {
 void embedding_table::grow_index() {
   ++index_bits_;
   index_.assign(size_t{1} << index_bits_, no_row);
-  for (uint32_t r = 0; r < rows_; ++r)
-    index_insert(key_at(r), r);
+  for (uint32_t r = 0; r < rows_; ++r) index_insert(key_at(r), r);
 }
 
 uint32_t embedding_table::append_row(uint64_t key) {
@@ -223,20 +219,22 @@ void embedding_table::unlink(uint32_t r) {
 
 // ---- pull ----
 
-table_error embedding_table::pull(const uint64_t* keys, size_t n, float* out, size_t out_floats) const {
+table_error embedding_table::pull(const uint64_t* keys, size_t n, float* out,
+                                  size_t out_floats) const {
   const uint32_t d = cfg_.dim;
   if (out_floats != n * d)
-    return table_error(table_errc::block_shape, quoted(cfg_.name) + ": a pull of " + std::to_string(n) +
-                                                  " keys into " + std::to_string(out_floats) +
-                                                  " floats (need " + std::to_string(n * d) + ")");
+    return table_error(table_errc::block_shape, quoted(cfg_.name) + ": a pull of " +
+                                                    std::to_string(n) + " keys into " +
+                                                    std::to_string(out_floats) + " floats (need " +
+                                                    std::to_string(n * d) + ")");
   for (size_t i = 0; i < n; ++i) {
     if (i % prefetch_chunk == 0)
       prefetch(keys + i, std::min(prefetch_chunk, n - i));
     if (!cfg_.slots.contains_key(keys[i]))
       return table_error(table_errc::key_outside_slots,
                          quoted(cfg_.name) + ": key " + std::to_string(keys[i]) + " (slot " +
-                           std::to_string(slot_of(keys[i], cfg_.slots.slot_count())) +
-                           ") is not in this shard's slots");
+                             std::to_string(slot_of(keys[i], cfg_.slots.slot_count())) +
+                             ") is not in this shard's slots");
     uint32_t r = find(keys[i]);
     if (r == no_row)
       init_(keys[i], out + i * d, d);
@@ -252,9 +250,10 @@ table_error embedding_table::check_push(const uint64_t* keys, size_t n, const fl
                                         size_t grad_floats) {
   const uint32_t d = cfg_.dim;
   if (grad_floats != n * d || n > max_rows)
-    return table_error(table_errc::block_shape, quoted(cfg_.name) + ": a push of " + std::to_string(n) +
-                                                  " keys with " + std::to_string(grad_floats) +
-                                                  " gradient floats (need " + std::to_string(n * d) + ")");
+    return table_error(table_errc::block_shape,
+                       quoted(cfg_.name) + ": a push of " + std::to_string(n) + " keys with " +
+                           std::to_string(grad_floats) + " gradient floats (need " +
+                           std::to_string(n * d) + ")");
   // One branch-free pass (exponent bits all ones: NaN or Inf), then the
   // first culprit found for the message.
   uint32_t bad = 0;
@@ -265,27 +264,25 @@ table_error embedding_table::check_push(const uint64_t* keys, size_t n, const fl
   }
   if (bad) {
     size_t j = 0;
-    while (std::isfinite(grads[j]))
-      ++j;
+    while (std::isfinite(grads[j])) ++j;
     return table_error(table_errc::non_finite, quoted(cfg_.name) + ": gradient of key " +
-                                                 std::to_string(keys[j / d]) + " (row " +
-                                                 std::to_string(j / d) + ", column " +
-                                                 std::to_string(j % d) + ") is not finite");
+                                                   std::to_string(keys[j / d]) + " (row " +
+                                                   std::to_string(j / d) + ", column " +
+                                                   std::to_string(j % d) + ") is not finite");
   }
   for (size_t i = 0; i < n; ++i)
     if (!cfg_.slots.contains_key(keys[i]))
       return table_error(table_errc::key_outside_slots,
                          quoted(cfg_.name) + ": pushed key " + std::to_string(keys[i]) + " (slot " +
-                           std::to_string(slot_of(keys[i], cfg_.slots.slot_count())) +
-                           ") is not in this shard's slots");
+                             std::to_string(slot_of(keys[i], cfg_.slots.slot_count())) +
+                             ") is not in this shard's slots");
   return check_duplicates(keys, n);
 }
 
 table_error embedding_table::check_duplicates(const uint64_t* keys, size_t n) {
   // A small open-addressing set of positions, at most half full, reused.
   uint32_t bits = 1;
-  while ((size_t{1} << bits) < 2 * n)
-    ++bits;
+  while ((size_t{1} << bits) < 2 * n) ++bits;
   seen_.assign(size_t{1} << bits, no_row);
   const size_t mask = seen_.size() - 1;
   for (size_t i = 0; i < n; ++i) {
@@ -294,8 +291,8 @@ table_error embedding_table::check_duplicates(const uint64_t* keys, size_t n) {
       if (keys[seen_[b]] == keys[i])
         return table_error(table_errc::duplicate_key,
                            quoted(cfg_.name) + ": key " + std::to_string(keys[i]) +
-                             " twice in one push (rows " + std::to_string(seen_[b]) + " and " +
-                             std::to_string(i) + ")");
+                               " twice in one push (rows " + std::to_string(seen_[b]) + " and " +
+                               std::to_string(i) + ")");
     seen_[b] = static_cast<uint32_t>(i);
   }
   return {};
@@ -322,13 +319,15 @@ table_error embedding_table::apply(const uint64_t* keys, size_t n, const float* 
 namespace {
 
 // One row's update: values v, its state slots after it.
-inline void update_row(const prepared_update& u, float* v, uint32_t d, uint32_t slots, const float* g) {
+inline void update_row(const prepared_update& u, float* v, uint32_t d, uint32_t slots,
+                       const float* g) {
   apply_prepared(u, v, slots > 0 ? v + d : nullptr, slots > 1 ? v + 2 * size_t{d} : nullptr, g, d);
 }
 
 }  // namespace
 
-void embedding_table::apply_unbounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t) {
+void embedding_table::apply_unbounded(const uint64_t* keys, size_t n, const float* grads,
+                                      uint64_t t) {
   const prepared_update u = prepare_update(cfg_.optimizer, t);
   const uint32_t d = cfg_.dim;
   for (size_t i = 0; i < n; ++i) {
@@ -349,13 +348,14 @@ void embedding_table::apply_unbounded(const uint64_t* keys, size_t n, const floa
   }
 }
 
-void embedding_table::apply_bounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t) {
+void embedding_table::apply_bounded(const uint64_t* keys, size_t n, const float* grads,
+                                    uint64_t t) {
   const prepared_update u = prepare_update(cfg_.optimizer, t);
   const uint32_t d = cfg_.dim;
   order_.resize(n);
-  for (size_t i = 0; i < n; ++i)
-    order_[i] = static_cast<uint32_t>(i);
-  std::sort(order_.begin(), order_.end(), [keys](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  for (size_t i = 0; i < n; ++i) order_[i] = static_cast<uint32_t>(i);
+  std::sort(order_.begin(), order_.end(),
+            [keys](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
   // First the rows the table has, so that they are never evicted to make
   // room for the push's new rows; then the new rows, both in key order.
   pending_.clear();
@@ -416,9 +416,9 @@ table_counters embedding_table::counters() const {
 }
 
 size_t embedding_table::bytes() const {
-  size_t b = sizeof(*this) + cfg_.name.capacity() + cfg_.slots.words().capacity() * sizeof(uint64_t);
-  for (const auto& block : blocks_)
-    b += block.capacity() * sizeof(float);
+  size_t b =
+      sizeof(*this) + cfg_.name.capacity() + cfg_.slots.words().capacity() * sizeof(uint64_t);
+  for (const auto& block : blocks_) b += block.capacity() * sizeof(float);
   b += blocks_.capacity() * sizeof(blocks_[0]);
   b += index_.capacity() * sizeof(uint32_t);
   b += sketch_.bytes();
@@ -428,8 +428,7 @@ size_t embedding_table::bytes() const {
 
 std::vector<uint64_t> embedding_table::keys_in_order() const {
   std::vector<uint64_t> keys(rows_);
-  for (uint32_t r = 0; r < rows_; ++r)
-    keys[r] = key_at(r);
+  for (uint32_t r = 0; r < rows_; ++r) keys[r] = key_at(r);
   std::sort(keys.begin(), keys.end());
   return keys;
 }
@@ -438,8 +437,7 @@ std::vector<uint64_t> embedding_table::keys_by_recency() const {
   std::vector<uint64_t> keys;
   if (cfg_.capacity_rows == 0)
     return keys;
-  for (uint32_t r = head_; r != no_row; r = link(r, 1))
-    keys.push_back(key_at(r));
+  for (uint32_t r = head_; r != no_row; r = link(r, 1)) keys.push_back(key_at(r));
   return keys;
 }
 

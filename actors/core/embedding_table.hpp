@@ -68,18 +68,18 @@ using row_initializer = std::function<void(uint64_t key, float* out, uint32_t di
 
 // The count-min sketch behind admission, when min_pushes > 1.
 struct admission_filter {
-  uint32_t min_pushes = 0;            // 0 or 1: every key is admitted at its first push
-  uint32_t sketch_depth = 4;          // 1..16 rows of counters
-  uint32_t sketch_width = 1u << 16;   // counters a row, a power of two
+  uint32_t min_pushes = 0;                       // 0 or 1: every key is admitted at its first push
+  uint32_t sketch_depth = 4;                     // 1..16 rows of counters
+  uint32_t sketch_width = 1u << 16;              // counters a row, a power of two
   uint64_t sketch_seed = 0x6b65656c2d61646dULL;  // "keel-adm"
 };
 
 struct table_config {
   std::string name;
   uint32_t dim = 1;
-  optimizer_config optimizer;   // kind sets the state layout; rates are used by apply
+  optimizer_config optimizer;  // kind sets the state layout; rates are used by apply
   slot_set slots = slot_set::all(default_slot_count);  // the slots this shard owns
-  uint64_t capacity_rows = 0;   // 0: unbounded; else evict least recently updated
+  uint64_t capacity_rows = 0;  // 0: unbounded; else evict least recently updated
   admission_filter admission;
 };
 
@@ -143,7 +143,9 @@ class embedding_table {
   embedding_table(table_config cfg, row_initializer init);
 
   // Arena: row r lives in block r >> block_shift_ at (r & block_mask_) * stride_.
-  float* row_at(uint32_t r) { return blocks_[r >> block_shift_].data() + (r & block_mask_) * stride_; }
+  float* row_at(uint32_t r) {
+    return blocks_[r >> block_shift_].data() + (r & block_mask_) * stride_;
+  }
   const float* row_at(uint32_t r) const {
     return blocks_[r >> block_shift_].data() + (r & block_mask_) * stride_;
   }

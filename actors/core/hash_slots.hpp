@@ -115,7 +115,8 @@ class slot_map {
   const std::vector<uint32_t>& owners() const { return owner_; }
 
  private:
-  slot_map(std::vector<uint32_t> owner, uint32_t shards) : owner_(std::move(owner)), shards_(shards) {}
+  slot_map(std::vector<uint32_t> owner, uint32_t shards)
+      : owner_(std::move(owner)), shards_(shards) {}
   std::vector<uint32_t> owner_;
   uint32_t shards_;
 };

@@ -12,10 +12,10 @@ enum class optimizer_kind { sgd, momentum, adagrad, adam };
 struct optimizer_config {
   optimizer_kind kind = optimizer_kind::sgd;
   float lr = 0.1f;
-  float momentum = 0.9f;      // momentum
-  float beta1 = 0.9f;         // adam
-  float beta2 = 0.999f;       // adam
-  float epsilon = 1e-8f;      // adagrad, adam
+  float momentum = 0.9f;             // momentum
+  float beta1 = 0.9f;                // adam
+  float beta2 = 0.999f;              // adam
+  float epsilon = 1e-8f;             // adagrad, adam
   float initial_accumulator = 0.1f;  // adagrad
 };
 

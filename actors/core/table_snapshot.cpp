@@ -75,8 +75,10 @@ header get_header(reader& r) {
   h.magic = r.get<uint64_t>(), h.version = r.get<uint16_t>(), h.dtype = r.get<uint8_t>();
   h.optimizer = r.get<uint8_t>(), h.dim = r.get<uint32_t>(), h.state_slots = r.get<uint32_t>();
   h.slot_count = r.get<uint32_t>(), h.rows = r.get<uint64_t>(), h.capacity_rows = r.get<uint64_t>();
-  h.min_pushes = r.get<uint32_t>(), h.sketch_depth = r.get<uint32_t>(), h.sketch_width = r.get<uint32_t>();
-  h.name_bytes = r.get<uint32_t>(), h.sketch_seed = r.get<uint64_t>(), h.evictions = r.get<uint64_t>();
+  h.min_pushes = r.get<uint32_t>(), h.sketch_depth = r.get<uint32_t>(),
+  h.sketch_width = r.get<uint32_t>();
+  h.name_bytes = r.get<uint32_t>(), h.sketch_seed = r.get<uint64_t>(),
+  h.evictions = r.get<uint64_t>();
   h.admissions_refused = r.get<uint64_t>(), h.full_refused = r.get<uint64_t>();
   return h;
 }
@@ -105,8 +107,8 @@ table_error damage(table_errc code, std::string what) {
 }
 
 table_error mismatch(table_errc code, const std::string& what, uint64_t has, uint64_t expected) {
-  return table_error(code, "table snapshot: " + what + " " + std::to_string(has) + ", the shard's table has " +
-                             std::to_string(expected));
+  return table_error(code, "table snapshot: " + what + " " + std::to_string(has) +
+                               ", the shard's table has " + std::to_string(expected));
 }
 
 bool all_finite(const float* v, size_t n) {
@@ -123,8 +125,7 @@ class table_codec {
  public:
   static std::vector<std::pair<uint64_t, uint32_t>> rows_by_key(const embedding_table& t) {
     std::vector<std::pair<uint64_t, uint32_t>> rows(t.rows_);
-    for (uint32_t r = 0; r < t.rows_; ++r)
-      rows[r] = {t.key_at(r), r};
+    for (uint32_t r = 0; r < t.rows_; ++r) rows[r] = {t.key_at(r), r};
     std::sort(rows.begin(), rows.end());
     return rows;
   }
@@ -132,11 +133,12 @@ class table_codec {
     std::vector<uint32_t> rank(t.rows_, 0);
     uint32_t next = 0;
     if (t.cfg_.capacity_rows > 0)
-      for (uint32_t r = t.head_; r != embedding_table::no_row; r = t.link(r, 1))
-        rank[r] = next++;
+      for (uint32_t r = t.head_; r != embedding_table::no_row; r = t.link(r, 1)) rank[r] = next++;
     return rank;
   }
-  static const float* values(const embedding_table& t, uint32_t r) { return t.row_at(r) + t.header_; }
+  static const float* values(const embedding_table& t, uint32_t r) {
+    return t.row_at(r) + t.header_;
+  }
   static const count_min_sketch& sketch(const embedding_table& t) { return t.sketch_; }
   static const table_counters& stats(const embedding_table& t) { return t.stats_; }
 
@@ -177,8 +179,7 @@ std::vector<unsigned char> table_codec::encode(const embedding_table& t) {
   writer w{out};
   put_header(w, h);
   w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
-  for (uint64_t word : t.cfg_.slots.words())
-    w.put(word);
+  for (uint64_t word : t.cfg_.slots.words()) w.put(word);
   const auto ranks = recency_ranks(t);
   const size_t floats = size_t{t.cfg_.dim} * (1 + t.state_slots_);
   for (const auto& [key, r] : rows_by_key(t)) {
@@ -206,29 +207,31 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
     uint64_t key = in.get<uint64_t>();
     if (i > 0 && key <= t.key_at(static_cast<uint32_t>(i - 1)))
       return key == t.key_at(static_cast<uint32_t>(i - 1))
-               ? damage(table_errc::duplicate_key, "key " + std::to_string(key) + " stored twice")
-               : damage(table_errc::malformed, "row " + std::to_string(i) + "'s key " + std::to_string(key) +
-                                                 " is not above the one before it");
+                 ? damage(table_errc::duplicate_key, "key " + std::to_string(key) + " stored twice")
+                 : damage(table_errc::malformed, "row " + std::to_string(i) + "'s key " +
+                                                     std::to_string(key) +
+                                                     " is not above the one before it");
     if (!c.slots.contains_key(key))
-      return damage(table_errc::key_outside_slots, "key " + std::to_string(key) + " (slot " +
-                                                     std::to_string(slot_of(key, c.slots.slot_count())) +
-                                                     ") is outside the shard's slots");
+      return damage(table_errc::key_outside_slots,
+                    "key " + std::to_string(key) + " (slot " +
+                        std::to_string(slot_of(key, c.slots.slot_count())) +
+                        ") is outside the shard's slots");
     uint32_t rank = bounded ? in.get<uint32_t>() : 0;
     if (bounded && (rank >= rows || row_of_rank[rank] != embedding_table::no_row))
-      return damage(table_errc::count_mismatch,
-                    "recency rank " + std::to_string(rank) + " of key " + std::to_string(key) +
-                      " is out of range or repeated");
+      return damage(table_errc::count_mismatch, "recency rank " + std::to_string(rank) +
+                                                    " of key " + std::to_string(key) +
+                                                    " is out of range or repeated");
     uint32_t r = t.append_row(key);  // rows arrive in key order: row i is the i-th key
     float* v = t.row_at(r) + t.header_;
     std::memcpy(v, in.at, floats * sizeof(float));
     in.at += floats * sizeof(float);
     if (!all_finite(v, floats))
-      return damage(table_errc::non_finite, "row of key " + std::to_string(key) + " holds NaN or Inf");
+      return damage(table_errc::non_finite,
+                    "row of key " + std::to_string(key) + " holds NaN or Inf");
     if (bounded)
       row_of_rank[rank] = r;
   }
-  for (uint32_t r : row_of_rank)
-    t.link_tail(r);
+  for (uint32_t r : row_of_rank) t.link_tail(r);
   return {};
 }
 
@@ -250,63 +253,68 @@ namespace {
 table_error check_intact(const unsigned char* data, size_t n, header& h) {
   if (n < table_snapshot_header_bytes + 4)
     return damage(table_errc::malformed, std::to_string(n) + " bytes, shorter than a header (" +
-                                           std::to_string(table_snapshot_header_bytes + 4) + ")");
+                                             std::to_string(table_snapshot_header_bytes + 4) + ")");
   reader in{data};
   h = get_header(in);
   if (h.magic != table_snapshot_magic)
-    return damage(table_errc::malformed, "not a table snapshot (magic " + std::to_string(h.magic) + ")");
+    return damage(table_errc::malformed,
+                  "not a table snapshot (magic " + std::to_string(h.magic) + ")");
   if (h.version != table_snapshot_version)
     return damage(table_errc::malformed, "format version " + std::to_string(h.version) +
-                                           " (this build reads " + std::to_string(table_snapshot_version) + ")");
+                                             " (this build reads " +
+                                             std::to_string(table_snapshot_version) + ")");
   if (h.optimizer > static_cast<uint8_t>(optimizer_kind::adam) ||
       h.state_slots != slots_per_parameter(static_cast<optimizer_kind>(h.optimizer)))
-    return damage(table_errc::count_mismatch, "optimizer kind " + std::to_string(h.optimizer) + " with " +
-                                                std::to_string(h.state_slots) + " state slots");
+    return damage(table_errc::count_mismatch, "optimizer kind " + std::to_string(h.optimizer) +
+                                                  " with " + std::to_string(h.state_slots) +
+                                                  " state slots");
   if (h.min_pushes > 1 && (h.sketch_depth > 16 || h.sketch_width > (1u << 30)))
-    return damage(table_errc::count_mismatch, "a sketch of " + std::to_string(h.sketch_depth) + " x " +
-                                                std::to_string(h.sketch_width) + " counters");
+    return damage(table_errc::count_mismatch, "a sketch of " + std::to_string(h.sketch_depth) +
+                                                  " x " + std::to_string(h.sketch_width) +
+                                                  " counters");
   const size_t body = n - table_snapshot_header_bytes - 4;
   body_sizes s = sizes_of(h, body);
   if (h.rows > 0 && s.rows == 0)
-    return damage(table_errc::count_mismatch, std::to_string(h.rows) + " rows cannot fit " +
-                                                std::to_string(n) + " bytes");
+    return damage(table_errc::count_mismatch,
+                  std::to_string(h.rows) + " rows cannot fit " + std::to_string(n) + " bytes");
   if (s.total != body)
     return damage(table_errc::count_mismatch, "its counts make " + std::to_string(s.total) +
-                                                " bytes after the header, it has " + std::to_string(body));
+                                                  " bytes after the header, it has " +
+                                                  std::to_string(body));
   uint32_t stored;
   std::memcpy(&stored, data + n - 4, 4);
   uint32_t actual = crc32c(data, n - 4);
   if (stored != actual)
     return damage(table_errc::crc_mismatch, "CRC32C " + std::to_string(actual) + " of its bytes, " +
-                                              std::to_string(stored) + " stored");
+                                                std::to_string(stored) + " stored");
   return {};
 }
 
 // The snapshot's shape against the restoring shard's configuration.
-table_error check_shape(const header& h, const std::string& name, const std::vector<uint64_t>& bitmap,
-                        const embedding_table& t) {
+table_error check_shape(const header& h, const std::string& name,
+                        const std::vector<uint64_t>& bitmap, const embedding_table& t) {
   const table_config& c = t.config();
   if (h.dtype != 0)
     return mismatch(table_errc::dtype_mismatch, "element type", h.dtype, 0);
   if (name != c.name)
-    return table_error(table_errc::name_mismatch,
-                       "table snapshot: of table '" + name + "', the shard's table is '" + c.name + "'");
+    return table_error(table_errc::name_mismatch, "table snapshot: of table '" + name +
+                                                      "', the shard's table is '" + c.name + "'");
   if (h.dim != c.dim)
     return mismatch(table_errc::dim_mismatch, "row dimension", h.dim, c.dim);
   if (h.optimizer != static_cast<uint8_t>(c.optimizer.kind))
     return table_error(table_errc::optimizer_mismatch,
                        std::string("table snapshot: optimizer state of ") +
-                         to_string(static_cast<optimizer_kind>(h.optimizer)) + ", the shard's table uses " +
-                         to_string(c.optimizer.kind));
+                           to_string(static_cast<optimizer_kind>(h.optimizer)) +
+                           ", the shard's table uses " + to_string(c.optimizer.kind));
   if (h.slot_count != c.slots.slot_count())
-    return mismatch(table_errc::slots_mismatch, "hash slot count", h.slot_count, c.slots.slot_count());
+    return mismatch(table_errc::slots_mismatch, "hash slot count", h.slot_count,
+                    c.slots.slot_count());
   if (bitmap != c.slots.words()) {
     uint32_t owned = 0;
-    for (uint64_t w : bitmap)
-      owned += static_cast<uint32_t>(__builtin_popcountll(w));
-    return table_error(table_errc::slots_mismatch, "table snapshot: of a shard owning other slots (" +
-                                                     std::to_string(owned) + " slots, the shard owns " +
-                                                     std::to_string(c.slots.size()) + ")");
+    for (uint64_t w : bitmap) owned += static_cast<uint32_t>(__builtin_popcountll(w));
+    return table_error(table_errc::slots_mismatch,
+                       "table snapshot: of a shard owning other slots (" + std::to_string(owned) +
+                           " slots, the shard owns " + std::to_string(c.slots.size()) + ")");
   }
   if (h.capacity_rows != c.capacity_rows)
     return mismatch(table_errc::options_mismatch, "capacity", h.capacity_rows, c.capacity_rows);
@@ -315,22 +323,23 @@ table_error check_shape(const header& h, const std::string& name, const std::vec
   if (h.min_pushes != a.min_pushes ||
       (filtered && (h.sketch_depth != a.sketch_depth || h.sketch_width != a.sketch_width ||
                     h.sketch_seed != a.sketch_seed)))
-    return table_error(table_errc::options_mismatch,
-                       "table snapshot: admission after " + std::to_string(h.min_pushes) + " pushes, sketch " +
-                         std::to_string(h.sketch_depth) + " x " + std::to_string(h.sketch_width) + " seed " +
-                         std::to_string(h.sketch_seed) + ", the shard's table admits after " +
-                         std::to_string(a.min_pushes) + ", sketch " + std::to_string(a.sketch_depth) + " x " +
-                         std::to_string(a.sketch_width) + " seed " + std::to_string(a.sketch_seed));
+    return table_error(
+        table_errc::options_mismatch,
+        "table snapshot: admission after " + std::to_string(h.min_pushes) + " pushes, sketch " +
+            std::to_string(h.sketch_depth) + " x " + std::to_string(h.sketch_width) + " seed " +
+            std::to_string(h.sketch_seed) + ", the shard's table admits after " +
+            std::to_string(a.min_pushes) + ", sketch " + std::to_string(a.sketch_depth) + " x " +
+            std::to_string(a.sketch_width) + " seed " + std::to_string(a.sketch_seed));
   if (h.capacity_rows > 0 && h.rows > h.capacity_rows)
-    return damage(table_errc::count_mismatch,
-                  std::to_string(h.rows) + " rows above its capacity " + std::to_string(h.capacity_rows));
+    return damage(table_errc::count_mismatch, std::to_string(h.rows) + " rows above its capacity " +
+                                                  std::to_string(h.capacity_rows));
   return {};
 }
 
 }  // namespace
 
-table_result<embedding_table> decode_table(const unsigned char* data, size_t n, const table_config& expected,
-                                           row_initializer init) {
+table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
+                                           const table_config& expected, row_initializer init) {
   header h;
   if (auto e = check_intact(data, n, h))
     return e;
@@ -341,8 +350,7 @@ table_result<embedding_table> decode_table(const unsigned char* data, size_t n, 
   std::string name(reinterpret_cast<const char*>(in.at), h.name_bytes);
   in.at += h.name_bytes;
   std::vector<uint64_t> bitmap((uint64_t{h.slot_count} + 63) / 64);
-  for (auto& w : bitmap)
-    w = in.get<uint64_t>();
+  for (auto& w : bitmap) w = in.get<uint64_t>();
   if (auto e = check_shape(h, name, bitmap, *t))
     return e;
   if (auto e = table_codec::restore_rows(*t, in, h.rows))
@@ -400,8 +408,7 @@ table_digest content_sha256(const embedding_table& table) {
 
 table_digest combine_digests(const std::vector<table_digest>& parts) {
   sha256 h;
-  for (const auto& p : parts)
-    h.add(p.data(), p.size());
+  for (const auto& p : parts) h.add(p.data(), p.size());
   return h.finish();
 }
 

@@ -81,8 +81,7 @@ std::vector<push> zipf_pushes(size_t count, uint64_t vocabulary, uint32_t d) {
         p.keys.push_back(key);
     }
     p.grads.resize(p.keys.size() * d);
-    for (auto& x : p.grads)
-      x = g(rng);
+    for (auto& x : p.grads) x = g(rng);
   }
   return pushes;
 }
@@ -91,7 +90,8 @@ std::vector<push> zipf_pushes(size_t count, uint64_t vocabulary, uint32_t d) {
 // written out as keel documents it.
 using plain_map = std::unordered_map<uint64_t, std::vector<float>>;
 
-void plain_apply(plain_map& m, const optimizer_config& c, uint64_t t, const push& p, uint32_t d, uint32_t slots) {
+void plain_apply(plain_map& m, const optimizer_config& c, uint64_t t, const push& p, uint32_t d,
+                 uint32_t slots) {
   const float c1 = static_cast<float>(1.0 - std::pow(double{c.beta1}, static_cast<double>(t)));
   const float c2 = static_cast<float>(1.0 - std::pow(double{c.beta2}, static_cast<double>(t)));
   const float step = c.lr * std::sqrt(c2) / c1;
@@ -106,8 +106,7 @@ void plain_apply(plain_map& m, const optimizer_config& c, uint64_t t, const push
     const float* g = p.grads.data() + i * d;
     float* v = row.data();
     if (slots == 0) {
-      for (uint32_t j = 0; j < d; ++j)
-        v[j] -= c.lr * g[j];
+      for (uint32_t j = 0; j < d; ++j) v[j] -= c.lr * g[j];
       continue;
     }
     float* m1 = v + d;
@@ -176,8 +175,8 @@ figures run_keel(const std::vector<push>& pushes, const optimizer_config& c, uin
   return f;
 }
 
-figures run_plain(const std::vector<push>& pushes, const optimizer_config& c, uint32_t d, uint32_t slots,
-                  std::vector<float>& out, plain_map& m) {
+figures run_plain(const std::vector<push>& pushes, const optimizer_config& c, uint32_t d,
+                  uint32_t slots, std::vector<float>& out, plain_map& m) {
   figures f;
   size_t heap0 = heap_bytes();
   size_t rows = 0;
@@ -190,8 +189,7 @@ figures run_plain(const std::vector<push>& pushes, const optimizer_config& c, ui
   f.heap_bytes = static_cast<double>(heap_bytes() - heap0);
   f.rows = static_cast<double>(m.size());
   t0 = steady::now();
-  for (const push& p : pushes)
-    plain_pull(m, p, d, out.data());
+  for (const push& p : pushes) plain_pull(m, p, d, out.data());
   f.pull_rows_per_s = static_cast<double>(rows) / seconds_since(t0);
   return f;
 }
@@ -214,24 +212,29 @@ int main(int argc, char** argv) {
   long runs = argc > 2 ? std::atol(argv[2]) : 3;
   long long vocabulary = argc > 3 ? std::atoll(argv[3]) : 10'000'000;
   if (pushes_arg <= 0 || runs <= 0 || vocabulary <= 1) {
-    std::fprintf(stderr, "table_bench: pushes, runs and vocabulary must be positive (vocabulary > 1)\n");
+    std::fprintf(stderr,
+                 "table_bench: pushes, runs and vocabulary must be positive (vocabulary > 1)\n");
     return 2;
   }
-  std::printf("%ld pushes of the unique keys of %zu Zipf(%.2f) draws over %lld IDs, %ld runs, medians\n",
-              pushes_arg, batch_samples, zipf_exponent, vocabulary, runs);
-  std::printf("%-3s %-7s %-6s %12s %12s %6s %12s %12s %6s %9s %9s %9s\n", "d", "rule", "rows", "keel push/s",
-              "map push/s", "ratio", "keel pull/s", "map pull/s", "ratio", "keel B/B", "(bytes())", "map B/B");
+  std::printf(
+      "%ld pushes of the unique keys of %zu Zipf(%.2f) draws over %lld IDs, %ld runs, medians\n",
+      pushes_arg, batch_samples, zipf_exponent, vocabulary, runs);
+  std::printf("%-3s %-7s %-6s %12s %12s %6s %12s %12s %6s %9s %9s %9s\n", "d", "rule", "rows",
+              "keel push/s", "map push/s", "ratio", "keel pull/s", "map pull/s", "ratio",
+              "keel B/B", "(bytes())", "map B/B");
   for (uint32_t d : {16u, 1u}) {
-    auto pushes = zipf_pushes(static_cast<size_t>(pushes_arg), static_cast<uint64_t>(vocabulary), d);
+    auto pushes =
+        zipf_pushes(static_cast<size_t>(pushes_arg), static_cast<uint64_t>(vocabulary), d);
     size_t widest = 0;
-    for (const auto& p : pushes)
-      widest = std::max(widest, p.keys.size());
+    for (const auto& p : pushes) widest = std::max(widest, p.keys.size());
     std::vector<float> out(widest * d);
     for (auto kind : {optimizer_kind::sgd, optimizer_kind::adagrad, optimizer_kind::adam}) {
       optimizer_config c;
       c.kind = kind;
       c.lr = 0.05f;
-      const uint32_t slots = kind == optimizer_kind::adam ? 2 : kind == optimizer_kind::adagrad ? 1 : 0;
+      const uint32_t slots = kind == optimizer_kind::adam      ? 2
+                             : kind == optimizer_kind::adagrad ? 1
+                                                               : 0;
       std::vector<figures> k(static_cast<size_t>(runs)), p(static_cast<size_t>(runs));
       bool equal = true;
       for (long r = 0; r < runs; ++r) {
@@ -243,16 +246,17 @@ int main(int argc, char** argv) {
       }
       auto med = [](const std::vector<figures>& v, double figures::*field) {
         std::vector<double> x;
-        for (const auto& f : v)
-          x.push_back(f.*field);
+        for (const auto& f : v) x.push_back(f.*field);
         return median(x);
       };
       double payload = med(k, &figures::rows) * d * (1 + slots) * sizeof(float);
       double kp = med(k, &figures::push_rows_per_s), pp = med(p, &figures::push_rows_per_s);
       double kl = med(k, &figures::pull_rows_per_s), pl = med(p, &figures::pull_rows_per_s);
-      std::printf("%-3u %-7s %-6.0f %12.3g %12.3g %6.2f %12.3g %12.3g %6.2f %9.2f %9.2f %9.2f\n", d, to_string(kind),
-                  med(k, &figures::rows), kp, pp, kp / pp, kl, pl, kl / pl, med(k, &figures::heap_bytes) / payload,
-                  med(k, &figures::reported_bytes) / payload, med(p, &figures::heap_bytes) / payload);
+      std::printf("%-3u %-7s %-6.0f %12.3g %12.3g %6.2f %12.3g %12.3g %6.2f %9.2f %9.2f %9.2f\n", d,
+                  to_string(kind), med(k, &figures::rows), kp, pp, kp / pp, kl, pl, kl / pl,
+                  med(k, &figures::heap_bytes) / payload,
+                  med(k, &figures::reported_bytes) / payload,
+                  med(p, &figures::heap_bytes) / payload);
       if (!equal)
         std::printf("  (keel's rows differ from the map's)\n");
     }

@@ -2,6 +2,10 @@
 // initializer, lazy optimizers bit-exact against a plain reference loop,
 // refused pushes that change nothing, deterministic eviction, admission, and
 // bytes per parameter.
+#include "actors/core/embedding_table.hpp"
+
+#include <doctest/doctest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,9 +13,6 @@
 #include <random>
 #include <vector>
 
-#include <doctest/doctest.h>
-
-#include "actors/core/embedding_table.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "table_fixture.hpp"
 
@@ -30,7 +31,9 @@ void ref_update(const optimizer_config& c, uint64_t t, ref_row& r, const float* 
   for (size_t i = 0; i < r.v.size(); ++i) {
     float gi = g[i];
     switch (c.kind) {
-      case optimizer_kind::sgd: r.v[i] -= c.lr * gi; break;
+      case optimizer_kind::sgd:
+        r.v[i] -= c.lr * gi;
+        break;
       case optimizer_kind::momentum:
         r.s1[i] = c.momentum * r.s1[i] + gi;
         r.v[i] -= c.lr * r.s1[i];
@@ -107,7 +110,8 @@ TEST_CASE("a pull reads the initializer's values for keys without rows and creat
 }
 
 TEST_CASE("lazy SGD, momentum, AdaGrad and Adam match a plain per-row loop bit for bit") {
-  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam})
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad,
+                    optimizer_kind::adam})
     for (uint32_t d : {1u, 16u}) {
       CAPTURE(static_cast<int>(kind));
       CAPTURE(d);
@@ -155,13 +159,17 @@ TEST_CASE("a refused push is named and changes nothing") {
 }
 
 TEST_CASE("tables that cannot exist are refused with a named error") {
-  CHECK(embedding_table::make(config_of("", 4), test_init).error().code == table_errc::invalid_config);
-  CHECK(embedding_table::make(config_of("t", 0), test_init).error().code == table_errc::invalid_config);
-  CHECK(embedding_table::make(config_of("t", 4), nullptr).error().code == table_errc::invalid_config);
+  CHECK(embedding_table::make(config_of("", 4), test_init).error().code ==
+        table_errc::invalid_config);
+  CHECK(embedding_table::make(config_of("t", 0), test_init).error().code ==
+        table_errc::invalid_config);
+  CHECK(embedding_table::make(config_of("t", 4), nullptr).error().code ==
+        table_errc::invalid_config);
   table_config c = config_of("t", 4);
   c.admission.min_pushes = 3;
   c.admission.sketch_width = 1000;
-  CHECK(embedding_table::make(c, test_init).error().what.find("not a power of two") != std::string::npos);
+  CHECK(embedding_table::make(c, test_init).error().what.find("not a power of two") !=
+        std::string::npos);
 }
 
 TEST_CASE("a full table evicts the least recently updated row, a push's rows ordered by key") {
@@ -258,8 +266,7 @@ TEST_CASE("a small admission sketch admits every key by its N-th push at the lat
   auto table = embedding_table::make(c, test_init);
   REQUIRE(table);
   std::vector<uint64_t> keys(500);
-  for (size_t i = 0; i < keys.size(); ++i)
-    keys[i] = i * 7919;
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
   std::vector<float> g(keys.size(), 0.1f);
   for (uint64_t t = 1; t <= 4; ++t)
     REQUIRE(!table->apply(keys.data(), keys.size(), g.data(), g.size(), t));
@@ -282,10 +289,12 @@ TEST_CASE("rows of d = 16 with AdaGrad or Adam take at most 1.3 times their valu
         push p = random_push(rng, 4000, uint64_t{1} << 40, 16);
         REQUIRE(!table->apply(p.keys.data(), p.keys.size(), p.grads.data(), p.grads.size(), t));
       }
-      double payload = static_cast<double>(table->rows()) * 16 * (1 + table->state_slots()) * sizeof(float);
+      double payload =
+          static_cast<double>(table->rows()) * 16 * (1 + table->state_slots()) * sizeof(float);
       double ratio = static_cast<double>(table->bytes()) / payload;
-      MESSAGE(std::string(to_string(kind)) << (capacity ? " with a capacity" : "") << ": " << table->rows() << " rows, "
-                              << ratio << " bytes per byte of values and state");
+      MESSAGE(std::string(to_string(kind))
+              << (capacity ? " with a capacity" : "") << ": " << table->rows() << " rows, " << ratio
+              << " bytes per byte of values and state");
       CHECK(ratio <= 1.3);
     }
 }

@@ -50,8 +50,7 @@ inline push random_push(std::mt19937_64& rng, size_t n, uint64_t key_space, uint
     if (!seen.insert(k).second)
       continue;
     p.keys.push_back(k);
-    for (uint32_t i = 0; i < d; ++i)
-      p.grads.push_back(g(rng));
+    for (uint32_t i = 0; i < d; ++i) p.grads.push_back(g(rng));
   }
   return p;
 }
@@ -59,8 +58,7 @@ inline push random_push(std::mt19937_64& rng, size_t n, uint64_t key_space, uint
 // The same rows in another order.
 inline push shuffled(const push& p, std::mt19937_64& rng, uint32_t d) {
   std::vector<size_t> order(p.keys.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
   push q;
   for (size_t i : order) {

@@ -2,14 +2,15 @@
 // restored table continues bit-identically, every damage and every mismatch
 // with the restoring shard's table is refused by name, and the hash depends on
 // contents only.
+#include "actors/core/table_snapshot.hpp"
+
+#include <doctest/doctest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include <doctest/doctest.h>
-
-#include "actors/core/table_snapshot.hpp"
 #include "storage/crc32c.hpp"
 #include "table_fixture.hpp"
 
@@ -179,8 +180,7 @@ TEST_CASE("a snapshot row outside the shard's slots, repeated, or not finite is 
 
   auto outside = good;
   uint64_t foreign = 0;
-  while (half.slots.contains_key(foreign) || foreign <= keys[0])
-    ++foreign;
+  while (half.slots.contains_key(foreign) || foreign <= keys[0]) ++foreign;
   if (foreign > keys[1]) {
     std::memcpy(outside.data() + rows_at + row_bytes, &foreign, 8);  // keep the keys ascending
   } else {
