@@ -235,7 +235,7 @@ TEST_CASE("a push that carries every row of a full table drops its new keys and 
   CHECK(table->rows() == 2);
 }
 
-TEST_CASE("a key becomes a row at its N-th push; earlier pushes are dropped and counted") {
+TEST_CASE("a key becomes a row at its N-th push, earlier pushes dropped and counted") {
   table_config c = config_of("adm", 2);
   c.optimizer.lr = 1.0f;
   c.admission.min_pushes = 3;
