@@ -2,9 +2,11 @@
 // An embedding_table holds the rows of one embedding table that one shard
 // owns: rows of `dim` float32 values keyed by any 64-bit key whose hash slot
 // (actors/core/hash_slots.hpp) the shard owns, each with its optimizer state
-// beside it. A plain value: single-threaded, movable and copyable, no actor;
-// the shard that owns it serialises access. Snapshots and the content hash:
-// actors/core/table_snapshot.hpp.
+// beside it. A plain value: movable and copyable, no actor; the shard that
+// owns it serialises access (const members touch nothing mutable, so pulls
+// may run side by side while no apply runs). Snapshots and the content hash:
+// actors/core/table_snapshot.hpp; summing a BSP step's pushes first:
+// actors/core/row_block_sum.hpp.
 //
 // Rows come into being at their first admitted push, with the value of the
 // caller's pure initializer init(key) (the model's (seed, table, key) rule;
