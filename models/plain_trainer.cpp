@@ -1,5 +1,6 @@
 #include "models/plain_trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -31,8 +32,107 @@ bool all_finite(const float* v, size_t n) {
 }
 
 bool finite_gradient(const gradient_buffer& g) {
-  return std::isfinite(g.loss) && all_finite(g.dense.data(), g.dense.size()) &&
-         all_finite(g.sparse_values.data(), g.sparse_values.size());
+  bool finite = std::isfinite(g.loss) && all_finite(g.dense.data(), g.dense.size()) &&
+                all_finite(g.sparse_values.data(), g.sparse_values.size());
+  for (const auto& t : g.tables) finite = finite && all_finite(t.rows.data(), t.rows.size());
+  return finite;
+}
+
+// The rows of a model's tables for one batch or slice: what a worker pulls.
+struct table_pull {
+  table_key_lists keys;
+  std::vector<std::vector<float>> rows;         // per table, keys.size() * dim
+  std::vector<std::vector<uint64_t>> row_numbers;  // per table, each key's row in the plain_table
+  std::vector<table_rows> views;
+  std::vector<uint64_t> missing;  // keys of one table with no row yet
+  std::vector<float> fresh;       // their initial rows
+};
+
+// Fills p.rows (and p.views) with the rows of p.keys. A missing row is
+// created in the table when `create` (a training step), else only read as
+// its initial value (an evaluation).
+caf::error pull_rows(const model& m, uint64_t seed, std::vector<plain_table>& tables, bool create,
+                     table_pull& p) {
+  const size_t n_tables = tables.size();
+  p.rows.resize(n_tables);
+  p.row_numbers.resize(n_tables);
+  p.views.resize(n_tables);
+  for (uint32_t t = 0; t < n_tables; ++t) {
+    auto& table = tables[t];
+    const auto& keys = p.keys[t];
+    const uint32_t d = table.dim;
+    p.missing.clear();
+    for (uint64_t key : keys)
+      if (table.index.find(key) == table.index.end())
+        p.missing.push_back(key);
+    p.fresh.resize(p.missing.size() * d);
+    if (auto err = m.initial_rows(seed, t, p.missing, p.fresh))
+      return err;
+    if (create)
+      for (size_t i = 0; i < p.missing.size(); ++i) {
+        table.index.emplace(p.missing[i], table.rows.size() / d);
+        table.rows.insert(table.rows.end(), p.fresh.begin() + i * d, p.fresh.begin() + (i + 1) * d);
+      }
+    auto& rows = p.rows[t];
+    rows.resize(keys.size() * d);
+    p.row_numbers[t].resize(keys.size());
+    size_t next_fresh = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = table.index.find(keys[i]);
+      const float* src = nullptr;
+      if (it != table.index.end()) {
+        p.row_numbers[t][i] = it->second;
+        src = table.rows.data() + it->second * d;
+      } else {
+        src = p.fresh.data() + (next_fresh++) * d;  // missing keys are in key order
+      }
+      std::copy(src, src + d, rows.data() + i * d);
+    }
+    p.views[t] = table_rows{keys, rows};
+  }
+  return {};
+}
+
+// w -= lr * g on the rows a step pulled (all of them exist: pull_rows created them).
+void apply_rows(const gradient_buffer& g, float lr, const table_pull& p,
+                std::vector<plain_table>& tables) {
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const uint32_t d = tables[t].dim;
+    const float* grad = g.tables[t].rows.data();
+    for (size_t i = 0; i < p.row_numbers[t].size(); ++i) {
+      float* row = tables[t].rows.data() + p.row_numbers[t][i] * d;
+      for (uint32_t j = 0; j < d; ++j) row[j] -= lr * grad[i * d + j];
+    }
+  }
+}
+
+// The model's score of the final parameters: by slices when it evaluates
+// slices, else on full_parameters.
+caf::expected<evaluation> evaluate(const model& m, const plain_trainer_config& config,
+                                   plain_training_result& r, model_scratch& scratch) {
+  if (!m.evaluates_slices())
+    return m.evaluate(full_parameters{r.dense, r.sparse}, scratch);
+  partial_evaluation whole;
+  table_pull p;
+  std::vector<uint64_t> sparse_keys;
+  std::vector<float> sparse_values;
+  const uint64_t n = m.num_test_examples();
+  const uint64_t step = std::max<uint64_t>(config.eval_slice_examples, 1);
+  for (uint64_t first = 0; first < n; first += step) {
+    const test_slice slice{first, std::min(step, n - first)};
+    if (auto err = m.test_keys(slice, scratch, sparse_keys, p.keys))
+      return err;
+    if (auto err = pull_rows(m, config.seed, r.tables, false, p))
+      return err;
+    sparse_values.resize(sparse_keys.size());
+    for (size_t i = 0; i < sparse_keys.size(); ++i) sparse_values[i] = r.sparse[sparse_keys[i]];
+    auto part =
+        m.evaluate_slice(slice, parameter_view{r.dense, sparse_keys, sparse_values, p.views}, scratch);
+    if (!part)
+      return std::move(part.error());
+    whole.merge(*part);
+  }
+  return whole.result();
 }
 
 void apply_sgd(const gradient_buffer& g, float lr, plain_training_result& r) {
@@ -45,6 +145,11 @@ void apply_sgd(const gradient_buffer& g, float lr, plain_training_result& r) {
 }
 
 }  // namespace
+
+const float* plain_table::find(uint64_t key) const {
+  auto it = index.find(key);
+  return it == index.end() ? nullptr : rows.data() + it->second * dim;
+}
 
 caf::expected<plain_training_result> train_plain(const model& m, const plain_trainer_config& config,
                                                  const plain_epoch_callback& on_epoch) {
@@ -64,6 +169,9 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
     r.sparse.resize(all.size());
     m.initial_sparse(config.seed, all, r.sparse);
   }
+  for (const auto& spec : layout.tables()) r.tables.push_back(plain_table{spec.dim, {}, {}});
+  const bool has_tables = !r.tables.empty();
+  table_pull rows;
   auto scratch = m.make_scratch();
   std::vector<uint64_t> batch;
   std::vector<uint64_t> keys;
@@ -91,7 +199,14 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
         return err;
       pulled.resize(keys.size());
       for (size_t i = 0; i < keys.size(); ++i) pulled[i] = r.sparse[keys[i]];
-      if (auto err = m.gradient(batch, parameter_view{r.dense, keys, pulled}, *scratch, grad))
+      if (has_tables) {
+        if (auto err = m.table_keys(batch, *scratch, rows.keys))
+          return err;
+        if (auto err = pull_rows(m, config.seed, r.tables, true, rows))
+          return err;
+      }
+      if (auto err = m.gradient(batch, parameter_view{r.dense, keys, pulled, rows.views}, *scratch,
+                                grad))
         return err;
       ++r.steps;
       ++report.steps;
@@ -100,6 +215,8 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
         continue;
       }
       apply_sgd(grad, config.lr, r);
+      if (has_tables)
+        apply_rows(grad, config.lr, rows, r.tables);
       loss_sum += grad.loss;
       ++applied;
       r.examples += grad.examples;
@@ -108,7 +225,7 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
     r.train_seconds += report.train_seconds;
     report.mean_train_loss = applied ? loss_sum / static_cast<double>(applied) : 0.0;
     if (config.evaluate_each_epoch) {
-      auto e = m.evaluate(full_parameters{r.dense, r.sparse}, *scratch);
+      auto e = evaluate(m, config, r, *scratch);
       if (!e)
         return std::move(e.error());
       report.test = *e;
@@ -117,7 +234,7 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
       on_epoch(report);
     r.epochs.push_back(std::move(report));
   }
-  auto e = m.evaluate(full_parameters{r.dense, r.sparse}, *scratch);
+  auto e = evaluate(m, config, r, *scratch);
   if (!e)
     return std::move(e.error());
   r.final_test = *e;

@@ -8,6 +8,15 @@
 // skipped and counted, as keel's workers do. Errors from the model (bad
 // config, wrong sizes) are returned, never thrown.
 //
+// A model with embedding tables has each table in a plain_table: a
+// std::unordered_map from key to row number over one arena of rows, a row
+// created from model::initial_rows on its first touch. A step pulls the
+// batch's rows into a view (as a worker does), takes the gradient and
+// applies w -= lr * g to the dense values and to the touched rows. A model
+// that evaluates_slices() is scored slice by slice (slices of
+// eval_slice_examples), reading only the rows each slice needs (a row no
+// step touched is its initial value, not stored), the parts merged.
+//
 // Reference figures (tests/models/baseline_slow_test.cpp, `ctest -L slow`;
 // Release build, one core of this project's 2-vCPU VM, seed 1):
 //   mnist-mlp      lr 0.1, batch 32, 8 epochs:  test accuracy 0.9787,
@@ -22,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "models/model.hpp"
@@ -35,6 +45,17 @@ struct plain_trainer_config {
   uint64_t epochs = 1;
   uint64_t max_steps = 0;  // stop after this many steps in all (0 = no limit)
   bool evaluate_each_epoch = false;
+  uint64_t eval_slice_examples = 8192;  // slice size when the model evaluates by slices
+};
+
+// One embedding table as the plain trainer holds it.
+struct plain_table {
+  uint32_t dim = 0;
+  std::unordered_map<uint64_t, uint64_t> index;  // key -> row number
+  std::vector<float> rows;                       // row r is rows[r * dim, (r + 1) * dim)
+
+  // The row of `key`, or nullptr when no step has touched it.
+  const float* find(uint64_t key) const;
 };
 
 // What one epoch did. `test` is set when evaluate_each_epoch is.
@@ -49,6 +70,7 @@ struct plain_epoch {
 struct plain_training_result {
   std::vector<float> dense;   // final parameters (layout order)
   std::vector<float> sparse;  // final sparse parameters, index = key
+  std::vector<plain_table> tables;  // final rows of each table of the layout
   uint64_t steps = 0;
   uint64_t examples = 0;       // examples in applied steps
   uint64_t skipped_steps = 0;  // non-finite steps not applied
