@@ -125,6 +125,8 @@ bool same_config(const ctr_config& a, const ctr_config& b) {
 
 }  // namespace
 
+float ctr_plain_lr(uint32_t) noexcept { return 1.0f; }
+
 ctr_model::ctr_model(const ctr_config& c, uint32_t factors) : data_(c), factors_(factors) {
   const std::string prefix = factors == 0 ? "ctr_lr" : "ctr_fm";
   layout_.add_dense(prefix + ".numeric", {ctr_numeric_fields});

@@ -23,6 +23,13 @@
 
 namespace keel {
 
+// The plain trainer's settings for the click-log models: AdaGrad (the
+// shards' rule: initial accumulator 0.1, epsilon 1e-8) at this learning
+// rate, batch 256, one epoch. The reference figures in plain_trainer.hpp
+// and ctr_model::target() are measured with them.
+constexpr uint32_t ctr_plain_batch = 256;
+float ctr_plain_lr(uint32_t factors) noexcept;
+
 class ctr_model final : public model {
  public:
   // factors = 0 is ctr-lr, factors > 0 ctr-fm with that many factors.

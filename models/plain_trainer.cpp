@@ -93,15 +93,33 @@ caf::error pull_rows(const model& m, uint64_t seed, std::vector<plain_table>& ta
   return {};
 }
 
-// w -= lr * g on the rows a step pulled (all of them exist: pull_rows created them).
-void apply_rows(const gradient_buffer& g, float lr, const table_pull& p,
+// The update of `n` parameters `w` by gradient `g`: w -= lr * g, or
+// AdaGrad's step with the accumulators `acc` (the rule of keel's shards,
+// actors/core/optimizer.cpp).
+void update(const plain_trainer_config& c, float* w, float* acc, const float* g, size_t n) {
+  const float lr = c.lr;
+  if (c.optimizer == plain_optimizer::sgd) {
+    for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    acc[i] += g[i] * g[i];
+    w[i] -= lr * g[i] / (std::sqrt(acc[i]) + c.epsilon);
+  }
+}
+
+// The update of the rows a step pulled (all of them exist: pull_rows created them).
+void apply_rows(const gradient_buffer& g, const plain_trainer_config& c, const table_pull& p,
                 std::vector<plain_table>& tables) {
   for (size_t t = 0; t < tables.size(); ++t) {
-    const uint32_t d = tables[t].dim;
+    auto& table = tables[t];
+    const uint32_t d = table.dim;
+    if (c.optimizer == plain_optimizer::adagrad)
+      table.accumulators.resize(table.rows.size(), c.initial_accumulator);
     const float* grad = g.tables[t].rows.data();
     for (size_t i = 0; i < p.row_numbers[t].size(); ++i) {
-      float* row = tables[t].rows.data() + p.row_numbers[t][i] * d;
-      for (uint32_t j = 0; j < d; ++j) row[j] -= lr * grad[i * d + j];
+      const uint64_t at = p.row_numbers[t][i] * d;
+      update(c, table.rows.data() + at, table.accumulators.data() + at, grad + i * d, d);
     }
   }
 }
@@ -135,13 +153,19 @@ caf::expected<evaluation> evaluate(const model& m, const plain_trainer_config& c
   return whole.result();
 }
 
-void apply_sgd(const gradient_buffer& g, float lr, plain_training_result& r) {
-  float* w = r.dense.data();
-  const float* d = g.dense.data();
-  const size_t n = g.dense.size();
-  for (size_t i = 0; i < n; ++i) w[i] -= lr * d[i];
-  for (size_t i = 0; i < g.sparse_keys.size(); ++i)
-    r.sparse[g.sparse_keys[i]] -= lr * g.sparse_values[i];
+// AdaGrad's accumulators of the dense and sparse parameters (empty under SGD).
+struct plain_accumulators {
+  std::vector<float> dense;
+  std::vector<float> sparse;
+};
+
+void apply_dense(const gradient_buffer& g, const plain_trainer_config& c, plain_training_result& r,
+                 plain_accumulators& acc) {
+  update(c, r.dense.data(), acc.dense.data(), g.dense.data(), g.dense.size());
+  for (size_t i = 0; i < g.sparse_keys.size(); ++i) {
+    const uint64_t k = g.sparse_keys[i];
+    update(c, &r.sparse[k], acc.sparse.data() + k, &g.sparse_values[i], 1);
+  }
 }
 
 }  // namespace
@@ -169,8 +193,14 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
     r.sparse.resize(all.size());
     m.initial_sparse(config.seed, all, r.sparse);
   }
-  for (const auto& spec : layout.tables()) r.tables.push_back(plain_table{spec.dim, {}, {}});
+  r.tables.resize(layout.tables().size());
+  for (size_t t = 0; t < r.tables.size(); ++t) r.tables[t].dim = layout.tables()[t].dim;
   const bool has_tables = !r.tables.empty();
+  plain_accumulators acc;
+  if (config.optimizer == plain_optimizer::adagrad) {
+    acc.dense.assign(r.dense.size(), config.initial_accumulator);
+    acc.sparse.assign(r.sparse.size(), config.initial_accumulator);
+  }
   table_pull rows;
   auto scratch = m.make_scratch();
   std::vector<uint64_t> batch;
@@ -214,9 +244,9 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
         ++r.skipped_steps;
         continue;
       }
-      apply_sgd(grad, config.lr, r);
+      apply_dense(grad, config, r, acc);
       if (has_tables)
-        apply_rows(grad, config.lr, rows, r.tables);
+        apply_rows(grad, config, rows, r.tables);
       loss_sum += grad.loss;
       ++applied;
       r.examples += grad.examples;

@@ -1,5 +1,5 @@
 #pragma once
-// The plain trainer trains any model with plain minibatch SGD in the calling
+// The plain trainer trains any model with plain minibatch SGD (or AdaGrad) in the calling
 // thread, with no actors: the single-worker loop of model.hpp with the
 // parameters in two local vectors and w -= lr * g applied in place. It is
 // the reference keel's distributed runs are measured against (the accuracy
@@ -38,9 +38,17 @@
 
 namespace keel {
 
+// The update rule: w -= lr * g, or AdaGrad (acc += g^2, w -= lr * g /
+// (sqrt(acc) + epsilon), acc starting at initial_accumulator), the rules
+// keel's shards apply under those names.
+enum class plain_optimizer { sgd, adagrad };
+
 struct plain_trainer_config {
   uint64_t seed = 1;  // initial parameters and batch order
-  float lr = 0.1f;    // constant SGD learning rate
+  float lr = 0.1f;    // constant learning rate
+  plain_optimizer optimizer = plain_optimizer::sgd;
+  float initial_accumulator = 0.1f;  // adagrad
+  float epsilon = 1e-8f;             // adagrad
   uint32_t batch_size = 32;
   uint64_t epochs = 1;
   uint64_t max_steps = 0;  // stop after this many steps in all (0 = no limit)
@@ -53,6 +61,7 @@ struct plain_table {
   uint32_t dim = 0;
   std::unordered_map<uint64_t, uint64_t> index;  // key -> row number
   std::vector<float> rows;                       // row r is rows[r * dim, (r + 1) * dim)
+  std::vector<float> accumulators;  // AdaGrad's, aligned with rows (empty under SGD)
 
   // The row of `key`, or nullptr when no step has touched it.
   const float* find(uint64_t key) const;

@@ -216,3 +216,89 @@ TEST_CASE("held-out slices scored apart and merged equal the whole test set scor
   REQUIRE(!full);
   CHECK(describe(full.error()).find("slices") != std::string::npos);
 }
+
+namespace {
+
+ctr_config learnable_config() {
+  ctr_config c;
+  c.vocabulary = 10'000;
+  c.train_examples = 40'000;
+  c.test_examples = 8'000;
+  c.fm_factors = 8;
+  return c;
+}
+
+plain_training_result train(const ctr_model& m, uint64_t max_steps = 0) {
+  plain_trainer_config pc;
+  pc.batch_size = ctr_plain_batch;
+  pc.lr = ctr_plain_lr(m.factors());
+  pc.optimizer = plain_optimizer::adagrad;
+  pc.max_steps = max_steps;
+  pc.eval_slice_examples = 3000;  // slices of unequal size, merged
+  auto r = train_plain(m, pc);
+  REQUIRE_MESSAGE(r, keel::test::error_text(r));
+  return std::move(*r);
+}
+
+}  // namespace
+
+TEST_CASE("the plain trainer learns the click log: log loss well below the base rate's entropy, "
+          "above the Bayes log loss") {
+  for (uint32_t factors : {0u, 8u}) {
+    auto m = make(learnable_config(), factors);
+    CAPTURE(m->name());
+    const auto r = train(*m);
+    const double loss = *r.final_test.log_loss;
+    const double bayes = *m->planted().log_loss;
+    MESSAGE(m->name() << ": log loss " << loss << ", Bayes " << bayes << ", entropy "
+                      << m->base_entropy() << ", AUC " << *r.final_test.metric("auc")
+                      << ", planted AUC " << *m->planted().metric("auc"));
+    CHECK(r.skipped_steps == 0);
+    CHECK(bayes < loss);
+    CHECK(loss < m->base_entropy() - 0.04);
+    CHECK(*r.final_test.metric("auc") > 0.7);
+    CHECK(*r.final_test.metric("auc") < *m->planted().metric("auc"));
+    CHECK(*r.final_test.metric("auc_tie_bound") < 1e-3);
+    CHECK(meets(r.final_test, m->target()));
+    // Rows were created on first touch only: far fewer than the vocabulary
+    // in the long-tail fields, each of the model's width.
+    REQUIRE(r.tables.size() == 26);
+    CHECK(r.tables[0].rows.size() == r.tables[0].index.size() * m->row_dim());
+    CHECK(r.tables[0].index.size() < learnable_config().vocabulary);
+  }
+}
+
+TEST_CASE("two plain runs of a CTR model end with the same rows, bit for bit") {
+  auto m = make(learnable_config(), 8);
+  const auto a = train(*m, 30);
+  const auto b = train(*m, 30);
+  CHECK(a.dense == b.dense);
+  for (size_t t = 0; t < a.tables.size(); ++t) {
+    REQUIRE(a.tables[t].index.size() == b.tables[t].index.size());
+    for (const auto& [key, row] : a.tables[t].index) {
+      const float* other = b.tables[t].find(key);
+      REQUIRE(other != nullptr);
+      CHECK(std::equal(other, other + m->row_dim(), a.tables[t].rows.data() + row * m->row_dim()));
+    }
+  }
+  CHECK(a.final_test.log_loss == b.final_test.log_loss);
+}
+
+TEST_CASE("ctr-lr and ctr-fm are in the registry, configured by model_options.ctr") {
+  model_options mo;
+  mo.ctr = learnable_config();
+  mo.ctr.fm_factors = 6;
+  auto lr = make_model("ctr-lr", mo);
+  auto fm = make_model("ctr-fm", mo);
+  REQUIRE(lr);
+  REQUIRE(fm);
+  CHECK((*lr)->layout().tables()[25].dim == 1);
+  CHECK((*fm)->layout().tables()[25].dim == 7);
+  CHECK((*fm)->layout().tables()[25].name == "ctr_fm.c26");
+  CHECK((*fm)->layout().dense_size() == 14);
+  CHECK((*fm)->evaluates_slices());
+  mo.ctr.vocabulary = 5;
+  auto bad = make_model("ctr-lr", mo);
+  REQUIRE(!bad);
+  CHECK(describe(bad.error()).find("vocabulary") != std::string::npos);
+}
