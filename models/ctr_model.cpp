@@ -114,6 +114,16 @@ double margin(const ctr_example& ex, size_t e, const parameter_view& params, uin
   return m + 0.5 * pairs;
 }
 
+// The plain trainer's held-out figures on the default ctr_config with
+// ctr_plain_lr and ctr_plain_batch (tests/models/ctr_slow_test.cpp checks
+// them; plain_trainer.hpp lists them).
+struct plain_figures {
+  double log_loss;
+  double auc;
+};
+constexpr plain_figures ctr_lr_plain{0.4628, 0.7788};
+constexpr plain_figures ctr_fm_plain{0.4635, 0.7779};
+
 bool same_config(const ctr_config& a, const ctr_config& b) {
   return a.seed == b.seed && a.vocabulary == b.vocabulary &&
          a.train_examples == b.train_examples && a.test_examples == b.test_examples &&
@@ -285,9 +295,14 @@ quality_target ctr_model::target() const {
   quality_target t;
   const double bayes = *planted_.log_loss;
   const double best_auc = *planted_.metric("auc");
-  // The plain trainer's figures on the default config (plain_trainer.hpp),
-  // to be filled from measurements; see ctr_plain_* below.
-  if (same_config(data_.config(), ctr_config{}) && false) {
+  if (same_config(data_.config(), ctr_config{})) {
+    const auto& plain = factors_ == 0 ? ctr_lr_plain : ctr_fm_plain;
+    t.max_log_loss = 1.005 * plain.log_loss;
+    t.bounds.push_back({"auc", plain.auc - 0.002, std::nullopt});
+    t.basis = "within 0.5% of the plain trainer's log loss " + std::to_string(plain.log_loss) +
+              " and 0.002 of its AUC " + std::to_string(plain.auc) +
+              " (AdaGrad lr 1, batch 256, one epoch; Bayes log loss " + std::to_string(bayes) +
+              ", planted AUC " + std::to_string(best_auc) + ")";
     return t;
   }
   t.max_log_loss = base_entropy();

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "messages/errors.hpp"
@@ -119,7 +121,8 @@ void apply_rows(const gradient_buffer& g, const plain_trainer_config& c, const t
     const float* grad = g.tables[t].rows.data();
     for (size_t i = 0; i < p.row_numbers[t].size(); ++i) {
       const uint64_t at = p.row_numbers[t][i] * d;
-      update(c, table.rows.data() + at, table.accumulators.data() + at, grad + i * d, d);
+      float* state = table.accumulators.empty() ? nullptr : table.accumulators.data() + at;
+      update(c, table.rows.data() + at, state, grad + i * d, d);
     }
   }
 }
@@ -164,7 +167,8 @@ void apply_dense(const gradient_buffer& g, const plain_trainer_config& c, plain_
   update(c, r.dense.data(), acc.dense.data(), g.dense.data(), g.dense.size());
   for (size_t i = 0; i < g.sparse_keys.size(); ++i) {
     const uint64_t k = g.sparse_keys[i];
-    update(c, &r.sparse[k], acc.sparse.data() + k, &g.sparse_values[i], 1);
+    update(c, &r.sparse[k], acc.sparse.empty() ? nullptr : acc.sparse.data() + k,
+           &g.sparse_values[i], 1);
   }
 }
 
@@ -175,6 +179,77 @@ const float* plain_table::find(uint64_t key) const {
   return it == index.end() ? nullptr : rows.data() + it->second * dim;
 }
 
+namespace {
+
+// One run's working state: the step's buffers, reused from step to step.
+struct plain_run {
+  const model& m;
+  const plain_trainer_config& config;
+  plain_training_result r;
+  plain_accumulators acc;
+  table_pull rows;
+  std::unique_ptr<model_scratch> scratch;
+  std::vector<uint64_t> batch;
+  std::vector<uint64_t> keys;
+  std::vector<float> pulled;
+  gradient_buffer grad;
+
+  // The initial parameters and optimizer state.
+  plain_run(const model& model_, const plain_trainer_config& c)
+      : m(model_), config(c), scratch(model_.make_scratch()) {
+    const auto& layout = m.layout();
+    r.dense.resize(layout.dense_size());
+    m.initial_dense(config.seed, 0, r.dense);
+    if (layout.sparse_key_count() > 0) {
+      std::vector<uint64_t> all(layout.sparse_key_count());
+      for (uint64_t k = 0; k < all.size(); ++k) all[k] = k;
+      r.sparse.resize(all.size());
+      m.initial_sparse(config.seed, all, r.sparse);
+    }
+    r.tables.resize(layout.tables().size());
+    for (size_t t = 0; t < r.tables.size(); ++t) r.tables[t].dim = layout.tables()[t].dim;
+    if (config.optimizer == plain_optimizer::adagrad) {
+      acc.dense.assign(r.dense.size(), config.initial_accumulator);
+      acc.sparse.assign(r.sparse.size(), config.initial_accumulator);
+    }
+  }
+
+  // The step at `at`: pull, gradient, update (unless the gradient is not
+  // finite). Sets *applied_loss to the batch's loss when it was applied.
+  caf::error step(const batch_position& at, std::optional<double>* applied_loss) {
+    *applied_loss = std::nullopt;
+    const bool has_tables = !r.tables.empty();
+    if (auto err = m.batch_indices(at, batch))
+      return err;
+    if (auto err = m.sparse_keys(batch, *scratch, keys))
+      return err;
+    pulled.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) pulled[i] = r.sparse[keys[i]];
+    if (has_tables) {
+      if (auto err = m.table_keys(batch, *scratch, rows.keys))
+        return err;
+      if (auto err = pull_rows(m, config.seed, r.tables, true, rows))
+        return err;
+    }
+    if (auto err =
+            m.gradient(batch, parameter_view{r.dense, keys, pulled, rows.views}, *scratch, grad))
+      return err;
+    ++r.steps;
+    if (!finite_gradient(grad)) {
+      ++r.skipped_steps;
+      return {};
+    }
+    apply_dense(grad, config, r, acc);
+    if (has_tables)
+      apply_rows(grad, config, rows, r.tables);
+    r.examples += grad.examples;
+    *applied_loss = grad.loss;
+    return {};
+  }
+};
+
+}  // namespace
+
 caf::expected<plain_training_result> train_plain(const model& m, const plain_trainer_config& config,
                                                  const plain_epoch_callback& on_epoch) {
   const uint64_t steps = steps_per_epoch(m.num_train_examples(), 1, config.batch_size);
@@ -183,30 +258,8 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
                       "plain_trainer_config.batch_size " + std::to_string(config.batch_size) +
                           " must be between 1 and the " + std::to_string(m.num_train_examples()) +
                           " training examples");
-  const auto& layout = m.layout();
-  plain_training_result r;
-  r.dense.resize(layout.dense_size());
-  m.initial_dense(config.seed, 0, r.dense);
-  if (layout.sparse_key_count() > 0) {
-    std::vector<uint64_t> all(layout.sparse_key_count());
-    for (uint64_t k = 0; k < all.size(); ++k) all[k] = k;
-    r.sparse.resize(all.size());
-    m.initial_sparse(config.seed, all, r.sparse);
-  }
-  r.tables.resize(layout.tables().size());
-  for (size_t t = 0; t < r.tables.size(); ++t) r.tables[t].dim = layout.tables()[t].dim;
-  const bool has_tables = !r.tables.empty();
-  plain_accumulators acc;
-  if (config.optimizer == plain_optimizer::adagrad) {
-    acc.dense.assign(r.dense.size(), config.initial_accumulator);
-    acc.sparse.assign(r.sparse.size(), config.initial_accumulator);
-  }
-  table_pull rows;
-  auto scratch = m.make_scratch();
-  std::vector<uint64_t> batch;
-  std::vector<uint64_t> keys;
-  std::vector<float> pulled;
-  gradient_buffer grad;
+  plain_run run(m, config);
+  auto& r = run.r;
   batch_position at;
   at.seed = config.seed;
   at.batch_size = config.batch_size;
@@ -223,39 +276,20 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
         break;
       at.epoch = epoch;
       at.step = step;
-      if (auto err = m.batch_indices(at, batch))
+      std::optional<double> loss;
+      if (auto err = run.step(at, &loss))
         return err;
-      if (auto err = m.sparse_keys(batch, *scratch, keys))
-        return err;
-      pulled.resize(keys.size());
-      for (size_t i = 0; i < keys.size(); ++i) pulled[i] = r.sparse[keys[i]];
-      if (has_tables) {
-        if (auto err = m.table_keys(batch, *scratch, rows.keys))
-          return err;
-        if (auto err = pull_rows(m, config.seed, r.tables, true, rows))
-          return err;
-      }
-      if (auto err = m.gradient(batch, parameter_view{r.dense, keys, pulled, rows.views}, *scratch,
-                                grad))
-        return err;
-      ++r.steps;
       ++report.steps;
-      if (!finite_gradient(grad)) {
-        ++r.skipped_steps;
-        continue;
+      if (loss) {
+        loss_sum += *loss;
+        ++applied;
       }
-      apply_dense(grad, config, r, acc);
-      if (has_tables)
-        apply_rows(grad, config, rows, r.tables);
-      loss_sum += grad.loss;
-      ++applied;
-      r.examples += grad.examples;
     }
     report.train_seconds = seconds_since(start);
     r.train_seconds += report.train_seconds;
     report.mean_train_loss = applied ? loss_sum / static_cast<double>(applied) : 0.0;
     if (config.evaluate_each_epoch) {
-      auto e = evaluate(m, config, r, *scratch);
+      auto e = evaluate(m, config, r, *run.scratch);
       if (!e)
         return std::move(e.error());
       report.test = *e;
@@ -264,13 +298,13 @@ caf::expected<plain_training_result> train_plain(const model& m, const plain_tra
       on_epoch(report);
     r.epochs.push_back(std::move(report));
   }
-  auto e = evaluate(m, config, r, *scratch);
+  auto e = evaluate(m, config, r, *run.scratch);
   if (!e)
     return std::move(e.error());
   r.final_test = *e;
   r.examples_per_second =
       r.train_seconds > 0 ? static_cast<double>(r.examples) / r.train_seconds : 0;
-  return r;
+  return std::move(r);
 }
 
 }  // namespace keel
