@@ -32,6 +32,26 @@ struct SparseBlock {
   values @1 :List(Float32);
 }
 
+# Rows of one embedding table (the job's layout table `table`, rows of `dim`
+# float32): `keys` holds n little-endian UInt64 keys (8n bytes) and `rows`
+# n x dim little-endian Float32 (4 n dim bytes), row i that of key i. In a
+# push the keys are strictly increasing (each row applied once) and the rows
+# are gradients; in a pull reply they are the rows of the keys asked, in the
+# order asked.
+struct TableBlock {
+  table @0 :UInt32;
+  dim @1 :UInt32;
+  keys @2 :Data;
+  rows @3 :Data;
+}
+
+# The keys of one table a pull asks for (8n bytes of little-endian UInt64,
+# any order, repeats allowed).
+struct TableKeys {
+  table @0 :UInt32;
+  keys @1 :Data;
+}
+
 # A worker's gradient for one shard at one step. `seq` counts the worker's
 # pushes from 1; a shard applies each (worker, seq) at most once.
 struct Push {
@@ -42,6 +62,7 @@ struct Push {
   shard @4 :UInt32;
   dense @5 :List(DenseRange);
   sparse @6 :SparseBlock;
+  tables @7 :List(TableBlock);  # at most one block a table, table indices increasing
 }
 
 struct PushAck {
@@ -72,6 +93,7 @@ struct PullRequest {
   clock @3 :UInt64;
   dense @4 :List(KeyRange);
   sparseKeys @5 :List(UInt64);
+  tables @6 :List(TableKeys);   # at most one entry a table, table indices increasing
 }
 
 struct PullReply {
@@ -81,6 +103,7 @@ struct PullReply {
   shardVersion @3 :UInt64;
   dense @4 :List(DenseRange);
   sparse @5 :SparseBlock;
+  tables @6 :List(TableBlock);  # one per entry of the request's tables, in its order
 }
 
 # The checkpointer asks a shard for its state as of now.

@@ -121,6 +121,74 @@ caf::error check_disjoint(const std::string& where, Ranges ranges, capnp::List<u
   return {};
 }
 
+// Embedding-table blocks (TableBlock): at most one per table, table indices
+// increasing, dim positive, keys a whole number of UInt64, rows exactly
+// n x dim Float32; in a push the keys strictly increasing and the rows finite.
+caf::error check_table_block(const std::string& at, schema::TableBlock::Reader b,
+                             const decode_limits& limits, bool is_push) {
+  auto keys = b.getKeys();
+  auto rows = b.getRows();
+  if (b.getDim() == 0)
+    return bad(at + ".dim", "must be positive");
+  if (keys.size() % 8 != 0)
+    return bad(at + ".keys", to_string(keys.size()) + " bytes are not a whole number of UInt64 keys");
+  uint64_t n = keys.size() / 8;
+  if (auto err = check_count(at + ".keys", n, limits.max_sparse_keys))
+    return err;
+  if (rows.size() != n * b.getDim() * 4)
+    return bad(at + ".rows", to_string(rows.size()) + " bytes, but " + to_string(n) + " keys x dim " +
+                               to_string(b.getDim()) + " need " + to_string(n * b.getDim() * 4) +
+                               " (a block must be n x d float32)");
+  if (is_push)
+    for (uint64_t i = 1; i < n; ++i) {
+      uint64_t prev, k;
+      std::memcpy(&prev, keys.begin() + 8 * (i - 1), 8);
+      std::memcpy(&k, keys.begin() + 8 * i, 8);
+      if (k <= prev)
+        return bad(at + ".keys[" + to_string(i) + "]",
+                   "key " + to_string(k) + " is not greater than the one before (" + to_string(prev) +
+                     "); a push's keys must be strictly increasing");
+    }
+  if (limits.require_finite && !(limits.source && limits.source->known_finite(rows.begin(), rows.size())) &&
+      !all_finite(rows.begin(), n * b.getDim()))
+    return bad(at + ".rows", "contains a NaN or infinite value");
+  return {};
+}
+
+caf::error check_table_blocks(const std::string& where,
+                              capnp::List<schema::TableBlock>::Reader blocks,
+                              const decode_limits& limits, bool is_push) {
+  if (auto err = check_count(where, blocks.size(), limits.max_dense_ranges))
+    return err;
+  for (unsigned i = 0; i < blocks.size(); ++i) {
+    auto at = where + "[" + to_string(i) + "]";
+    if (is_push && i > 0 && blocks[i].getTable() <= blocks[i - 1].getTable())
+      return bad(at + ".table", to_string(blocks[i].getTable()) +
+                                  " is not greater than the table before; one block a table, in order");
+    if (auto err = check_table_block(at, blocks[i], limits, is_push))
+      return err;
+  }
+  return {};
+}
+
+caf::error check_table_keys(const std::string& where, capnp::List<schema::TableKeys>::Reader tables,
+                            const decode_limits& limits) {
+  if (auto err = check_count(where, tables.size(), limits.max_dense_ranges))
+    return err;
+  for (unsigned i = 0; i < tables.size(); ++i) {
+    auto at = where + "[" + to_string(i) + "]";
+    if (i > 0 && tables[i].getTable() <= tables[i - 1].getTable())
+      return bad(at + ".table", to_string(tables[i].getTable()) +
+                                  " is not greater than the table before; one entry a table, in order");
+    auto keys = tables[i].getKeys();
+    if (keys.size() % 8 != 0)
+      return bad(at + ".keys", to_string(keys.size()) + " bytes are not a whole number of UInt64 keys");
+    if (auto err = check_count(at + ".keys", keys.size() / 8, limits.max_sparse_keys))
+      return err;
+  }
+  return {};
+}
+
 }  // namespace
 
 size_t dtype_size(schema::DType t) {
@@ -183,6 +251,8 @@ caf::error validate(schema::Push::Reader m, const decode_limits& limits) {
   auto sparse = m.getSparse();
   if (auto err = check_sparse("keel.Push.sparse", sparse, limits))
     return err;
+  if (auto err = check_table_blocks("keel.Push.tables", m.getTables(), limits, true))
+    return err;
   return check_disjoint("keel.Push.sparse", dense, sparse.getKeys());
 }
 
@@ -223,6 +293,8 @@ caf::error validate(schema::PullRequest::Reader m, const decode_limits& limits) 
   auto keys = m.getSparseKeys();
   if (auto err = check_sparse_keys("keel.PullRequest.sparseKeys", keys, limits))
     return err;
+  if (auto err = check_table_keys("keel.PullRequest.tables", m.getTables(), limits))
+    return err;
   return check_disjoint("keel.PullRequest.sparseKeys", dense, keys);
 }
 
@@ -234,6 +306,8 @@ caf::error validate(schema::PullReply::Reader m, const decode_limits& limits) {
     return err;
   auto sparse = m.getSparse();
   if (auto err = check_sparse("keel.PullReply.sparse", sparse, limits))
+    return err;
+  if (auto err = check_table_blocks("keel.PullReply.tables", m.getTables(), limits, false))
     return err;
   return check_disjoint("keel.PullReply.sparse", dense, sparse.getKeys());
 }

@@ -68,6 +68,9 @@ caf::error check_shard(const parameter_shard_config& s) {
     return bad("shard.core.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
   if (auto err = check_optimizer(c.optimizer))
     return err;
+  if (!c.tables.empty())
+    return bad("shard.core.tables", "a node does not start shards with embedding tables yet (the model's "
+                                    "initial rows do not travel to nodes; issue 26)");
   if (s.snapshot.empty() && s.initial_dense.size() != c.dense.size())
     return bad("shard.initial_dense", std::to_string(s.initial_dense.size()) + " values for " +
                                         std::to_string(c.dense.size()) + " dense keys");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "actors/core/tensor_recycler.hpp"
 #include "actors/core/update_rules.hpp"
@@ -25,7 +26,54 @@ std::string range_text(uint64_t b, uint64_t e) {
   return "[" + std::to_string(b) + "," + std::to_string(e) + ")";
 }
 
+std::string shard_text(uint32_t shard) { return "shard " + std::to_string(shard); }
+
+// Capnp Data blobs start on a word boundary, so keys and rows are read in place.
+const uint64_t* keys_of(capnp::Data::Reader d) { return reinterpret_cast<const uint64_t*>(d.begin()); }
+const float* floats_of(capnp::Data::Reader d) { return reinterpret_cast<const float*>(d.begin()); }
+
+// The tables of `cfg`, empty, with rows from `rows`.
+caf::expected<std::vector<embedding_table>> make_tables(const shard_config& cfg, const table_row_source& rows) {
+  std::vector<embedding_table> out;
+  if (cfg.tables.empty())
+    return out;
+  if (cfg.table_slot_owners.empty() || !rows)
+    return make_error(errc::invalid_argument, shard_text(cfg.shard) + ": the model has " +
+                                                std::to_string(cfg.tables.size()) + " tables but the shard has " +
+                                                (rows ? "no slot map" : "no initial rows for them"));
+  for (uint32_t t = 0; t < cfg.tables.size(); ++t) {
+    auto init = [rows, t](uint64_t key, float* v, uint32_t dim) { rows(t, key, v, dim); };
+    auto table = embedding_table::make(shard_table_config(cfg, t), init);
+    if (!table)
+      return make_error(errc::invalid_argument, shard_text(cfg.shard) + ": " + describe(table.error()));
+    out.push_back(std::move(*table));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<uint32_t> default_slot_owners(uint32_t shards) {
+  auto map = slot_map::contiguous(default_slot_count, shards);
+  return map ? map->owners() : std::vector<uint32_t>{};
+}
+
+slot_set owned_slots(const std::vector<uint32_t>& slot_owners, uint32_t shard) {
+  slot_set s(static_cast<uint32_t>(slot_owners.size()));
+  for (uint32_t i = 0; i < slot_owners.size(); ++i)
+    if (slot_owners[i] == shard)
+      s.add(i);
+  return s;
+}
+
+table_config shard_table_config(const shard_config& cfg, uint32_t t) {
+  table_config tc;
+  tc.name = cfg.tables.at(t).name;
+  tc.dim = cfg.tables.at(t).dim;
+  tc.optimizer = cfg.optimizer;
+  tc.slots = owned_slots(cfg.table_slot_owners, cfg.shard);
+  return tc;
+}
 
 shard_core::~shard_core() {
   tensor_recycler::give(dense_);
@@ -33,13 +81,20 @@ shard_core::~shard_core() {
   tensor_recycler::give(slot2_);
 }
 
-caf::expected<shard_core> shard_core::make(shard_config cfg, std::vector<float> initial_dense) {
+caf::expected<shard_core> shard_core::make(shard_config cfg, std::vector<float> initial_dense,
+                                           table_row_source rows) {
   if (initial_dense.size() != cfg.dense.size())
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
                                                 std::to_string(initial_dense.size()) +
                                                 " initial values for a dense range of " +
                                                 std::to_string(cfg.dense.size()) + " keys");
-  return shard_core(std::move(cfg), std::move(initial_dense));
+  auto tables = make_tables(cfg, rows);
+  if (!tables)
+    return tables.error();
+  shard_core core(std::move(cfg), std::move(initial_dense));
+  core.tables_ = std::move(*tables);
+  core.rows_ = std::move(rows);
+  return core;
 }
 
 shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
@@ -56,14 +111,19 @@ shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
     slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
 }
 
-caf::expected<shard_core> shard_core::restored(shard_config cfg, state s) {
+caf::expected<shard_core> shard_core::restored(shard_config cfg, state s, table_row_source rows) {
   if (s.dense.size() != cfg.dense.size())
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
                                                 std::to_string(s.dense.size()) +
                                                 " restored values for a dense range of " +
                                                 std::to_string(cfg.dense.size()) + " keys");
+  if (s.tables.size() != cfg.tables.size())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
+                                                std::to_string(s.tables.size()) + " restored tables for " +
+                                                std::to_string(cfg.tables.size()) + " in the layout");
   shard_core core;
   core.cfg_ = std::move(cfg);
+  core.rows_ = std::move(rows);
   core.assign(std::move(s));
   return core;
 }
@@ -81,6 +141,32 @@ caf::error shard_core::check_keys(schema::Push::Reader p) const {
                         "keel.Push.sparse: key " + std::to_string(k) + " is not inside shard " +
                           std::to_string(cfg_.shard) + "'s sparse keys " +
                           range_text(cfg_.sparse.begin, cfg_.sparse.end));
+  return check_tables(p);
+}
+
+// A block for a table this shard holds, of its d, with keys of its slots
+// (the message's own checks, messages/validate.cpp, did shape and finiteness).
+caf::error shard_core::check_tables(schema::Push::Reader p) const {
+  auto blocks = p.getTables();
+  for (unsigned i = 0; i < blocks.size(); ++i) {
+    auto b = blocks[i];
+    auto at = "keel.Push.tables[" + std::to_string(i) + "]";
+    if (b.getTable() >= tables_.size())
+      return make_error(errc::invalid_field, at + ".table: table " + std::to_string(b.getTable()) + ", but " +
+                                               shard_text(cfg_.shard) + " holds " +
+                                               std::to_string(tables_.size()) + " tables");
+    auto& table = tables_[b.getTable()];
+    if (b.getDim() != table.dim())
+      return make_error(errc::invalid_field, at + ".dim: " + std::to_string(b.getDim()) + ", but table '" +
+                                               table.name() + "' has rows of " + std::to_string(table.dim()));
+    const uint64_t* keys = keys_of(b.getKeys());
+    size_t n = b.getKeys().size() / 8;
+    for (size_t k = 0; k < n; ++k)
+      if (!table.config().slots.contains_key(keys[k]))
+        return make_error(errc::invalid_field, at + ".keys: key " + std::to_string(keys[k]) + " of table '" +
+                                                 table.name() + "' is not in " + shard_text(cfg_.shard) +
+                                                 "'s hash slots");
+  }
   return {};
 }
 
@@ -145,6 +231,7 @@ uint64_t shard_core::apply_complete_steps() {
     if (!apply_dense_one_pass())
       apply_dense_summed();
     apply_sparse_summed();
+    apply_tables_summed();
     for (uint32_t w = 0; w < held_.size(); ++w) {
       applied_[w] = held_[w].front().root().getSeq();
       held_[w].pop_front();
@@ -239,7 +326,44 @@ void shard_core::apply_now(schema::Push::Reader p) {
   auto vals = p.getSparse().getValues();
   for (unsigned i = 0; i < keys.size(); ++i)
     apply_sparse(keys[i], vals[i]);
+  apply_tables_now(p);
   ++version_;
+}
+
+namespace {
+
+// A table apply after check_tables passed cannot fail; if it does, the
+// shard's state is not what its acks promised, so the shard dies (its
+// supervisor restarts it from a snapshot) rather than limp on.
+void apply_or_die(embedding_table& t, const uint64_t* keys, size_t n, const float* grads, uint64_t step) {
+  if (auto err = t.apply(keys, n, grads, n * t.dim(), step))
+    throw std::logic_error("applying a checked push: " + describe(err));
+}
+
+}  // namespace
+
+void shard_core::apply_tables_now(schema::Push::Reader p) {
+  for (auto b : p.getTables())
+    apply_or_die(tables_[b.getTable()], keys_of(b.getKeys()), b.getKeys().size() / 8, floats_of(b.getRows()),
+                 optimizer_steps_);
+}
+
+// Per table, the held pushes' blocks summed per key in worker-id order, then
+// applied once (as dense gradients are summed).
+void shard_core::apply_tables_summed() {
+  for (uint32_t t = 0; t < tables_.size(); ++t) {
+    table_blocks_.clear();
+    for (auto& q : held_)
+      for (auto b : q.front().root().getTables())
+        if (b.getTable() == t)
+          table_blocks_.push_back({keys_of(b.getKeys()), b.getKeys().size() / 8, floats_of(b.getRows())});
+    if (table_blocks_.empty())
+      continue;
+    if (auto err = sum_row_blocks(table_blocks_.data(), table_blocks_.size(), tables_[t].dim(), table_sum_))
+      throw std::logic_error("summing checked pushes: " + describe(err));
+    apply_or_die(tables_[t], table_sum_.keys.data(), table_sum_.keys.size(), table_sum_.grads.data(),
+                 optimizer_steps_);
+  }
 }
 
 void shard_core::apply_dense(uint64_t begin, const float* g, size_t n) {
@@ -325,6 +449,30 @@ caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::
     auto it = sparse_.find(keys[i]);
     out_vals.set(i, it == sparse_.end() ? 0.0f : it->second.value);
   }
+  return read_tables(req, reply);
+}
+
+caf::error shard_core::read_tables(schema::PullRequest::Reader req, schema::PullReply::Builder reply) const {
+  auto asked = req.getTables();
+  auto out = reply.initTables(asked.size());
+  for (unsigned i = 0; i < asked.size(); ++i) {
+    auto t = asked[i].getTable();
+    if (t >= tables_.size())
+      return make_error(errc::invalid_field, "keel.PullRequest.tables[" + std::to_string(i) + "].table: table " +
+                                               std::to_string(t) + ", but " + shard_text(cfg_.shard) +
+                                               " holds " + std::to_string(tables_.size()) + " tables");
+    auto& table = tables_[t];
+    size_t n = asked[i].getKeys().size() / 8;
+    out[i].setTable(t);
+    out[i].setDim(table.dim());
+    auto keys = out[i].initKeys(n * 8);
+    std::memcpy(keys.begin(), asked[i].getKeys().begin(), n * 8);
+    auto rows = out[i].initRows(n * table.dim() * 4);
+    if (auto err = table.pull(keys_of(asked[i].getKeys()), n, reinterpret_cast<float*>(rows.begin()),
+                              n * table.dim()))
+      return make_error(errc::invalid_field,
+                        "keel.PullRequest.tables[" + std::to_string(i) + "]: " + describe(err));
+  }
   return {};
 }
 
@@ -333,6 +481,7 @@ void shard_core::assign(state s) {
   slot1_ = std::move(s.slot1);
   slot2_ = std::move(s.slot2);
   sparse_ = std::move(s.sparse);
+  tables_ = std::move(s.tables);
   applied_ = s.applied;
   received_ = std::move(s.applied);
   worker_clock_ = std::move(s.worker_clock);

@@ -8,9 +8,19 @@
 // depend on arrival order), and decides when a pull may be served. It is a
 // plain value: deterministic, single-threaded, movable; the
 // parameter_shard actor owns one. Snapshots: actors/core/shard_snapshot.hpp.
+//
+// Embedding tables: a shard of a job whose model declares tables holds, for
+// each table of the layout, an embedding_table (actors/core/embedding_table.hpp)
+// of the rows whose hash slot the job's slot map (config.table_slot_owners)
+// gives this shard; rows are created at their first push with the model's
+// initial_rows, bound in as a table_row_source. A push's table blocks are one
+// seq like its dense ranges: deduplicated, held and replayed the same way;
+// under BSP a step's blocks are summed per key in worker order
+// (sum_row_blocks) and applied once, at the shard's optimizer step.
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <string>
@@ -20,11 +30,24 @@
 #include <caf/error.hpp>
 
 #include "actors/core/consistency.hpp"
+#include "actors/core/embedding_table.hpp"
 #include "actors/core/optimizer.hpp"
+#include "actors/core/row_block_sum.hpp"
 #include "actors/core/partition.hpp"
 #include "messages/decode.hpp"
+#include "models/parameter_layout.hpp"
 
 namespace keel {
+
+// Writes the initial row of `key` in table `table` (dim floats) to `out`: the
+// model's initial_rows bound to the job's seed. Pure; must not throw.
+using table_row_source = std::function<void(uint32_t table, uint64_t key, float* out, uint32_t dim)>;
+
+// The field order is the wire format.
+template <class I>
+typename I::result_type inspect(I& f, table_spec& x) {
+  return f(caf::meta::type_name("keel.table_spec"), x.name, x.dim);
+}
 
 struct shard_config {
   uint32_t shard = 0;
@@ -33,14 +56,27 @@ struct shard_config {
   key_range sparse;  // sparse keys this shard owns (values start at 0)
   consistency rule;
   optimizer_config optimizer;
+  std::vector<table_spec> tables;           // the layout's tables; table t is tables[t]
+  std::vector<uint32_t> table_slot_owners;  // the slot map: the shard of each hash slot (empty without tables)
 };
 
 // The field order is the wire format (a remote shard's spawn carries it).
 template <class I>
 typename I::result_type inspect(I& f, shard_config& x) {
   return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
-           x.optimizer);
+           x.optimizer, x.tables, x.table_slot_owners);
 }
+
+// The job's slot map for its tables: default_slot_count slots, shard s owning
+// the s-th contiguous range (slot_map::contiguous), as each slot's owner.
+// Shards (their config) and workers (worker_core) both use it.
+std::vector<uint32_t> default_slot_owners(uint32_t shards);
+
+// The slots of `shard` in a slot map given as each slot's owner.
+slot_set owned_slots(const std::vector<uint32_t>& slot_owners, uint32_t shard);
+
+// The embedding_table configuration of table `t` on the shard `cfg` describes.
+table_config shard_table_config(const shard_config& cfg, uint32_t t);
 
 // What became of an offered push; `status` is what the ack says.
 struct push_outcome {
@@ -61,8 +97,11 @@ class shard_core {
  public:
   // A shard whose dense keys start at `initial_dense` (the values of
   // cfg.dense, in key order). Fails with invalid_argument, naming both
-  // sizes, when their numbers differ.
-  static caf::expected<shard_core> make(shard_config cfg, std::vector<float> initial_dense);
+  // sizes, when their numbers differ, and with invalid_argument when the
+  // config has tables but no slot map or `rows` is empty, or a table cannot
+  // be made (naming it).
+  static caf::expected<shard_core> make(shard_config cfg, std::vector<float> initial_dense,
+                                        table_row_source rows = {});
   // An empty shard owning no keys (a placeholder to assign to).
   shard_core() = default;
   shard_core(const shard_core&) = default;
@@ -106,22 +145,31 @@ class shard_core {
   // Unordered: a hash table keeps pulls and pushes O(1) per key over the
   // million-key sparse models; snapshots sort the keys they write.
   const std::unordered_map<uint64_t, sparse_entry>& sparse() const { return sparse_; }
+  // The embedding tables, by layout table index (empty without tables).
+  const std::vector<embedding_table>& tables() const { return tables_; }
+  const table_row_source& row_source() const { return rows_; }
 
   // Replaces the whole state (used by restore; checked by the caller).
   struct state {
     std::vector<float> dense, slot1, slot2;
     std::unordered_map<uint64_t, sparse_entry> sparse;
+    std::vector<embedding_table> tables;  // one per cfg.tables entry
     std::vector<uint64_t> applied, worker_clock;
     uint64_t version = 0, bsp_clock = 0, optimizer_steps = 0;
   };
   void assign(state s);
   // A shard holding `s` (restore). Fails with invalid_argument, naming both
-  // sizes, unless s.dense has cfg.dense.size() values.
-  static caf::expected<shard_core> restored(shard_config cfg, state s);
+  // sizes, unless s.dense has cfg.dense.size() values and s.tables one
+  // table per cfg.tables entry.
+  static caf::expected<shard_core> restored(shard_config cfg, state s, table_row_source rows = {});
 
  private:
   shard_core(shard_config cfg, std::vector<float> initial_dense);
   caf::error check_keys(schema::Push::Reader p) const;
+  caf::error check_tables(schema::Push::Reader p) const;
+  caf::error read_tables(schema::PullRequest::Reader req, schema::PullReply::Builder reply) const;
+  void apply_tables_now(schema::Push::Reader p);
+  void apply_tables_summed();
   void apply_now(schema::Push::Reader p);
   bool apply_dense_one_pass();
   void apply_dense_summed();
@@ -143,6 +191,10 @@ class shard_core {
   uint64_t bsp_clock_ = 0;
   uint64_t optimizer_steps_ = 0;
   std::vector<float> scratch_;  // gradient sums and copies, reused
+  std::vector<embedding_table> tables_;
+  table_row_source rows_;
+  summed_rows table_sum_;                 // a BSP step's rows of one table, reused
+  std::vector<row_block_view> table_blocks_;  // reused
 };
 
 }  // namespace keel

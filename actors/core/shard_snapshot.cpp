@@ -11,6 +11,7 @@
 
 #include <kj/exception.h>
 
+#include "actors/core/table_snapshot.hpp"
 #include "actors/core/tensor_recycler.hpp"
 #include "actors/core/update_rules.hpp"
 #include "messages/decode.hpp"
@@ -30,6 +31,10 @@ constexpr const char* t_sparse_keys = "sparse.keys";
 constexpr const char* t_sparse_entries = "sparse.entries";  // value, slot1, slot2 per key
 constexpr const char* t_worker_clock = "workers.clock";
 constexpr const char* t_counters = "counters";  // version, bsp clock, optimizer steps
+// Table t is the uint8 tensor "table.<name>" holding encode_table's bytes
+// (actors/core/table_snapshot.hpp), chunked like every tensor, so a table
+// past capnp's 512 MiB Data limit still fits.
+const std::string t_table_prefix = "table.";
 
 tensor_view f32(const char* name, const std::vector<float>& v, std::vector<uint64_t> shape) {
   return {name, schema::DType::FLOAT32, std::move(shape), v.data(), v.size() * 4};
@@ -164,6 +169,13 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
   tensors.push_back(i64(t_worker_clock, clocks));
   tensors.push_back(i64(t_counters, counters));
+  std::vector<std::vector<unsigned char>> table_bytes;
+  table_bytes.reserve(core.tables().size());
+  for (auto& table : core.tables()) {
+    table_bytes.push_back(encode_table(table));
+    auto& b = table_bytes.back();
+    tensors.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {b.size()}, b.data(), b.size()});
+  }
   auto snap = make_snapshot(h, tensors);
   if (snap)
     verified_frames::instance().add(snap->frame());
@@ -215,10 +227,45 @@ class background_crcs {
   std::thread worker_;
 };
 
+// The snapshot's tables, decoded and checked against `cfg` (name, d, dtype,
+// optimizer, slots, counts, CRC: decode_table's checks). A table tensor the
+// layout does not have is another layout: refused. Without `rows` (a check
+// only) rows start from zeros, which no check depends on.
+caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                       const table_row_source& rows, std::vector<embedding_table>& out) {
+  auto where = "snapshot of shard " + std::to_string(cfg.shard);
+  for (auto t : snap.getTensors()) {
+    std::string name = t.getName().cStr();
+    if (name.compare(0, t_table_prefix.size(), t_table_prefix) != 0)
+      continue;
+    auto known = std::any_of(cfg.tables.begin(), cfg.tables.end(),
+                             [&](const table_spec& ts) { return t_table_prefix + ts.name == name; });
+    if (!known)
+      return make_error(errc::shape_mismatch, where + ": tensor '" + name + "' is a table this job's layout lacks");
+  }
+  for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
+    auto name = t_table_prefix + cfg.tables[i].name;
+    std::vector<unsigned char> bytes;
+    for (auto t : snap.getTensors())
+      if (t.getName() == name.c_str() && t.getShape().size() == 1)
+        bytes.resize(t.getShape()[0]);
+    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {bytes.size()}, &bytes))
+      return err;
+    table_row_source from = rows ? rows : [](uint32_t, uint64_t, float* v, uint32_t d) { std::fill(v, v + d, 0.0f); };
+    auto init = [from, i](uint64_t key, float* v, uint32_t d) { from(i, key, v, d); };
+    auto table = decode_table(bytes.data(), bytes.size(), shard_table_config(cfg, i), init);
+    if (!table)
+      return make_error(is_damage(table.error().code) ? errc::damaged_snapshot : errc::shape_mismatch,
+                        where + ": " + describe(table.error()));
+    out.push_back(std::move(*table));
+  }
+  return {};
+}
+
 // Checks everything restore_shard checks; with `restore`, also builds the
 // shard (the dense tensors are copied only then).
 caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
-                                            bool restore, verify_mode mode) {
+                                            bool restore, verify_mode mode, const table_row_source& rows) {
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
@@ -286,22 +333,27 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
                                                 std::to_string(cfg.num_workers) + " workers");
     s.applied[a.getWorker()] = a.getSeq();
   }
+  if (restore && !cfg.tables.empty() && !rows)
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) +
+                                                ": restoring tables needs the model's initial rows");
+  if (auto err = load_tables(cfg, snap, rows, s.tables))
+    return err;
   if (!restore)
     return shard_core{};
-  return shard_core::restored(cfg, std::move(s));
+  return shard_core::restored(cfg, std::move(s), rows);
 }
 
 }  // namespace
 
 caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
-                                        verify_mode mode) {
+                                        verify_mode mode, const table_row_source& rows) {
   // A validated snapshot can still be hostile: chunk pointers that share one
   // blob make every walk over a tensor read it many times, and the reader's
   // traversal limit throws part-way through a copy (see
   // tests/fuzz/regressions/fuzz_snapshot_file). Refuse it as damage, as a
   // value, so the caller can fall back to an older snapshot.
   try {
-    return restore_unguarded(cfg, snap, true, mode);
+    return restore_unguarded(cfg, snap, true, mode, rows);
   } catch (const kj::Exception& e) {
     return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
                                                 " is unreadable: " + e.getDescription().cStr());
@@ -310,7 +362,7 @@ caf::expected<shard_core> restore_shard(const shard_config& cfg, schema::ShardSn
 
 caf::error check_shard_snapshot(const shard_config& cfg, schema::ShardSnapshot::Reader snap) {
   try {
-    auto checked = restore_unguarded(cfg, snap, false, verify_mode::checksums);
+    auto checked = restore_unguarded(cfg, snap, false, verify_mode::checksums, {});
     return checked ? caf::error{} : checked.error();
   } catch (const kj::Exception& e) {
     return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
@@ -328,7 +380,7 @@ caf::error check_shard_snapshot(const shard_config& cfg, const frame_ptr& snap) 
   bool known_good = memo.contains(snap);
   try {
     auto checked =
-      restore_unguarded(cfg, d->root(), false, known_good ? verify_mode::structure : verify_mode::checksums);
+      restore_unguarded(cfg, d->root(), false, known_good ? verify_mode::structure : verify_mode::checksums, {});
     if (!checked)
       return checked.error();
   } catch (const kj::Exception& e) {

@@ -7,6 +7,13 @@
 // configuration expects, and refuses with an error naming the tensor and
 // both shapes otherwise. Restore never throws: a snapshot that its reader's
 // traversal limit stops is refused as errc::damaged_snapshot.
+//
+// Embedding tables travel as one uint8 tensor each, "table.<name>", holding
+// encode_table's sealed bytes (actors/core/table_snapshot.hpp), chunked like
+// every tensor. Restore decodes each against the shard's table layout: a
+// damaged table (bytes, counts, its own CRC) is errc::damaged_snapshot, a
+// table of another name, d, optimizer or slot set, a missing table or one
+// the layout lacks is errc::shape_mismatch, each naming the table.
 
 #include <cstdint>
 
@@ -22,9 +29,11 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
 
 // `mode` structure skips the CRCs: only for a frame check_shard_snapshot
 // accepted already (frames are immutable).
+// `rows` (the model's initial rows) is needed when the shard has tables.
 caf::expected<shard_core> restore_shard(const shard_config& cfg,
                                         schema::ShardSnapshot::Reader snap,
-                                        verify_mode mode = verify_mode::checksums);
+                                        verify_mode mode = verify_mode::checksums,
+                                        const table_row_source& rows = {});
 
 // Every check restore_shard makes (CRCs, dtypes, shapes, sparse keys,
 // workers), without copying the parameters: whether a shard of `cfg` could

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "actors/core/shard_core.hpp"  // default_slot_owners
 #include "messages/errors.hpp"
 #include "messages/validate.hpp"
 
@@ -21,6 +22,14 @@ worker_core::worker_core(worker_core_config cfg) : cfg_(std::move(cfg)) {
   resume_from_.assign(n, 0);
   prev_cover_.assign(n, 0);
   report_.worker = cfg_.worker;
+  if (!cfg_.table_dims.empty()) {
+    slots_ = slot_map::from_owners(default_slot_owners(n), n).operator*();
+    auto t = cfg_.table_dims.size();
+    table_keys_.resize(t);
+    table_split_.resize(t);
+    table_rows_.resize(t);
+    table_views_.resize(t);
+  }
 }
 
 void worker_core::begin_phase(worker_phase p) {
@@ -132,7 +141,14 @@ bool worker_core::widen_window(uint64_t limit) {
   return phase_ == worker_phase::waiting && step_ < window_;
 }
 
-void worker_core::begin_pull(const std::vector<uint64_t>& model_keys) {
+void worker_core::begin_pull(const std::vector<uint64_t>& model_keys, const table_key_lists& table_keys) {
+  for (size_t t = 0; t < table_keys_.size(); ++t) {
+    static const std::vector<uint64_t> none;
+    auto& keys = t < table_keys.size() ? table_keys[t] : none;
+    table_keys_[t].assign(keys.begin(), keys.end());
+    split_by_shard(*slots_, keys.data(), keys.size(), table_split_[t]);
+    table_rows_[t].resize(keys.size() * cfg_.table_dims[t]);
+  }
   model_keys_.assign(model_keys.begin(), model_keys.end());
   sparse_values_.resize(model_keys_.size());
   for (auto& k : shard_keys_) k.clear();
@@ -144,8 +160,11 @@ void worker_core::begin_pull(const std::vector<uint64_t>& model_keys) {
 namespace {
 
 pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t clock, key_range range,
-                                   const std::vector<uint64_t>& keys) {
-  return build<schema::PullRequest>(64 + keys.size(), [&](schema::PullRequest::Builder b) {
+                                   const std::vector<uint64_t>& keys,
+                                   const std::vector<shard_split>& tables = {}) {
+  size_t words = 64 + keys.size();
+  for (auto& t : tables) words += 4 + t.count(shard);
+  return build<schema::PullRequest>(words, [&](schema::PullRequest::Builder b) {
     b.setWorker(worker);
     b.setShard(shard);
     b.setClock(clock);
@@ -156,13 +175,25 @@ pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t clo
     }
     auto k = b.initSparseKeys(keys.size());
     for (unsigned i = 0; i < keys.size(); ++i) k.set(i, keys[i]);
+    unsigned asked = 0;
+    for (auto& t : tables) asked += t.count(shard) > 0;
+    auto out = b.initTables(asked);
+    unsigned j = 0;
+    for (uint32_t t = 0; t < tables.size(); ++t) {
+      size_t n = tables[t].count(shard);
+      if (n == 0)
+        continue;
+      out[j].setTable(t);
+      std::memcpy(out[j++].initKeys(n * 8).begin(), tables[t].keys_of(shard), n * 8);
+    }
   });
 }
 
 }  // namespace
 
 pull_request_msg worker_core::pull_request(uint32_t shard) const {
-  return make_pull_request(cfg_.worker, shard, step_, cfg_.parts.at(shard).dense, shard_keys_.at(shard));
+  return make_pull_request(cfg_.worker, shard, step_, cfg_.parts.at(shard).dense, shard_keys_.at(shard),
+                           table_split_);
 }
 
 std::optional<pull_request_msg> worker_core::early_pull_request(uint32_t shard) const {
@@ -207,12 +238,78 @@ caf::expected<bool> worker_core::pulled(uint32_t shard, schema::PullReply::Reade
                                                " keys");
   auto offset = sparse_offset(shard);
   for (unsigned i = 0; i < vals.size(); ++i) sparse_values_[offset + i] = vals[i];
+  if (auto err = pulled_tables(shard, reply))
+    return err;
   done_[shard] = 1;
   return --pending_ == 0;
 }
 
+// Each table's rows land where their keys sat in the batch's list (the
+// split's positions), so the model sees them in its own key order.
+caf::error worker_core::pulled_tables(uint32_t shard, schema::PullReply::Reader reply) {
+  auto blocks = reply.getTables();
+  unsigned b = 0;
+  for (uint32_t t = 0; t < table_split_.size(); ++t) {
+    size_t n = table_split_[t].count(shard);
+    if (n == 0)
+      continue;
+    auto where = "pull reply from shard " + std::to_string(shard) + ": table " + std::to_string(t);
+    if (b >= blocks.size() || blocks[b].getTable() != t)
+      return make_error(errc::invalid_field, where + " is missing");
+    auto block = blocks[b++];
+    uint32_t dim = cfg_.table_dims[t];
+    if (block.getDim() != dim || block.getRows().size() != n * dim * 4)
+      return make_error(errc::invalid_field, where + " has " + std::to_string(block.getRows().size()) +
+                                               " bytes of rows of " + std::to_string(block.getDim()) +
+                                               " for " + std::to_string(n) + " keys of " + std::to_string(dim));
+    auto rows = block.getRows().begin();
+    auto pos = table_split_[t].positions_of(shard);
+    for (size_t i = 0; i < n; ++i)
+      std::memcpy(table_rows_[t].data() + pos[i] * dim, rows + i * dim * 4, dim * 4);
+  }
+  if (b != blocks.size())
+    return make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) + " has " +
+                                             std::to_string(blocks.size()) + " table blocks for " +
+                                             std::to_string(b) + " asked");
+  return {};
+}
+
 parameter_view worker_core::parameters() const {
-  return {dense_, model_keys_, span<const float>(sparse_values_.data(), model_keys_.size())};
+  parameter_view v{dense_, model_keys_, span<const float>(sparse_values_.data(), model_keys_.size())};
+  if (!table_views_.empty()) {
+    auto& views = const_cast<std::vector<table_rows>&>(table_views_);  // a cache of spans, not state
+    for (size_t t = 0; t < views.size(); ++t)
+      views[t] = {table_keys_[t], table_rows_[t]};
+    v.tables = span<const table_rows>(views.data(), views.size());
+  }
+  return v;
+}
+
+bool worker_core::push_tables(uint32_t shard, const gradient_buffer& grad, schema::Push::Builder b,
+                              frame_builder&) const {
+  unsigned count = 0;
+  for (auto& t : table_split_) count += t.count(shard) > 0;
+  auto out = b.initTables(count);
+  bool finite = true;
+  unsigned j = 0;
+  for (uint32_t t = 0; t < table_split_.size(); ++t) {
+    auto& split = table_split_[t];
+    size_t n = split.count(shard);
+    if (n == 0)
+      continue;
+    uint32_t dim = cfg_.table_dims[t];
+    auto block = out[j++];
+    block.setTable(t);
+    block.setDim(dim);
+    std::memcpy(block.initKeys(n * 8).begin(), split.keys_of(shard), n * 8);
+    auto rows = block.initRows(n * dim * 4).begin();
+    auto pos = split.positions_of(shard);
+    const float* g = grad.tables.at(t).rows.data();
+    for (size_t i = 0; i < n; ++i)
+      std::memcpy(rows + i * dim * 4, g + pos[i] * dim, dim * 4);
+    finite = finite && all_finite(rows, n * dim);
+  }
+  return finite;
 }
 
 push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, bool empty,
@@ -245,6 +342,8 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
       k.set(i, keys[i]);
       v.set(i, grad.sparse_values[offset + i]);
     }
+    if (!table_split_.empty() && !push_tables(shard, grad, b, fb))
+      *finite = false;
   }
   return push_msg(fb.finish());
 }

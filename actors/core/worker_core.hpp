@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/core/consistency.hpp"
+#include "actors/core/hash_slots.hpp"
 #include "actors/core/partition.hpp"
 #include "actors/core/replay_log.hpp"
 #include "actors/core/worker_report.hpp"
@@ -55,6 +56,7 @@ struct worker_core_config {
   uint64_t dense_size = 0;  // the model's dense keys; sparse key k is dense_size + k
   uint64_t steps_per_epoch = 1;
   bool dense_only = false;  // the model has no sparse keys: every step pulls the same keys
+  std::vector<uint32_t> table_dims;  // d of each of the model's embedding tables (none: no tables)
 };
 
 // The field order is the wire format; the model's fields stay out.
@@ -131,8 +133,11 @@ class worker_core {
   bool widen_window(uint64_t limit);
 
   // Starts the step's pulls for the batch's sparse `model_keys` (model key
-  // space, ascending): a new generation, no shard pulled yet.
-  void begin_pull(const std::vector<uint64_t>& model_keys);
+  // space, ascending) and, for a model with tables, the rows `table_keys`
+  // names (one list per table, each ascending): a new generation, no shard
+  // pulled yet. Each table's keys go to the shards the job's slot map
+  // (default_slot_owners) gives them.
+  void begin_pull(const std::vector<uint64_t>& model_keys, const table_key_lists& table_keys = {});
   // The global sparse keys `shard` must serve in this step.
   const std::vector<uint64_t>& keys_of(uint32_t shard) const { return shard_keys_.at(shard); }
   pull_request_msg pull_request(uint32_t shard) const;
@@ -207,6 +212,11 @@ class worker_core {
   // `*finite` says whether its dense values were all finite.
   push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty, bool* finite) const;
   size_t sparse_offset(uint32_t shard) const;
+  caf::error pulled_tables(uint32_t shard, schema::PullReply::Reader reply);
+  // Adds `shard`'s table blocks of `grad` to the push being built; false
+  // when a gathered row is not finite.
+  bool push_tables(uint32_t shard, const gradient_buffer& grad, schema::Push::Builder b,
+                   frame_builder& fb) const;
   std::string halt_because(std::string why);
 
   worker_core_config cfg_;
@@ -221,6 +231,11 @@ class worker_core {
   std::vector<std::vector<uint64_t>> shard_keys_;  // global sparse keys, per shard
   std::vector<float> dense_;                       // pulled dense parameters (all dense keys)
   std::vector<float> sparse_values_;               // pulled sparse values, aligned with model_keys_
+  std::optional<slot_map> slots_;                  // the tables' slot map (with tables only)
+  table_key_lists table_keys_;                     // the step's rows, per table
+  std::vector<shard_split> table_split_;           // per table: its keys by shard, reused
+  std::vector<std::vector<float>> table_rows_;     // per table: pulled rows, aligned with table_keys_
+  std::vector<table_rows> table_views_;            // per table: what parameters() shows
   replay_log log_{0};
   std::vector<uint64_t> max_acked_;    // per shard
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume

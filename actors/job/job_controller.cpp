@@ -103,6 +103,9 @@ void init(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_f
   auto& c = st.cfg;
   auto& layout = c.training_model->layout();
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
+  std::vector<uint32_t> slot_owners;
+  if (!layout.tables().empty())
+    slot_owners = default_slot_owners(c.training.shards);
   for (uint32_t i = 0; i < c.training.shards; ++i) {
     shard_config sc;
     sc.shard = i;
@@ -111,6 +114,8 @@ void init(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_f
     sc.sparse = st.run.parts[i].sparse;
     sc.rule = c.training.rule;
     sc.optimizer = c.training.optimizer;
+    sc.tables = layout.tables();
+    sc.table_slot_owners = slot_owners;
     st.run.shard_cfgs.push_back(sc);
   }
   st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);

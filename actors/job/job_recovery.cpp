@@ -95,12 +95,10 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
                         std::to_string(cfg.training.shards) + " shards");
   for (uint32_t i = 0; i < cfg.training.shards; ++i) {
     auto d = decode<schema::ShardSnapshot>(start_from[i]);
-    auto restored = d ? restore_shard(run.shard_cfgs[i], d->root())
-                      : caf::expected<shard_core>(d.error());
-    if (!restored)
+    auto refused = d ? check_shard_snapshot(run.shard_cfgs[i], d->root()) : d.error();
+    if (refused)
       return make_error(errc::invalid_argument, "cannot resume from " + where + ": shard " +
-                                                  std::to_string(i) + ": " +
-                                                  describe(restored.error()));
+                                                  std::to_string(i) + ": " + describe(refused));
   }
   self->state.progress.checkpoints->start_at(*step);
   self->state.faults->skip_through(*step);

@@ -258,12 +258,13 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     if (!snap)
       return snap.error();
     auto restored = restore_shard(cfg.core, snap->root(),
-                                  env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums);
+                                  env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums,
+                                  env.table_rows);
     if (!restored)
       return restored.error();
     core.emplace(std::move(*restored));
   } else {
-    auto fresh = shard_core::make(cfg.core, std::move(cfg.initial_dense));
+    auto fresh = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
     if (!fresh)
       return fresh.error();
     core.emplace(std::move(*fresh));

@@ -57,6 +57,9 @@ struct parameter_shard_env {
   // restore skips that pass. Never set for bytes from another process.
   bool snapshot_crcs_checked = false;
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
+  // The model's initial rows bound to the job's seed: needed (and only
+  // used) when the shard's config has embedding tables.
+  table_row_source table_rows;
 };
 
 // Spawns a shard; fails (naming the tensor) when the snapshot does not fit

@@ -67,7 +67,9 @@ void start_step(worker_actor* self) {
     return fail(self, err);
   if (auto err = st.env.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
     return fail(self, err);
-  st.core.begin_pull(st.model_keys);
+  if (auto err = st.env.training_model->table_keys(st.batch, *st.scratch, st.table_keys))
+    return fail(self, err);
+  st.core.begin_pull(st.model_keys, st.table_keys);
   // A shard whose early pull (ask_early_pulls) is answered, or still out,
   // is not asked again: its reply counts, or its failure asks then.
   std::vector<std::pair<uint32_t, pull_reply_msg>> answered;
@@ -410,7 +412,9 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
                           std::to_string(m.num_train_examples()) + " examples");
   core.dense_size = m.layout().dense_size();
   core.steps_per_epoch = spe;
-  core.dense_only = m.layout().sparse_key_count() == 0;
+  core.dense_only = m.layout().sparse_key_count() == 0 && m.layout().tables().empty();
+  core.table_dims.clear();
+  for (auto& t : m.layout().tables()) core.table_dims.push_back(t.dim);
   return sys.spawn([cfg = std::move(cfg), env = std::move(env)](worker_actor* self) -> caf::behavior {
     auto& st = self->state;
     st.cfg = cfg;

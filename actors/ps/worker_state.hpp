@@ -27,6 +27,7 @@ struct worker_state {
   std::unique_ptr<model_scratch> scratch;
   std::vector<caf::actor> shards;           // the current incarnation of each shard
   std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
+  table_key_lists table_keys;               // the step's rows of each table, reused
   gradient_buffer grad;
   link_ends links;  // directory updates arrive through it, where link faults act
   std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back

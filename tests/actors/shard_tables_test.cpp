@@ -1,0 +1,266 @@
+// Embedding tables in a parameter shard (actors/core/shard_core.hpp): table
+// pushes summed per key in worker order under BSP, deduplicated like dense
+// pushes, refused by name when malformed, pulled in the order asked, and
+// carried through the shard's snapshot.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <capnp/message.h>
+#include <doctest/doctest.h>
+
+#include "actors/core/shard_core.hpp"
+#include "actors/core/shard_snapshot.hpp"
+#include "messages/decode.hpp"
+#include "messages/errors.hpp"
+
+using namespace keel;
+using Status = schema::PushAck::Status;
+
+namespace {
+
+constexpr uint32_t dim = 2;
+
+// Rows start at (key % 7, 1): a pure function of (table, key).
+void init_rows(uint32_t table, uint64_t key, float* out, uint32_t d) {
+  for (uint32_t i = 0; i < d; ++i)
+    out[i] = i == 0 ? static_cast<float>(key % 7) + static_cast<float>(table) : 1.0f;
+}
+
+shard_config table_config_of(consistency_kind kind, uint32_t workers) {
+  shard_config c;
+  c.shard = 1;
+  c.num_workers = workers;
+  c.dense = {0, 2};
+  c.sparse = {2, 2};
+  c.rule = {kind, 0};
+  c.optimizer.kind = optimizer_kind::sgd;
+  c.optimizer.lr = 1.0f;
+  c.tables = {{"users", dim}};
+  c.table_slot_owners = default_slot_owners(2);
+  return c;
+}
+
+// The first `n` keys (from 1 up) whose slots shard `shard` of 2 owns.
+std::vector<uint64_t> keys_of_shard(uint32_t shard, size_t n) {
+  auto slots = owned_slots(default_slot_owners(2), shard);
+  std::vector<uint64_t> out;
+  for (uint64_t k = 1; out.size() < n; ++k)
+    if (slots.contains_key(k))
+      out.push_back(k);
+  return out;
+}
+
+shard_core fresh(const shard_config& cfg) {
+  auto core = shard_core::make(cfg, std::vector<float>(2, 0.0f), init_rows);
+  REQUIRE_MESSAGE(core, describe(core.error()));
+  return std::move(*core);
+}
+
+struct block {
+  uint32_t table = 0;
+  uint32_t dim = 2;
+  std::vector<uint64_t> keys;
+  std::vector<float> rows;
+};
+
+push_msg table_push_msg(uint32_t worker, uint64_t seq, uint64_t step, const std::vector<block>& blocks) {
+  return build<schema::Push>(256, [&](schema::Push::Builder b) {
+    b.setWorker(worker);
+    b.setSeq(seq);
+    b.setStep(step);
+    auto out = b.initTables(blocks.size());
+    for (unsigned i = 0; i < blocks.size(); ++i) {
+      out[i].setTable(blocks[i].table);
+      out[i].setDim(blocks[i].dim);
+      auto& k = blocks[i].keys;
+      auto& r = blocks[i].rows;
+      std::memcpy(out[i].initKeys(k.size() * 8).begin(), k.data(), k.size() * 8);
+      std::memcpy(out[i].initRows(r.size() * 4).begin(), r.data(), r.size() * 4);
+    }
+  });
+}
+
+decoded<schema::Push> table_push(uint32_t worker, uint64_t seq, uint64_t step, const std::vector<block>& blocks) {
+  auto d = decode(table_push_msg(worker, seq, step, blocks));
+  REQUIRE_MESSAGE(d, describe(d.error()));
+  return std::move(*d);
+}
+
+// The rows the shard answers for `keys` of table 0, in the order asked.
+std::vector<float> pull_rows(const shard_core& s, const std::vector<uint64_t>& keys, uint32_t table = 0) {
+  auto req = build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
+    b.setWorker(0);
+    b.setShard(1);
+    auto t = b.initTables(1)[0];
+    t.setTable(table);
+    std::memcpy(t.initKeys(keys.size() * 8).begin(), keys.data(), keys.size() * 8);
+  });
+  auto d = decode(req);
+  REQUIRE(d);
+  capnp::MallocMessageBuilder mb;
+  auto reply = mb.initRoot<schema::PullReply>();
+  auto err = s.read(d->root(), reply);
+  REQUIRE_MESSAGE(!err, describe(err));
+  auto rows = reply.asReader().getTables()[0].getRows();
+  std::vector<float> out(rows.size() / 4);
+  std::memcpy(out.data(), rows.begin(), rows.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a BSP shard sums a step's table rows per key in worker order and applies them once") {
+  auto s = fresh(table_config_of(consistency_kind::bsp, 2));
+  auto k = keys_of_shard(1, 3);
+  auto before = pull_rows(s, {k[2], k[1], k[0]});
+  // Worker 1's push arrives first; the result must not depend on that.
+  CHECK(s.offer(table_push(1, 1, 0, {{0, dim, {k[1], k[2]}, {0.25f, 0.5f, 1.0f, 2.0f}}})).status ==
+        Status::ACCEPTED);
+  CHECK(pull_rows(s, {k[1]}) == std::vector<float>{before[2 * 1], before[2 * 1 + 1]});
+  CHECK(s.offer(table_push(0, 1, 0, {{0, dim, {k[0], k[1]}, {1.0f, 1.0f, 0.5f, 0.125f}}})).steps_applied == 1);
+  auto after = pull_rows(s, {k[2], k[1], k[0]});
+  // SGD with lr 1: row -= (g_worker0 + g_worker1), rows in the order asked.
+  CHECK(after[0] == before[0] - 1.0f);
+  CHECK(after[1] == before[1] - 2.0f);
+  CHECK(after[2] == before[2] - (0.5f + 0.25f));
+  CHECK(after[3] == before[3] - (0.125f + 0.5f));
+  CHECK(after[4] == before[4] - 1.0f);
+  CHECK(after[5] == before[5] - 1.0f);
+  CHECK(s.tables()[0].rows() == 3);
+  CHECK(s.version() == 1);
+}
+
+TEST_CASE("a table push is one seq: a duplicate is acknowledged again and not applied again") {
+  auto s = fresh(table_config_of(consistency_kind::asp, 1));
+  auto k = keys_of_shard(1, 1);
+  auto before = pull_rows(s, {k[0]});
+  CHECK(s.offer(table_push(0, 1, 0, {{0, dim, {k[0]}, {1.0f, 1.0f}}})).status == Status::APPLIED);
+  CHECK(s.offer(table_push(0, 1, 0, {{0, dim, {k[0]}, {1.0f, 1.0f}}})).status == Status::DUPLICATE);
+  CHECK(pull_rows(s, {k[0]}) == std::vector<float>{before[0] - 1.0f, before[1] - 1.0f});
+  CHECK(s.applied(0) == 1);
+}
+
+TEST_CASE("a pull never creates a row: an untouched key reads its initial row") {
+  auto s = fresh(table_config_of(consistency_kind::asp, 1));
+  auto k = keys_of_shard(1, 2);
+  std::vector<float> want(4);
+  init_rows(0, k[1], want.data(), dim);
+  init_rows(0, k[0], want.data() + 2, dim);
+  CHECK(pull_rows(s, {k[1], k[0]}) == want);
+  CHECK(s.tables()[0].rows() == 0);
+}
+
+TEST_CASE("malformed table blocks are refused by name and nothing of them is applied") {
+  auto k = keys_of_shard(1, 2);
+  SUBCASE("a block that is not n x d") {
+    auto d = decode(table_push_msg(0, 1, 0, {{0, dim, {k[0], k[1]}, {1.0f, 2.0f, 3.0f}}}));
+    REQUIRE(!d);
+    CHECK(describe(d.error()).find("keel.Push.tables[0].rows") != std::string::npos);
+    CHECK(describe(d.error()).find("n x d") != std::string::npos);
+  }
+  SUBCASE("a NaN or an infinity") {
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    auto d = decode(table_push_msg(0, 1, 0, {{0, dim, {k[0]}, {nan, 1.0f}}}));
+    REQUIRE(!d);
+    CHECK(describe(d.error()).find("keel.Push.tables[0].rows: contains a NaN") != std::string::npos);
+  }
+  SUBCASE("keys not strictly increasing") {
+    auto d = decode(table_push_msg(0, 1, 0, {{0, dim, {k[1], k[0]}, {1, 1, 1, 1}}}));
+    REQUIRE(!d);
+    CHECK(describe(d.error()).find("keel.Push.tables[0].keys[1]") != std::string::npos);
+  }
+  auto s = fresh(table_config_of(consistency_kind::asp, 1));
+  SUBCASE("a table the shard does not hold") {
+    auto o = s.offer(table_push(0, 1, 0, {{3, dim, {k[0]}, {1, 1}}}));
+    CHECK(o.status == Status::REJECTED);
+    CHECK(o.reason.find("table 3, but shard 1 holds 1 tables") != std::string::npos);
+  }
+  SUBCASE("another d") {
+    auto o = s.offer(table_push(0, 1, 0, {{0, 1, {k[0]}, {1}}}));
+    CHECK(o.status == Status::REJECTED);
+    CHECK(o.reason.find("table 'users' has rows of 2") != std::string::npos);
+  }
+  SUBCASE("a key of another shard's slots") {
+    auto other = keys_of_shard(0, 1);
+    auto o = s.offer(table_push(0, 1, 0, {{0, dim, {other[0]}, {1, 1}}}));
+    CHECK(o.status == Status::REJECTED);
+    CHECK(o.reason.find("is not in shard 1's hash slots") != std::string::npos);
+  }
+  CHECK(s.tables()[0].rows() == 0);
+  CHECK(s.applied(0) == 0);
+}
+
+TEST_CASE("a shard with tables restored from its snapshot holds the same rows and continues bit-identically") {
+  auto cfg = table_config_of(consistency_kind::bsp, 2);
+  auto a = fresh(cfg);
+  auto k = keys_of_shard(1, 4);
+  auto push_step = [&](shard_core& s, uint64_t t) {
+    for (uint32_t w = 0; w < 2; ++w)
+      s.offer(table_push(w, t + 1, t, {{0, dim, {k[(t + w) % 4]}, {0.1f * static_cast<float>(t + 1), -0.25f}}}));
+  };
+  for (uint64_t t = 0; t < 3; ++t) push_step(a, t);
+  auto snap = snapshot_of(a, 1, 0);
+  REQUIRE_MESSAGE(snap, describe(snap.error()));
+  auto d = decode(*snap);
+  REQUIRE(d);
+  CHECK_FALSE(check_shard_snapshot(cfg, d->root()));
+  auto b = restore_shard(cfg, d->root(), verify_mode::checksums, init_rows);
+  REQUIRE_MESSAGE(b, describe(b.error()));
+  CHECK(b->tables()[0].rows() == a.tables()[0].rows());
+  for (uint64_t t = 3; t < 6; ++t) {
+    push_step(a, t);
+    push_step(*b, t);
+  }
+  std::vector<uint64_t> all = {k[3], k[0], k[2], k[1]};
+  auto ra = pull_rows(a, all), rb = pull_rows(*b, all);
+  CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * 4) == 0);
+  CHECK(a.version() == b->version());
+}
+
+TEST_CASE("a snapshot of another table layout, or with a damaged table, is refused by name") {
+  auto cfg = table_config_of(consistency_kind::asp, 1);
+  auto a = fresh(cfg);
+  auto k = keys_of_shard(1, 1);
+  a.offer(table_push(0, 1, 0, {{0, dim, {k[0]}, {0.5f, 0.5f}}}));
+  auto snap = snapshot_of(a, 1, 0);
+  REQUIRE(snap);
+  auto d = decode(*snap);
+  REQUIRE(d);
+  SUBCASE("another d") {
+    auto other = cfg;
+    other.tables[0].dim = 3;
+    auto err = check_shard_snapshot(other, d->root());
+    REQUIRE(err);
+    CHECK(is(err, errc::shape_mismatch));
+    CHECK(describe(err).find("dim_mismatch") != std::string::npos);
+  }
+  SUBCASE("a table the layout lacks") {
+    auto other = cfg;
+    other.tables[0].name = "items";
+    auto err = check_shard_snapshot(other, d->root());
+    REQUIRE(err);
+    CHECK(is(err, errc::shape_mismatch));
+    CHECK(describe(err).find("tensor 'table.users' is a table this job's layout lacks") != std::string::npos);
+  }
+  SUBCASE("a damaged table") {
+    // The row's first value 0.5f (bits 0x3f000000) flipped in the encoded
+    // snapshot: the table's own CRC (or the tensor's) refuses it as damage.
+    std::vector<unsigned char> bytes(snap->frame()->encoded_size_bytes());
+    snap->frame()->encode_to(bytes.data());
+    std::vector<float> row(dim);
+    init_rows(0, k[0], row.data(), dim);
+    float v = row[0] - 0.5f;
+    unsigned char pat[4];
+    std::memcpy(pat, &v, 4);
+    auto at = std::search(bytes.begin(), bytes.end(), pat, pat + 4);
+    REQUIRE(at != bytes.end());
+    at[0] ^= 0x01;
+    auto f = frame::parse_copy(bytes.data(), bytes.size(), *buffer_pool::process_default());
+    REQUIRE(f);
+    auto err = check_shard_snapshot(cfg, *f);
+    REQUIRE(err);
+    CHECK(is(err, errc::damaged_snapshot));
+  }
+}
