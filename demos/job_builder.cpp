@@ -15,6 +15,8 @@ float default_lr(const std::string& model) {
     return 0.05f;
   if (model == "sparse-lr")
     return 0.2f;  // with --batch 64 and 2 epochs: within 5% of w*'s log loss
+  if (model == "ctr-lr" || model == "ctr-fm")
+    return 1.0f;  // the plain trainer's rate (ctr_plain_lr), meant for --optimizer adagrad
   return 0.1f;    // mnist-mlp: with its 5 default epochs, test accuracy >= 0.97
 }
 
@@ -34,14 +36,6 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     if (std::find(known.begin(), known.end(), choices.model) == known.end())
       return usage_error(command, "--model", error_text(model.error()));
     std::cerr << "keel " << command << ": " << describe(model.error()) << "\n";
-    return 1;
-  }
-  if (!(*model)->layout().tables().empty()) {
-    // The shards do not hold embedding tables yet (issue 26): say so rather
-    // than start a job whose workers cannot pull the model's rows.
-    std::cerr << "keel " << command << ": " << choices.model
-              << " keeps its parameters in embedding tables, which keel's shards do not serve "
-                 "yet; train it with the plain trainer (build/bench/training/ctr_plain_bench)\n";
     return 1;
   }
   cfg.training_model = *model;

@@ -47,7 +47,7 @@ struct train_flags {
 void add_train_flags(po::options_description& d, train_flags& f) {
   auto& c = f.cfg;
   d.add_options()("help", "show this help")
-    ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe")
+    ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe | ctr-lr | ctr-fm")
     ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
     ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
@@ -202,6 +202,14 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
       std::cerr << program << ": " << describe(err) << "\n";
       return 1;
     }
+  if (cfg.placement && !cfg.training_model->layout().tables().empty()) {
+    // Nodes do not start shards with tables yet (the model's initial rows
+    // do not travel with a shard's spawn): say so before starting a job.
+    std::cerr << program << ": " << f.choices.model
+              << " keeps its parameters in embedding tables, which the shards of keel cluster's "
+                 "nodes do not serve yet; train it with keel train (one process)\n";
+    return 1;
+  }
   if (vm.count("random-faults"))
     if (auto status = add_random_faults(f, vm.count("quiet") > 0, cfg))
       return status;

@@ -134,7 +134,7 @@ class verified_frames {
 }  // namespace
 
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                              int64_t created_unix_ms) {
+                                              int64_t created_unix_ms, bool table_rows) {
   const auto& cfg = core.config();
   snapshot_header h;
   h.shard = cfg.shard;
@@ -170,8 +170,19 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   tensors.push_back(i64(t_worker_clock, clocks));
   tensors.push_back(i64(t_counters, counters));
   std::vector<std::vector<unsigned char>> table_bytes;
-  table_bytes.reserve(core.tables().size());
+  table_bytes.reserve(core.tables().size() + 1);
+  if (!table_rows && !core.tables().empty()) {
+    table_bytes.emplace_back();
+    for (auto& table : core.tables()) {
+      auto digest = content_sha256(table);
+      table_bytes.back().insert(table_bytes.back().end(), digest.begin(), digest.end());
+    }
+    auto& b = table_bytes.back();
+    tensors.push_back({table_digests_tensor, schema::DType::UINT8, {b.size()}, b.data(), b.size()});
+  }
   for (auto& table : core.tables()) {
+    if (!table_rows)
+      break;
     table_bytes.push_back(encode_table(table));
     auto& b = table_bytes.back();
     tensors.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {b.size()}, b.data(), b.size()});

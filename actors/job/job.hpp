@@ -18,6 +18,7 @@
 // it and waits for its answer.
 
 #include <chrono>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -120,7 +121,7 @@ struct job_result {
   double checkpoint_write_cpu_seconds = 0;
   double window_wait_seconds = 0;
   std::vector<job_event> events;
-  std::string params_sha256;                     // of dense then sparse values, in key order
+  std::string params_sha256;                     // of dense then sparse values, in key order, then the tables' digests
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
   // The planned faults that did not take effect ("FAULT: why"): they never
   // came due before the run ended, or their injection failed. Each is also
@@ -211,5 +212,14 @@ class job {
 // The hex SHA-256 of the parameters, dense then sparse, as little-endian
 // float32 in key order: the fingerprint BSP runs compare.
 std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse);
+
+// For a model with embedding tables: the hex SHA-256 of the 32-byte digest
+// above followed by `table_digests`, each table's content_sha256
+// (actors/core/table_snapshot.hpp) computed on the shard holding its rows,
+// shard by shard and table by table in layout order (combine_digests). No
+// process gathers the rows for it; two runs agree iff every shard holds the
+// same rows bit for bit (with the same slot map).
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse,
+                          const std::vector<std::array<unsigned char, 32>>& table_digests);
 
 }  // namespace keel

@@ -42,6 +42,7 @@
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/partition.hpp"
 #include "actors/core/shard_core.hpp"
+#include "actors/core/table_snapshot.hpp"
 #include "actors/core/worker_report.hpp"
 #include "actors/faults/fault_driver.hpp"
 #include "actors/job/job.hpp"
@@ -137,6 +138,7 @@ struct parameters_read {
   std::vector<float> sparse;   // key k at k
   uint64_t pushes_applied = 0; // the shards' applied seqs, summed
   bool complete = true;        // every shard has applied every worker's last push
+  std::vector<table_digest> table_digests;  // each shard's tables' content_sha256, shard by shard
 };
 
 // readout_state: the result as the run assembles it (counters and the

@@ -10,7 +10,9 @@
 #include <cstdio>
 
 #include "actors/faults/link_faults.hpp"
+#include "actors/core/shard_snapshot.hpp"
 #include "actors/job/job_controller.hpp"
+#include "actors/job/slice_evaluation.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "storage/snapshot.hpp"
@@ -18,22 +20,31 @@
 
 namespace keel {
 
-std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse) {
-  unsigned char md[EVP_MAX_MD_SIZE];
+namespace {
+
+table_digest dense_sparse_digest(const std::vector<float>& dense, const std::vector<float>& sparse) {
+  table_digest md{};
   unsigned len = 0;
   auto* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   EVP_DigestUpdate(ctx, dense.data(), dense.size() * sizeof(float));
   EVP_DigestUpdate(ctx, sparse.data(), sparse.size() * sizeof(float));
-  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_DigestFinal_ex(ctx, md.data(), &len);
   EVP_MD_CTX_free(ctx);
-  std::string hex;
-  char buf[3];
-  for (unsigned i = 0; i < len; ++i) {
-    std::snprintf(buf, sizeof(buf), "%02x", md[i]);
-    hex += buf;
-  }
-  return hex;
+  return md;
+}
+
+}  // namespace
+
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse) {
+  return to_hex(dense_sparse_digest(dense, sparse));
+}
+
+std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse,
+                          const std::vector<std::array<unsigned char, 32>>& table_digests) {
+  std::vector<table_digest> parts = {dense_sparse_digest(dense, sparse)};
+  parts.insert(parts.end(), table_digests.begin(), table_digests.end());
+  return to_hex(combine_digests(parts));
 }
 
 namespace {
@@ -93,6 +104,12 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
   for (size_t k = 0; k < rows; ++k)
     if (keys[k] >= dense_size && keys[k] - dense_size < r.out.sparse.size())
       r.out.sparse[keys[k] - dense_size] = entries[3 * k];
+  if (auto tables = st.cfg.training_model->layout().tables().size()) {
+    std::vector<table_digest> digests(tables);
+    if (auto err = find_tensor(s, table_digests_tensor, digests.data(), tables * 32))
+      return err;
+    r.out.table_digests.insert(r.out.table_digests.end(), digests.begin(), digests.end());
+  }
   for (auto a : s.getApplied()) {
     r.out.pushes_applied += a.getSeq();
     r.out.complete = r.out.complete && a.getSeq() == st.cfg.training.steps;
@@ -169,6 +186,8 @@ void find_shard(const read_ptr& r) {
       [r](caf::error&) { await_shard(r); });
 }
 
+void scored(controller_actor* self, caf::expected<evaluation> q);
+
 // Completes the result from the final read, evaluates, stops the tree and
 // ends the job with the result.
 void finish(controller_actor* self, parameters_read read) {
@@ -191,13 +210,24 @@ void finish(controller_actor* self, parameters_read read) {
     result.steps = std::min(result.steps, r.steps);
     result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;
   }
-  result.params_sha256 = params_sha256(result.dense, result.sparse);
+  result.params_sha256 = read.table_digests.empty()
+                           ? params_sha256(result.dense, result.sparse)
+                           : params_sha256(result.dense, result.sparse, read.table_digests);
   result.messages_hit = st.faults->links()->hits();
   result.fault_plan = st.faults->injected();
   result.faults_not_injected = st.faults->close_run();
   result.faults_injected = st.faults->planned_injected();
+  if (cfg.training_model->evaluates_slices())
+    return evaluate_by_slices(self, result.dense, [self](caf::expected<evaluation> q) { scored(self, std::move(q)); });
   auto scratch = cfg.training_model->make_scratch();
-  auto q = cfg.training_model->evaluate({result.dense, result.sparse}, *scratch);
+  scored(self, cfg.training_model->evaluate({result.dense, result.sparse}, *scratch));
+}
+
+// The end of finish, once the held-out set is scored.
+void scored(controller_actor* self, caf::expected<evaluation> q) {
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto& result = st.readout.result;
   if (!q)
     return end_job(self, q.error());
   result.quality = *q;
@@ -209,6 +239,8 @@ void finish(controller_actor* self, parameters_read read) {
   stop_tree_and_drain(self, [self] { end_job(self, self->state.readout.result); });
 }
 
+void record_score(controller_actor* self, caf::expected<evaluation> q);
+
 // Scores the oldest waiting progress event with the parameters the shards
 // hold now, records it, and goes on with the next.
 void score_next(controller_actor* self) {
@@ -217,35 +249,45 @@ void score_next(controller_actor* self) {
     auto& scoring = st.readout.scoring;
     if (scoring.empty())
       return;  // the run ended meanwhile (end_job recorded it unscored)
-    auto& [e, reached] = scoring.front();
     if (read)
-      e.pushes_applied = read->pushes_applied;
+      scoring.front().event.pushes_applied = read->pushes_applied;
+    if (read && st.cfg.training_model->evaluates_slices())
+      return evaluate_by_slices(self, read->dense,
+                                [self](caf::expected<evaluation> q) { record_score(self, std::move(q)); });
     auto scratch = st.cfg.training_model->make_scratch();
-    auto q = read ? st.cfg.training_model->evaluate({read->dense, read->sparse}, *scratch)
-                  : caf::expected<evaluation>(read.error());
-    char line[256];
-    if (q && q->accuracy) {
-      e.accuracy = *q->accuracy;
-      std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
-    } else if (q && q->log_loss) {
-      std::snprintf(line, sizeof(line), " test log loss %.4f", *q->log_loss);
-    } else if (q && !q->metrics.empty()) {
-      std::snprintf(line, sizeof(line), " test %s %.4f", q->metrics.front().name.c_str(),
-                    q->metrics.front().value);
-    } else if (q) {
-      line[0] = '\0';
-    } else {
-      std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
-    }
-    e.detail += line;
-    append_event(self, std::move(e), reached);
-    scoring.pop_front();
-    release_held(self);
-    if (!scoring.empty())
-      return score_next(self);
-    follow_up(self);  // the faults held back for the score
-    maybe_finish(self);
+    record_score(self, read ? st.cfg.training_model->evaluate({read->dense, read->sparse}, *scratch)
+                            : caf::expected<evaluation>(read.error()));
   });
+}
+
+// Records the oldest waiting progress event with its score `q`, and goes on.
+void record_score(controller_actor* self, caf::expected<evaluation> q) {
+  auto& scoring = self->state.readout.scoring;
+  if (scoring.empty())
+    return;  // the run ended meanwhile (end_job recorded it unscored)
+  auto& [e, reached] = scoring.front();
+  char line[256];
+  if (q && q->accuracy) {
+    e.accuracy = *q->accuracy;
+    std::snprintf(line, sizeof(line), " accuracy %.4f", *q->accuracy);
+  } else if (q && q->log_loss) {
+    std::snprintf(line, sizeof(line), " test log loss %.4f", *q->log_loss);
+  } else if (q && !q->metrics.empty()) {
+    std::snprintf(line, sizeof(line), " test %s %.4f", q->metrics.front().name.c_str(),
+                  q->metrics.front().value);
+  } else if (q) {
+    line[0] = '\0';
+  } else {
+    std::snprintf(line, sizeof(line), " (no evaluation: %s)", describe(q.error()).c_str());
+  }
+  e.detail += line;
+  append_event(self, std::move(e), reached);
+  scoring.pop_front();
+  release_held(self);
+  if (!scoring.empty())
+    return score_next(self);
+  follow_up(self);  // the faults held back for the score
+  maybe_finish(self);
 }
 
 }  // namespace

@@ -87,9 +87,11 @@ int64_t now_unix_ms() {
 }
 
 // The reply to a pull the rule allows now: the last one built when it
-// answers the same request, else a new one.
+// answers the same request, else a new one. A pull of table rows is always
+// read afresh: its keys differ from worker to worker and step to step.
 caf::expected<pull_reply_msg> read_reply(shard_state& st, schema::PullRequest::Reader req) {
-  if (st.replied.answers(req, st.core.version()))
+  const bool cacheable = req.getTables().size() == 0;
+  if (cacheable && st.replied.answers(req, st.core.version()))
     return *st.replied.reply;
   frame_builder fb(256 + req.getSparseKeys().size() * 2);
   auto reply = fb.message().initRoot<schema::PullReply>();
@@ -97,7 +99,8 @@ caf::expected<pull_reply_msg> read_reply(shard_state& st, schema::PullRequest::R
   if (auto err = st.core.read(req, reply, &fb))
     return err;
   pull_reply_msg out(fb.finish());
-  st.replied.remember(req, st.core.version(), out);
+  if (cacheable)
+    st.replied.remember(req, st.core.version(), out);
   return out;
 }
 
@@ -240,7 +243,7 @@ caf::behavior shard_behavior(shard_actor* self) {
       return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms());
     },
     [self](params_atom) -> caf::result<shard_snapshot_msg> {
-      return snapshot_of(self->state.core, 0, now_unix_ms());
+      return snapshot_of(self->state.core, 0, now_unix_ms(), false);  // tables as digests
     },
     [self](const supervision::directory_update& u) { on_checkpointer(self, u); },
     [self](link_release_atom, uint64_t id) { self->state.links.release(id); },

@@ -7,7 +7,8 @@
 //                                allows (the reply waits until then)
 //   snapshot_request_msg      -> shard_snapshot_msg of its state now
 //   (status_atom, worker)     -> (received seq, applied seq, bsp clock)
-//   (params_atom)             -> shard_snapshot_msg (the final read-out)
+//   (params_atom)             -> shard_snapshot_msg (the final read-out;
+//                                its tables as digests, not rows)
 // Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
 // at that step boundary, straight to the checkpointer, so every shard of a
 // checkpoint holds the same step. It finds the checkpointer by watching its
