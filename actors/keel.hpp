@@ -6,7 +6,7 @@
 //   auto model = keel::make_model("mnist-mlp", {keel::default_data_dir()});
 //   keel::job_config cfg;
 //   cfg.training_model = *model;
-//   cfg.checkpoint_dir = "/tmp/my-run";
+//   cfg.checkpoints.dir = "/tmp/my-run";
 //   auto j = keel::job::start(cfg);
 //   auto result = (*j)->wait(std::chrono::minutes(10));
 //

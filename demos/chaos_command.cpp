@@ -63,11 +63,11 @@ std::optional<int> set_up(const args& a, chaos_flags& f, chaos_options& opts) {
   auto& c = opts.base;
   if (auto status = apply_choices(choices, mo, "chaos", c))
     return status;
-  c.steps = f.steps;
-  c.batch_size = 16;
-  c.checkpoint_every = 10;
-  c.request_timeout = std::chrono::milliseconds(200);
-  c.checkpoint_dir = std::filesystem::temp_directory_path();
+  c.training.steps = f.steps;
+  c.training.batch_size = 16;
+  c.checkpoints.every = 10;
+  c.recovery.request_timeout = std::chrono::milliseconds(200);
+  c.checkpoints.dir = std::filesystem::temp_directory_path();
   opts.mix.faults = f.faults;
   opts.mix.first_step = 3;
   opts.mix.last_step = f.steps - 5;
@@ -122,15 +122,15 @@ struct chaos_tally {
 void print_row(const chaos_run& r, const chaos_flags& f, const job_config& c) {
   std::printf("%6llu  %-9llu %-8lld %-6s %-9s %7.0f  %s\n", static_cast<unsigned long long>(r.seed),
               static_cast<unsigned long long>(r.recoveries), static_cast<long long>(r.lost_updates),
-              r.exactly_once ? "yes" : "NO", c.rule.kind != consistency_kind::bsp ? "n/a"
+              r.exactly_once ? "yes" : "NO", c.training.rule.kind != consistency_kind::bsp ? "n/a"
                                                : r.bit_identical ? "yes" : "NO",
               r.seconds * 1000, r.plan.c_str());
   if (!r.ok())
     std::printf("        BROKEN: %s\n        replay: keel train --model %s --consistency %s --steps %llu "
                 "--batch 16 --lr %g --checkpoint-every 10 --request-timeout %lld --faults '%s'\n",
                 r.problem.c_str(), f.model_name.c_str(), f.consistency_text.c_str(),
-                static_cast<unsigned long long>(f.steps), static_cast<double>(c.optimizer.lr),
-                static_cast<long long>(c.request_timeout.count()), r.plan.c_str());
+                static_cast<unsigned long long>(f.steps), static_cast<double>(c.training.optimizer.lr),
+                static_cast<long long>(c.recovery.request_timeout.count()), r.plan.c_str());
   std::fflush(stdout);
 }
 

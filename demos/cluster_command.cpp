@@ -328,7 +328,7 @@ int cluster(const args& a) {
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
   // Called once keel train's flags are good: only then do nodes start.
-  auto setup = [&](job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
+  auto setup = [&](placed_job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
     if (connect)
       pc.nodes = flags->connect;
     for (size_t i = 0; i < pc.nodes.size(); ++i)
@@ -347,7 +347,7 @@ int cluster(const args& a) {
     pc.model.options = mo;
     cfg.placement = std::make_shared<cluster_placement>(pc);
     if (!connect)
-      cfg.node_faults = [&node_faults](uint32_t node, fault_kind how, std::chrono::milliseconds away) {
+      cfg.faults.node_faults = [&node_faults](uint32_t node, fault_kind how, std::chrono::milliseconds away) {
         return node_faults(node, how, away);
       };
     return {};

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/job.hpp"
+#include "actors/job/placed_job.hpp"
 #include "models/model_registry.hpp"
 
 namespace keel::cli {
@@ -23,7 +23,7 @@ int cluster(const args& a);  // demos/cluster_command.cpp
 // keel train's run with a last say over the job's configuration before it
 // starts (keel cluster sets the placement and node faults); an error from
 // `setup` ends the run with exit status 1.
-using job_setup = std::function<caf::error(job_config& cfg, const std::string& model_name,
+using job_setup = std::function<caf::error(placed_job_config& cfg, const std::string& model_name,
                                            const model_options& mo)>;
 int train_with(const args& a, const std::string& program, const job_setup& setup);
 int chaos(const args& a);    // demos/chaos_command.cpp

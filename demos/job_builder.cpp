@@ -23,11 +23,11 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
   auto rule = parse_consistency(choices.consistency);
   if (!rule)
     return usage_error(command, "--consistency", error_text(rule.error()));
-  cfg.rule = *rule;
+  cfg.training.rule = *rule;
   auto opt = parse_optimizer(choices.optimizer);
   if (!opt)
     return usage_error(command, "--optimizer", error_text(opt.error()));
-  cfg.optimizer.kind = *opt;
+  cfg.training.optimizer.kind = *opt;
   auto model = make_model(choices.model, mo);
   if (!model) {
     auto known = model_names();
@@ -45,7 +45,7 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     return 1;
   }
   cfg.training_model = *model;
-  cfg.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
+  cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
   return std::nullopt;
 }
 

@@ -28,11 +28,10 @@
 #include "actors/cluster/node_agent.hpp"
 #include "actors/cluster/node_client.hpp"
 #include "actors/data_plane/data_plane.hpp"
+#include "cli_flags.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"
-
-namespace po = boost::program_options;
 
 namespace keel::cli {
 
@@ -242,89 +241,89 @@ int run_node(const node_flags& f) {
   return 0;
 }
 
-}  // namespace
-
-int node(const args& a) {
-  std::string listen_text = "127.0.0.1:0", join_text, secret_file;
+// keel node's flags as given, before they are checked and become node_flags.
+struct node_args {
+  std::string listen = "127.0.0.1:0", join, secret_file;
   tls_files tls;
   uint32_t heartbeat_ms = 200, timeout_ms = 800, handshake_ms = 1000;
-  node_flags f;
-  po::options_description desc("keel node: run this process as a cluster node");
-  desc.add_options()("help", "show this help")
-    ("listen", po::value(&listen_text)->default_value(listen_text), "HOST:PORT of the node's gate, where peers prove the secret and reach the node agent (port 0: any)")
-    ("join", po::value(&join_text), "[NAME@]HOST:PORT of a node to join (NAME: the name its TLS certificate states; default HOST)")
-    ("secret-file", po::value(&secret_file), "file holding the cluster secret (else $KEEL_CLUSTER_SECRET)")
-    ("heartbeat-ms", po::value(&heartbeat_ms)->default_value(heartbeat_ms), "heartbeat interval")
-    ("connection-timeout-ms", po::value(&timeout_ms)->default_value(timeout_ms),
-     "a peer silent this long is down")
-    ("data-dir", po::value(&f.data_dir), "dataset cache for MNIST models built here")
-    ("data-port", po::value(&f.data_port)->default_value(0),
+};
+
+void declare_flags(command_flags& flags, node_args& g, node_flags& f) {
+  constexpr uint32_t hour_ms = 3600 * 1000;
+  flags.visible.add_options()("help", "show this help")
+    ("listen", text_flag(&g.listen, "HOST:PORT"), "the node's gate, where peers prove the secret and reach the node agent (port 0: any)")
+    ("join", text_flag(&g.join, "[NAME@]HOST:PORT", false), "a node to join (NAME: the name its TLS certificate states; default HOST)")
+    ("secret-file", text_flag(&g.secret_file, "FILE", false), "file holding the cluster secret (else $KEEL_CLUSTER_SECRET)")
+    ("heartbeat-ms", number_flag<uint32_t>(&g.heartbeat_ms, "MS", 1, hour_ms), "heartbeat interval")
+    ("connection-timeout-ms", number_flag<uint32_t>(&g.timeout_ms, "MS", 2, hour_ms), "a peer silent this long is down")
+    ("data-dir", text_flag(&f.data_dir, "DIR", false), "dataset cache for MNIST models built here")
+    ("data-port", number_flag<uint16_t>(&f.data_port, "PORT", 0, 65535),
      "port of the data plane that carries pushes and pulls between nodes (0: any)")
     ("no-data-plane", po::bool_switch(&f.no_data_plane),
      "carry pushes and pulls over CAF's middleman like all other messages")
-    ("max-unauthenticated", po::value(&f.max_unauthenticated)->default_value(f.max_unauthenticated),
+    ("max-unauthenticated", number_flag<size_t>(&f.max_unauthenticated, "N", 1, 1u << 20),
      "connections awaiting the secret's challenge at once; a newer one closes the oldest")
-    ("handshake-timeout-ms", po::value(&handshake_ms)->default_value(handshake_ms),
+    ("handshake-timeout-ms", number_flag<uint32_t>(&g.handshake_ms, "MS", 1, hour_ms),
      "a connection that has not proved the cluster secret this long is closed")
-    ("tls-cert", po::value(&tls.cert), "PEM certificate of this node (its name in CN/subjectAltName): TLS on every link")
-    ("tls-key", po::value(&tls.key), "PEM private key of --tls-cert")
-    ("tls-ca", po::value(&tls.ca), "PEM certificate of the CA that signed every member's certificate")
+    ("tls-cert", text_flag(&g.tls.cert, "FILE", false), "PEM certificate of this node (its name in CN/subjectAltName): TLS on every link")
+    ("tls-key", text_flag(&g.tls.key, "FILE", false), "PEM private key of --tls-cert")
+    ("tls-ca", text_flag(&g.tls.ca, "FILE", false), "PEM certificate of the CA that signed every member's certificate")
     ("exit-on-stdin-eof", po::bool_switch(&f.stdin_eof), "also stop when standard input ends");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(a).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "keel node: " << e.what() << "\n\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
-  auto listen = parse_address("--listen", listen_text);
-  if (!listen) {
-    std::cerr << "keel node: " << describe(listen.error()) << "\n";
-    return 2;
-  }
-  if (!listen->name.empty()) {
-    std::cerr << "keel node: --listen takes HOST:PORT (a node's TLS name is in its certificate)\n";
-    return 2;
-  }
+}
+
+// The checks no single flag can make alone, and the secret's and TLS files'
+// loading; a status (2, one line naming the flag) when the node cannot start.
+std::optional<int> check_flags(const node_args& g, node_flags& f) {
+  auto listen = parse_address("--listen", g.listen);
+  if (!listen)
+    return usage_error("node", "--listen", error_text(listen.error()));
+  if (!listen->name.empty())
+    return usage_error("node", "--listen", "takes HOST:PORT (a node's TLS name is in its certificate)");
   f.listen = *listen;
-  if (!join_text.empty()) {
-    auto join = parse_address("--join", join_text);
-    if (!join || join->port == 0) {
-      std::cerr << "keel node: " << (join ? "--join needs a port other than 0" : describe(join.error())) << "\n";
-      return 2;
-    }
+  if (!g.join.empty()) {
+    auto join = parse_address("--join", g.join);
+    if (!join || join->port == 0)
+      return usage_error("node", "--join", join ? "needs a port other than 0" : error_text(join.error()));
     f.join = *join;
   }
-  if (heartbeat_ms == 0 || timeout_ms <= heartbeat_ms) {
-    std::cerr << "keel node: --heartbeat-ms must be positive and below --connection-timeout-ms\n";
-    return 2;
-  }
-  if (f.max_unauthenticated == 0 || handshake_ms == 0) {
-    std::cerr << "keel node: --max-unauthenticated and --handshake-timeout-ms must be positive\n";
-    return 2;
-  }
-  f.handshake_timeout = std::chrono::milliseconds(handshake_ms);
-  f.settings.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
-  f.settings.connection_timeout = std::chrono::milliseconds(timeout_ms);
-  auto secret = load_secret(secret_file);
-  if (!secret) {
-    std::cerr << "keel node: " << describe(secret.error()) << "\n";
-    return 2;
-  }
+  if (g.timeout_ms <= g.heartbeat_ms)
+    return usage_error("node", "--heartbeat-ms", "must be below --connection-timeout-ms");
+  f.handshake_timeout = std::chrono::milliseconds(g.handshake_ms);
+  f.settings.heartbeat_interval = std::chrono::milliseconds(g.heartbeat_ms);
+  f.settings.connection_timeout = std::chrono::milliseconds(g.timeout_ms);
+  auto secret = load_secret(g.secret_file);
+  if (!secret)
+    return usage_error("node", "", error_text(secret.error()));
   f.secret = *secret;
-  if (tls.any()) {
-    auto ctx = tls_context::load(tls);
-    if (!ctx) {
-      std::cerr << "keel node: " << describe(ctx.error()) << "\n";
-      return 2;
-    }
+  if (g.tls.any()) {
+    auto ctx = tls_context::load(g.tls);
+    if (!ctx)
+      return usage_error("node", "", error_text(ctx.error()));  // names the file
     f.tls = *ctx;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int node(const args& a) {
+  node_args g;
+  node_flags f;
+  command_flags flags{"node", po::options_description(), {}, {}};
+  declare_flags(flags, g, f);
+  po::variables_map vm;
+  if (auto status = parse_flags(flags, a, vm))
+    return *status;
+  if (vm.count("help")) {
+    print_help(std::cout, "keel node [FLAGS]",
+               "Runs this process as a cluster node: its gate admits peers that prove the cluster\n"
+               "secret (and, with --tls-*, their certificates), and its agent starts the shards and\n"
+               "workers a coordinator places here. Exit status: 0 stopped, 1 failed, 2 bad usage.",
+               flags.visible);
+    return 0;
+  }
+  if (auto status = check_flags(g, f))
+    return *status;
   return run_node(f);
 }
 

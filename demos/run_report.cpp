@@ -200,10 +200,10 @@ std::string without_exception_tag(const std::string& what) {
 run_report make_report(const job_config& cfg, const std::string& model_name, const job_result& r) {
   run_report out;
   out.model = model_name;
-  out.consistency = to_string(cfg.rule);
-  out.shards = cfg.shards;
-  out.workers = cfg.workers;
-  out.seed = cfg.seed;
+  out.consistency = to_string(cfg.training.rule);
+  out.shards = cfg.training.shards;
+  out.workers = cfg.training.workers;
+  out.seed = cfg.training.seed;
   out.fault_plan = r.fault_plan;
   out.messages_hit = r.messages_hit;
   out.test_accuracy = r.quality.accuracy;

@@ -33,13 +33,13 @@ uint64_t default_epochs(const std::string& model) {
 // Every value keel train's flags set, before they become a job_config.
 struct train_flags {
   job_choices choices;
-  job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
+  placed_job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
   std::string mix_text = "all";
   uint64_t random_seed = 0;
   double fault_rate = 2.0;
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
-  uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.request_timeout.count());
+  uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.recovery.request_timeout.count());
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
 };
@@ -48,21 +48,21 @@ void add_train_flags(po::options_description& d, train_flags& f) {
   auto& c = f.cfg;
   d.add_options()("help", "show this help")
     ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe")
-    ("shards", number_flag<uint32_t>(&c.shards, "N", 1, 1024), "parameter shards")
-    ("workers", number_flag<uint32_t>(&c.workers, "N", 1, 1024), "workers")
+    ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
+    ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
     ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam")
     ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
-    ("batch", number_flag<uint32_t>(&c.batch_size, "N", 1, 1 << 20), "examples per worker step")
+    ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20), "examples per worker step")
     ("epochs", number_flag<uint64_t>(&f.epochs, "N", 1, 1000000, false),
      "passes over the training set (default: 5 for mnist-mlp, 1 for the others)")
     ("steps", number_flag<uint64_t>(&f.steps, "N", 1, uint64_t{1} << 40, false),
      "global steps per worker (default: --epochs worth)")
-    ("seed", number_flag(&c.seed, "N"), "seed of data order and initial values")
+    ("seed", number_flag(&c.training.seed, "N"), "seed of data order and initial values")
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", number_flag(&c.checkpoint_every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch)")
+    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch)")
     ("kill", text_flag(&f.kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", text_flag(&f.faults_text, "PLAN", false), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
@@ -102,28 +102,28 @@ std::optional<int> add_planned_faults(const train_flags& f, job_config& cfg) {
     auto plan = parse_fault_plan(f.faults_text);
     if (!plan)
       return usage_error("train", "--faults", error_text(plan.error()));
-    cfg.faults = *plan;
+    cfg.faults.plan = *plan;
   }
   if (!f.kills_text.empty()) {
     auto k = parse_kill_shorthand(f.kills_text);
     if (!k)
       return usage_error("train", "--kill", error_text(k.error()));
-    cfg.faults.insert(cfg.faults.end(), k->begin(), k->end());
+    cfg.faults.plan.insert(cfg.faults.plan.end(), k->begin(), k->end());
   }
   return std::nullopt;
 }
 
 // --random-faults: a plan drawn from the seed over the run's steps (and its
 // nodes, once a cluster's placement is set), added to cfg's.
-std::optional<int> add_random_faults(const train_flags& f, bool quiet, job_config& cfg) {
+std::optional<int> add_random_faults(const train_flags& f, bool quiet, placed_job_config& cfg) {
   fault_mix mix;
   if (auto err = parse_fault_families(f.mix_text, mix))
     return usage_error("train", "--fault-mix", error_text(err));
-  mix.faults = static_cast<uint32_t>(std::max(1.0, std::round(f.fault_rate * cfg.steps / 100.0)));
-  mix.first_step = std::max<uint64_t>(1, cfg.steps / 20);
-  mix.last_step = std::max<uint64_t>(mix.first_step, cfg.steps - 1);
-  mix.shards = cfg.shards;
-  mix.workers = cfg.workers;
+  mix.faults = static_cast<uint32_t>(std::max(1.0, std::round(f.fault_rate * cfg.training.steps / 100.0)));
+  mix.first_step = std::max<uint64_t>(1, cfg.training.steps / 20);
+  mix.last_step = std::max<uint64_t>(mix.first_step, cfg.training.steps - 1);
+  mix.shards = cfg.training.shards;
+  mix.workers = cfg.training.workers;
   mix.nodes = cfg.placement ? cfg.placement->nodes() : 0;
   if (mix.node_faults && mix.nodes == 0)
     return usage_error("train", "--fault-mix", "the nodes family needs node processes (keel cluster)");
@@ -131,7 +131,7 @@ std::optional<int> add_random_faults(const train_flags& f, bool quiet, job_confi
   if (!quiet)
     std::cout << "keel train: random faults from seed " << f.random_seed << ": " << to_string(plan)
               << std::endl;
-  cfg.faults.insert(cfg.faults.end(), plan.begin(), plan.end());
+  cfg.faults.plan.insert(cfg.faults.plan.end(), plan.begin(), plan.end());
   return std::nullopt;
 }
 
@@ -160,7 +160,7 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
       return usage_error("train", "--resume", "'" + f.resume_dir + "' and --checkpoint-dir '" +
                                                 f.checkpoint_dir + "' name different directories");
     f.checkpoint_dir = f.resume_dir;
-    cfg.resume = true;
+    cfg.checkpoints.resume = true;
   }
   if (f.checkpoint_dir.empty()) {
     char tmpl[] = "/tmp/keel-train-XXXXXX";
@@ -171,7 +171,7 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
     f.checkpoint_dir = tmpl;
     made.path = f.checkpoint_dir;
   }
-  cfg.checkpoint_dir = f.checkpoint_dir;
+  cfg.checkpoints.dir = f.checkpoint_dir;
   return std::nullopt;
 }
 
@@ -191,10 +191,10 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   mo.mnist_limits.test = f.test_limit;
   if (auto status = apply_choices(f.choices, mo, "train", cfg))
     return status;
-  cfg.steps = f.steps;
-  if (cfg.steps == 0) {
-    auto spe = steps_per_epoch(cfg.training_model->num_train_examples(), cfg.workers, cfg.batch_size);
-    cfg.steps = (f.epochs > 0 ? f.epochs : default_epochs(f.choices.model)) * spe;
+  cfg.training.steps = f.steps;
+  if (cfg.training.steps == 0) {
+    auto spe = steps_per_epoch(cfg.training_model->num_train_examples(), cfg.training.workers, cfg.training.batch_size);
+    cfg.training.steps = (f.epochs > 0 ? f.epochs : default_epochs(f.choices.model)) * spe;
   }
   // A cluster's placement first: random plans may target its nodes.
   if (setup)
@@ -205,7 +205,7 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   if (vm.count("random-faults"))
     if (auto status = add_random_faults(f, vm.count("quiet") > 0, cfg))
       return status;
-  cfg.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  cfg.recovery.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   return std::nullopt;
 }
 
@@ -214,13 +214,13 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
 void announce(const train_flags& f, bool quiet) {
   auto& cfg = f.cfg;
   if (!quiet)
-    std::cout << "keel train: " << f.choices.model << ", " << cfg.shards << " shards, " << cfg.workers
-              << " workers, " << to_string(cfg.rule) << ", " << to_string(cfg.optimizer.kind)
-              << " lr " << cfg.optimizer.lr << ", " << cfg.steps << " steps of batch " << cfg.batch_size
+    std::cout << "keel train: " << f.choices.model << ", " << cfg.training.shards << " shards, " << cfg.training.workers
+              << " workers, " << to_string(cfg.training.rule) << ", " << to_string(cfg.training.optimizer.kind)
+              << " lr " << cfg.training.optimizer.lr << ", " << cfg.training.steps << " steps of batch " << cfg.training.batch_size
               << ", checkpoints in " << f.checkpoint_dir << std::endl;
-  if (cfg.checkpoint_every == 0) {
+  if (cfg.checkpoints.every == 0) {
     // Every push stays in its worker's replay log: say how much that is.
-    double mb = static_cast<double>(cfg.steps) * cfg.workers *
+    double mb = static_cast<double>(cfg.training.steps) * cfg.training.workers *
                 static_cast<double>(cfg.training_model->layout().dense_size()) * 4 / 1e6;
     auto amount = mb >= 1 ? std::to_string(static_cast<uint64_t>(mb)) + " MB"
                           : std::to_string(static_cast<uint64_t>(mb * 1000)) + " kB";
@@ -292,10 +292,10 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
     return 0;
   // Every push adds exactly 1.0, so every parameter must equal the pushes
   // its shard acknowledged: none lost, none applied twice.
-  auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.shards);
+  auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.training.shards);
   std::cout << "keel train: exactly once: "
             << (err ? "VIOLATED: " + describe(err) : std::string("every parameter equals the ") +
-                                                       std::to_string(r.pushes_acked / cfg.shards) +
+                                                       std::to_string(r.pushes_acked / cfg.training.shards) +
                                                        " pushes its shard acknowledged")
             << "\n";
   return err ? 1 : 0;
@@ -356,22 +356,22 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   if (auto status = choose_checkpoint_dir(f, vm.count("checkpoint-dir") > 0, cfg, made_dir))
     return *status;
   bool quiet = vm.count("quiet") > 0;
-  cfg.progress_every = quiet ? 0 : std::max<uint64_t>(1, cfg.steps / 10);
-  cfg.progress_accuracy = !quiet && cfg.training_model->num_test_examples() > 0;
+  cfg.progress.every = quiet ? 0 : std::max<uint64_t>(1, cfg.training.steps / 10);
+  cfg.progress.accuracy = !quiet && cfg.training_model->num_test_examples() > 0;
   if (quiet && metrics.enabled())
-    cfg.progress_every = std::max<uint64_t>(1, cfg.steps / 100);  // metrics follow progress events
+    cfg.progress.every = std::max<uint64_t>(1, cfg.training.steps / 100);  // metrics follow progress events
   if (auto err = metrics.start(std::cout); !err.empty()) {
     std::cerr << "keel train: " << err << "\n";
     return 2;
   }
   announce(f, quiet);
-  auto j = job::start(cfg);
+  auto j = start_job(cfg);
   if (!j) {
     std::cerr << "keel train: " << describe(j.error()) << "\n";
     metrics.finish(nullptr);  // the file's last line says the job failed
     return 1;
   }
-  if (!cfg.resume)
+  if (!cfg.checkpoints.resume)
     if (auto err = save_train_args(f.checkpoint_dir, a))
       std::cerr << "keel train: warning: " << describe(err) << " (--resume will need the flags again)\n";
   auto print = quiet ? std::function<void(const job_event&)>{} : event_printer(vm.count("verbose") > 0);

@@ -54,7 +54,7 @@ caf::expected<job_result> run_one(job_config cfg, std::chrono::milliseconds time
 }
 
 void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& out) {
-  uint64_t expected = uint64_t{cfg.workers} * cfg.shards * cfg.steps;
+  uint64_t expected = uint64_t{cfg.training.workers} * cfg.training.shards * cfg.training.steps;
   out.lost_updates = static_cast<int64_t>(r.pushes_acked) - static_cast<int64_t>(r.pushes_applied);
   if (r.pushes_acked != expected || r.pushes_applied != expected) {
     out.exactly_once = false;
@@ -63,7 +63,7 @@ void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& o
     return;
   }
   if (auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model))
-    if (auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.shards)) {
+    if (auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.training.shards)) {
       out.exactly_once = false;
       out.problem = describe(err);
     }
@@ -81,13 +81,13 @@ void measure_recoveries(const job_result& r, chaos_run& out) {
 
 std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint64_t count,
                                  const std::function<void(const chaos_run&)>& each) {
-  auto base_dir = opts.base.checkpoint_dir;
+  auto base_dir = opts.base.checkpoints.dir;
   std::string reference;
-  bool bsp = opts.base.rule.kind == consistency_kind::bsp;
+  bool bsp = opts.base.training.rule.kind == consistency_kind::bsp;
   if (bsp) {
     scratch_dir dir(base_dir, 0);
     auto cfg = opts.base;
-    cfg.checkpoint_dir = dir.path;
+    cfg.checkpoints.dir = dir.path;
     auto clean = run_one(cfg, opts.run_timeout);
     if (clean)
       reference = clean->params_sha256;
@@ -97,11 +97,11 @@ std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint
     chaos_run out;
     out.seed = seed;
     auto cfg = opts.base;
-    cfg.faults = random_fault_plan(seed, opts.mix);
-    out.plan = to_string(cfg.faults);
-    out.planned = cfg.faults.size();
+    cfg.faults.plan = random_fault_plan(seed, opts.mix);
+    out.plan = to_string(cfg.faults.plan);
+    out.planned = cfg.faults.plan.size();
     scratch_dir dir(base_dir, seed);
-    cfg.checkpoint_dir = dir.path;
+    cfg.checkpoints.dir = dir.path;
     auto t0 = std::chrono::steady_clock::now();
     auto r = run_one(cfg, opts.run_timeout);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

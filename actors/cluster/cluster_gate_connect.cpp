@@ -47,6 +47,90 @@ struct connector {
   }
 };
 
+// TLS on the connected socket, the peer's certificate checked against the
+// route's name.
+caf::error secure(connector& c, const tls_peer& tls) {
+  auto session = tls_session::make(*tls.context, c.fd, tls_session::role::connect, tls.name);
+  if (!session)
+    return session.error();
+  c.tls = std::move(*session);
+  if (auto err = c.tls->handshake(c.timeout))
+    return make_error(is(err, errc::timeout)    ? errc::timeout
+                      : is(err, errc::io_error) ? errc::io_error
+                                                : errc::not_authenticated,
+                      "node at " + c.at + " (TLS name " + tls.name + "): " + describe(err));
+  return {};
+}
+
+// The cluster secret's challenge, both ways (cluster_gate_wire.hpp); the
+// node's name as it proved it.
+caf::expected<std::string> exchange_proofs(connector& c, const std::string& me,
+                                           const cluster_secret& secret) {
+  auto mine = random_bytes(challenge_bytes);
+  auto out = hello(me, mine);
+  if (!c.write(out.data(), out.size()))
+    return c.failed("sending the hello");
+  unsigned char head[head_bytes];
+  if (!c.read(head, sizeof head))
+    return c.failed("reading the node's hello");
+  size_t n = 0;
+  std::string why;
+  if (!parse_head(head, n, why))
+    return make_error(errc::malformed_message, "node at " + c.at + " answered with " + why);
+  std::string node(n, '\0');
+  std::vector<uint8_t> theirs(challenge_bytes);
+  unsigned char proof[proof_bytes];
+  if (!c.read(node.data(), node.size()) || !c.read(theirs.data(), theirs.size()) ||
+      !c.read(proof, sizeof proof))
+    return c.failed("reading the node's hello");
+  if (!proof_matches(secret.prove(gate_label, mine.data(), mine.size(), node), proof))
+    return make_error(
+        errc::not_authenticated,
+        "node at " + c.at + " did not prove the cluster secret (do both sides use the same secret?)");
+  auto my_proof = secret.prove(connector_label, theirs.data(), theirs.size(), me);
+  if (!c.write(my_proof.data(), my_proof.size()))
+    return c.failed("sending the proof");
+  unsigned char verdict = 0;
+  if (!c.read(&verdict, 1) || verdict != verdict_accepted)
+    return make_error(errc::not_authenticated,
+                      "node at " + c.at + " refused this process's proof of the cluster secret");
+  return node;
+}
+
+// CAF's BASP handshake on the authenticated connection, as after
+// middleman::remote_actor's own connect; the node must speak CAF as the
+// name it proved.
+caf::expected<gated_peer> hand_to_basp(caf::actor_system& sys, dp::socket_fd sock, connector& c,
+                                       const std::string& node, uint16_t port) {
+  dp::set_options(c.fd, std::chrono::milliseconds{0});
+  auto basp = basp_broker_of(sys);
+  if (!basp)
+    return make_error(errc::invalid_argument, "connect to " + c.at + ": this actor system has no middleman");
+  auto scribe = c.tls ? make_tls_scribe(sys, sock.release(), std::move(c.tls))
+                      : sys.middleman().backend().new_scribe(sock.release());
+  caf::expected<gated_peer> result = make_error(errc::timeout, "node at " + c.at + ": no BASP handshake");
+  caf::scoped_actor self{sys};
+  self->request(basp, c.timeout, caf::connect_atom::value, std::move(scribe), port)
+      .receive(
+          [&](caf::node_id& nid, caf::strong_actor_ptr& addr, std::set<std::string>&) {
+            if (to_string(nid) != node)
+              result = make_error(errc::not_authenticated,
+                                  "node at " + c.at + " proved the secret as node " + node +
+                                      " but speaks CAF as node " + to_string(nid));
+            else if (!addr)
+              result = make_error(errc::not_found, "node at " + c.at + " serves no agent");
+            else
+              result = gated_peer{caf::actor_cast<caf::actor>(addr), node};
+          },
+          [&](caf::error& e) {
+            result = e == caf::sec::request_timeout
+                       ? make_error(errc::timeout, "node at " + c.at + ": no BASP handshake within " +
+                                                     std::to_string(c.timeout.count()) + " ms")
+                       : make_error(errc::io_error, "node at " + c.at + ": BASP handshake: " + sys.render(e));
+          });
+  return result;
+}
+
 }  // namespace
 
 caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std::string& host,
@@ -62,79 +146,13 @@ caf::expected<gated_peer> connect_through_gate(caf::actor_system& sys, const std
     return make_error(is(sock.error(), errc::timeout) ? errc::timeout : errc::not_found,
                       "cannot reach a node at " + at + ": " + describe(sock.error()));
   connector c{sock->get(), at, nullptr, timeout};
-  if (tls.on()) {
-    auto session = tls_session::make(*tls.context, c.fd, tls_session::role::connect, tls.name);
-    if (!session)
-      return session.error();
-    c.tls = std::move(*session);
-    if (auto err = c.tls->handshake(timeout))
-      return make_error(is(err, errc::timeout)    ? errc::timeout
-                        : is(err, errc::io_error) ? errc::io_error
-                                                  : errc::not_authenticated,
-                        "node at " + at + " (TLS name " + tls.name + "): " + describe(err));
-  }
-  auto me = to_string(sys.node());
-  auto mine = random_bytes(challenge_bytes);
-  auto out = hello(me, mine);
-  if (!c.write(out.data(), out.size()))
-    return c.failed("sending the hello");
-  unsigned char head[head_bytes];
-  if (!c.read(head, sizeof head))
-    return c.failed("reading the node's hello");
-  size_t n = 0;
-  std::string why;
-  if (!parse_head(head, n, why))
-    return make_error(errc::malformed_message, "node at " + at + " answered with " + why);
-  std::string node(n, '\0');
-  std::vector<uint8_t> theirs(challenge_bytes);
-  unsigned char proof[proof_bytes];
-  if (!c.read(node.data(), node.size()) || !c.read(theirs.data(), theirs.size()) ||
-      !c.read(proof, sizeof proof))
-    return c.failed("reading the node's hello");
-  if (!proof_matches(secret.prove(gate_label, mine.data(), mine.size(), node), proof))
-    return make_error(
-        errc::not_authenticated,
-        "node at " + at + " did not prove the cluster secret (do both sides use the same secret?)");
-  auto my_proof = secret.prove(connector_label, theirs.data(), theirs.size(), me);
-  if (!c.write(my_proof.data(), my_proof.size()))
-    return c.failed("sending the proof");
-  unsigned char verdict = 0;
-  if (!c.read(&verdict, 1) || verdict != verdict_accepted)
-    return make_error(errc::not_authenticated,
-                      "node at " + at + " refused this process's proof of the cluster secret");
-  dp::set_options(c.fd, std::chrono::milliseconds{0});
-  auto basp = basp_broker_of(sys);
-  if (!basp)
-    return make_error(errc::invalid_argument,
-                      "connect to " + at + ": this actor system has no middleman");
-  // CAF's BASP handshake now runs on the authenticated connection, as after
-  // middleman::remote_actor's own connect.
-  auto scribe = c.tls ? make_tls_scribe(sys, sock->release(), std::move(c.tls))
-                      : sys.middleman().backend().new_scribe(sock->release());
-  caf::expected<gated_peer> result =
-      make_error(errc::timeout, "node at " + at + ": no BASP handshake");
-  caf::scoped_actor self{sys};
-  self->request(basp, timeout, caf::connect_atom::value, std::move(scribe), port)
-      .receive(
-          [&](caf::node_id& nid, caf::strong_actor_ptr& addr, std::set<std::string>&) {
-            if (to_string(nid) != node)
-              result = make_error(errc::not_authenticated,
-                                  "node at " + at + " proved the secret as node " + node +
-                                      " but speaks CAF as node " + to_string(nid));
-            else if (!addr)
-              result = make_error(errc::not_found, "node at " + at + " serves no agent");
-            else
-              result = gated_peer{caf::actor_cast<caf::actor>(addr), node};
-          },
-          [&](caf::error& e) {
-            result =
-                e == caf::sec::request_timeout
-                    ? make_error(errc::timeout, "node at " + at + ": no BASP handshake within " +
-                                                    std::to_string(timeout.count()) + " ms")
-                    : make_error(errc::io_error,
-                                 "node at " + at + ": BASP handshake: " + sys.render(e));
-          });
-  return result;
+  if (tls.on())
+    if (auto err = secure(c, tls))
+      return err;
+  auto node = exchange_proofs(c, to_string(sys.node()), secret);
+  if (!node)
+    return node.error();
+  return hand_to_basp(sys, std::move(*sock), c, *node, port);
 }
 
 }  // namespace keel

@@ -12,7 +12,7 @@
 //    that restarted shards restore from;
 //  - lost checkpoints: one that failed, or that never reached the
 //    checkpointer while every worker waited at the window for
-//    `checkpoint_timeout`, is given up and the window moves past it (the
+//    `checkpoints.timeout` (job.hpp), is given up and the window moves past it (the
 //    previous checkpoint stays in force).
 // A plain value owned by the job's controller thread; the committed
 // snapshots it shares with the shard specs are guarded by their own mutex.

@@ -2,7 +2,7 @@
 // What a fault does, as a value: the fault plan (actors/faults/fault_plan.hpp)
 // schedules faults of these kinds, a job_event reports which kind it
 // injected, the metrics count injections by it, and a node fault's owner
-// (job_config::node_faults) is told which to carry out. Its text ("kill",
+// (job_config::faults.node_faults) is told which to carry out. Its text ("kill",
 // "throw", "kill9") is a plan's spelling and a metric's label value, used at
 // those edges only.
 

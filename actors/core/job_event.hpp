@@ -76,7 +76,7 @@ struct job_event {
   // only when every shard acknowledged its push), summed over workers.
   uint64_t pushes_acked = 0;
   // progress: the shards' applied seqs summed, when the progress read the
-  // shards' parameters (progress_accuracy); 0 when it did not read them.
+  // shards' parameters (progress_config::accuracy); 0 when it did not read them.
   uint64_t pushes_applied = 0;
 };
 

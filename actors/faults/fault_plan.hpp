@@ -1,7 +1,7 @@
 #pragma once
 // A fault plan is a seeded, replayable list of faults to inject into a
 // running job. It serialises to a short text a user can paste back
-// (`keel train --faults TEXT`, or parse_fault_plan and job_config::faults in
+// (`keel train --faults TEXT`, or parse_fault_plan and job_config::faults.plan in
 // the embedding API); a job's report records the faults it injected.
 //
 // Each fault is KIND:TARGET@WHEN, where WHEN is
@@ -31,7 +31,7 @@
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //   kill9:node:1@40            kill node 1's whole process with SIGKILL
 //                              (a job over node processes whose owner carries
-//                              node faults out: keel cluster, job_config::node_faults)
+//                              node faults out: keel cluster, job_config::faults.node_faults)
 //   stop:node:1@40             stop it with SIGSTOP (a hung node) for good
 //   cut:node:1@40+3000ms       stop it for 3000 ms, then SIGCONT: a partition
 //                              that heals after the cluster replaced the node

@@ -8,6 +8,7 @@
 
 #include "actors/job/event_feed.hpp"
 #include "actors/job/job_controller.hpp"
+#include "actors/job/placed_job.hpp"
 #include "actors/job/placement.hpp"
 #include "messages/errors.hpp"
 #include "messages/register_types.hpp"
@@ -17,32 +18,32 @@ namespace keel {
 
 namespace {
 
-caf::error check(const job_config& c) {
+caf::error check(const placed_job_config& c) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
   if (!c.training_model)
     return bad("job: no model");
-  if (c.shards == 0 || c.workers == 0)
+  if (c.training.shards == 0 || c.training.workers == 0)
     return bad("job: --shards and --workers must be at least 1");
-  if (c.batch_size == 0)
+  if (c.training.batch_size == 0)
     return bad("job: batch size must be at least 1");
-  if (c.checkpoint_dir.empty())
+  if (c.checkpoints.dir.empty())
     return bad("job: no checkpoint directory");
-  if (c.keep_checkpoints == 0)
+  if (c.checkpoints.keep == 0)
     return bad("job: keep at least one checkpoint");
   auto dense = c.training_model->layout().dense_size();
-  if (c.shards > dense + c.training_model->layout().sparse_key_count())
-    return bad("job: " + std::to_string(c.shards) + " shards for only " + std::to_string(dense) +
+  if (c.training.shards > dense + c.training_model->layout().sparse_key_count())
+    return bad("job: " + std::to_string(c.training.shards) + " shards for only " + std::to_string(dense) +
                " parameters");
   // The fault plan: every target exists, every fault can fire.
-  if (auto err = check_fault_plan(c.faults, c.shards, c.workers, c.placement ? c.placement->nodes() : 0))
+  if (auto err = check_fault_plan(c.faults.plan, c.training.shards, c.training.workers, c.placement ? c.placement->nodes() : 0))
     return err;
-  for (auto& f : c.faults) {
-    if (f.when == trigger::step && f.at_step > c.steps)
+  for (auto& f : c.faults.plan) {
+    if (f.when == trigger::step && f.at_step > c.training.steps)
       return bad("fault '" + to_string(f) + "': step " + std::to_string(f.at_step) +
-                 " is past the run's last step " + std::to_string(c.steps) + " (it would never fire)");
-    if (f.is_node_fault() && !c.node_faults)
+                 " is past the run's last step " + std::to_string(c.training.steps) + " (it would never fire)");
+    if (f.is_node_fault() && !c.faults.node_faults)
       return bad("fault '" + to_string(f) + "': nothing carries out node faults here "
-                 "(job_config::node_faults; keel cluster does for the nodes it starts)");
+                 "(fault_config::node_faults; keel cluster does for the nodes it starts)");
   }
   return {};
 }
@@ -52,29 +53,29 @@ caf::error check(const job_config& c) {
 // that run, resumed.
 caf::error check_directory(const job_config& cfg) {
   std::error_code ec;
-  std::filesystem::create_directories(cfg.checkpoint_dir, ec);
+  std::filesystem::create_directories(cfg.checkpoints.dir, ec);
   if (ec)
-    return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoint_dir.string() + ": " +
+    return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoints.dir.string() + ": " +
                                         ec.message());
-  auto store = snapshot_store::open(cfg.checkpoint_dir, {cfg.keep_checkpoints});
+  auto store = snapshot_store::open(cfg.checkpoints.dir, {cfg.checkpoints.keep});
   if (!store)
     return store.error();
   auto ids = (*store)->committed();
   if (!ids)
     return ids.error();
-  if (!ids->empty() && !cfg.resume)
+  if (!ids->empty() && !cfg.checkpoints.resume)
     return make_error(errc::invalid_argument,
-                      "checkpoint directory " + cfg.checkpoint_dir.string() + " holds checkpoints " +
+                      "checkpoint directory " + cfg.checkpoints.dir.string() + " holds checkpoints " +
                         std::to_string(ids->front()) + ".." + std::to_string(ids->back()) +
                         " of an earlier run: resume that run (keel train --resume DIR, "
-                        "job_config::resume), or give an empty directory");
-  if (ids->empty() && cfg.resume)
+                        "checkpoint_config::resume), or give an empty directory");
+  if (ids->empty() && cfg.checkpoints.resume)
     return make_error(errc::not_found, "nothing to resume: checkpoint directory " +
-                                         cfg.checkpoint_dir.string() + " holds no committed checkpoint");
+                                         cfg.checkpoints.dir.string() + " holds no committed checkpoint");
   return {};
 }
 
-std::unique_ptr<caf::actor_system_config> system_config(const job_config& c) {
+std::unique_ptr<caf::actor_system_config> system_config(const placed_job_config& c) {
   auto sys_cfg = std::make_unique<caf::actor_system_config>();
   register_message_types(*sys_cfg);
   if (c.placement)
@@ -158,11 +159,15 @@ job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 job::~job() = default;
 
 caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
+  return start_job(placed_job_config{std::move(cfg), nullptr});
+}
+
+caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   if (auto err = check(cfg))
     return err;
   if (auto err = check_directory(cfg))
     return err;
-  auto p = std::make_unique<impl>();
+  auto p = std::make_unique<job::impl>();
   p->placement = cfg.placement;
   p->sys_cfg = system_config(cfg);
   p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);

@@ -36,10 +36,10 @@
 
 namespace keel {
 
-class child_placement;  // actors/job/placement.hpp
-
-struct job_config {
-  std::shared_ptr<const model> training_model;  // required
+// What decides the trained parameters: with the same model and training
+// configuration, BSP runs end bit-identical (same params_sha256) whatever
+// the faults, the placement or the number of scheduler threads.
+struct training_config {
   uint32_t shards = 2;
   uint32_t workers = 2;
   consistency rule;                              // default BSP
@@ -47,37 +47,61 @@ struct job_config {
   uint32_t batch_size = 32;
   uint64_t steps = 100;                          // global steps each worker runs
   uint64_t seed = 1;
-  std::filesystem::path checkpoint_dir;          // required; created if missing
-  // Continue the run whose checkpoints are in checkpoint_dir (its process
-  // died) from the newest valid one, instead of starting afresh. The rest of
-  // the configuration must be that run's: a BSP run then ends bit-identical
-  // to one never interrupted. Without it, a directory holding checkpoints is
+};
+
+// Where and how often the run is made durable.
+struct checkpoint_config {
+  std::filesystem::path dir;                     // required; created if missing
+  // Continue the run whose checkpoints are in `dir` (its process died) from
+  // the newest valid one, instead of starting afresh. The rest of the
+  // configuration must be that run's: a BSP run then ends bit-identical to
+  // one never interrupted. Without it, a directory holding checkpoints is
   // refused.
   bool resume = false;
   // BSP steps between checkpoints; 0: none. Workers keep their pushes since
   // the checkpoint before the last one, to replay to a restarted shard; with
   // none they keep every push of the run (its gradients: memory grows with
   // steps x model size).
-  uint64_t checkpoint_every = 50;
-  size_t keep_checkpoints = 3;
-  std::vector<fault> faults;                     // actors/faults/fault_plan.hpp (kill_at for kills)
-  int max_restarts = 20;                         // per supervisor, within restart_period
-  std::chrono::milliseconds restart_period{10000};
-  std::chrono::milliseconds request_timeout{2000};
+  uint64_t every = 50;
+  size_t keep = 3;                               // committed checkpoints kept on disk
   // A checkpoint still missing a shard's snapshot this long after the first
   // one arrived is given up (reported as checkpoint_failed).
-  std::chrono::milliseconds checkpoint_timeout{5000};
-  size_t scheduler_threads = 2;
-  // Where shards and workers run (actors/job/placement.hpp); null: in this
-  // process. keel_cluster's placement runs them on node processes.
-  std::shared_ptr<child_placement> placement;
+  std::chrono::milliseconds timeout{5000};
+};
+
+// How failures are detected and how much restarting is tolerated.
+struct recovery_config {
+  int max_restarts = 20;                         // per supervisor, within restart_period
+  std::chrono::milliseconds restart_period{10000};
+  // A pull or push unanswered this long is sent again (a shard that
+  // restarted answers its next incarnation's way).
+  std::chrono::milliseconds request_timeout{2000};
+};
+
+// Faults injected on purpose (actors/faults/fault_plan.hpp).
+struct fault_config {
+  std::vector<fault> plan;                       // kill_at for kills
   // Who carries out node faults (kill9, stop, cut on node:N): the owner of
   // the node processes (keel cluster). Null: node faults are refused. Called
   // on a thread of its own, one fault at a time in the plan's order; it may
   // block.
   std::function<caf::error(uint32_t node, fault_kind how, std::chrono::milliseconds away)> node_faults;
-  uint64_t progress_every = 0;                   // a "progress" event every N steps; 0: none
-  bool progress_accuracy = false;                // progress events score the held-out set too
+};
+
+// What the run reports while it trains.
+struct progress_config {
+  uint64_t every = 0;                            // a "progress" event every N steps; 0: none
+  bool accuracy = false;                         // progress events score the held-out set too
+};
+
+struct job_config {
+  std::shared_ptr<const model> training_model;  // required
+  training_config training;
+  checkpoint_config checkpoints;
+  recovery_config recovery;
+  fault_config faults;
+  progress_config progress;
+  size_t scheduler_threads = 2;                  // CAF's worker threads for the job's actors
 };
 
 struct job_result {
@@ -109,8 +133,10 @@ struct job_result {
   double seconds = 0;                            // this process's share of the run, to the final
                                                  // parameters read (the evaluation not counted)
   double samples_per_second = 0;                 // over the steps this process ran
-  uint64_t resumed_at_step = 0;                  // job_config::resume: the checkpoint's step (0: fresh)
+  uint64_t resumed_at_step = 0;                  // checkpoint_config::resume: the checkpoint's step (0: fresh)
 };
+
+struct placed_job_config;  // not public: keel_cluster's jobs (actors/job/placed_job.hpp)
 
 class job {
  public:
@@ -176,6 +202,8 @@ class job {
   struct impl;
 
  private:
+  friend caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg);  // keel_cluster's start
+
   explicit job(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };

@@ -95,29 +95,29 @@ void run_deferred(controller_actor* self) {
 
 // --- The run begins -------------------------------------------------------
 
-void init(controller_actor* self, job_config cfg, std::shared_ptr<event_feed> feed) {
+void init(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_feed> feed) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.feed = std::move(feed);
   st.hooks.self = self;
   auto& c = st.cfg;
   auto& layout = c.training_model->layout();
-  st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.shards);
-  for (uint32_t i = 0; i < c.shards; ++i) {
+  st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
+  for (uint32_t i = 0; i < c.training.shards; ++i) {
     shard_config sc;
     sc.shard = i;
-    sc.num_workers = c.workers;
+    sc.num_workers = c.training.workers;
     sc.dense = st.run.parts[i].dense;
     sc.sparse = st.run.parts[i].sparse;
-    sc.rule = c.rule;
-    sc.optimizer = c.optimizer;
+    sc.rule = c.training.rule;
+    sc.optimizer = c.training.optimizer;
     st.run.shard_cfgs.push_back(sc);
   }
-  st.progress.checkpoints.emplace(c.checkpoint_every, c.checkpoint_timeout);
-  st.run.rollbacks.emplace(c.max_restarts, c.restart_period);
+  st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);
+  st.run.rollbacks.emplace(c.recovery.max_restarts, c.recovery.restart_period);
   // A fault that fires after N messages of a kind: the link that counts the
   // Nth tells the controller (a weak handle: the links outlive no one).
-  st.faults.emplace(c.faults, c.checkpoint_dir, st.hooks,
+  st.faults.emplace(c.faults.plan, c.checkpoints.dir, st.hooks,
                     [me = caf::actor_cast<caf::actor_addr>(self)](size_t i) {
                       if (auto a = caf::actor_cast<caf::actor>(me))
                         caf::anon_send(a, fire_atom::value, static_cast<uint64_t>(i));
@@ -130,7 +130,7 @@ caf::result<caf::ok_atom> begin(controller_actor* self) {
     return make_error(errc::invalid_argument, "the job has begun already");
   run.begun = self->make_response_promise();
   auto rp = run.begun;
-  if (self->state.cfg.resume)
+  if (self->state.cfg.checkpoints.resume)
     if (auto err = resume_from_newest_checkpoint(self)) {
       end_job(self, std::move(err));
       return rp;
@@ -151,12 +151,12 @@ void on_step(controller_actor* self, const step_report& r) {
   p.loss_sum += r.loss;
   ++p.loss_count;
   auto slowest = p.slowest();
-  if (st.cfg.progress_every > 0 && slowest >= p.last_progress + st.cfg.progress_every) {
-    // Progress points sit on the multiples of progress_every. The slowest
+  if (st.cfg.progress.every > 0 && slowest >= p.last_progress + st.cfg.progress.every) {
+    // Progress points sit on the multiples of progress.every. The slowest
     // worker's step can move by more than one (a restarted worker resumes
     // where its shards need it); a point set at that step shifted every
     // later one, and the run's last was lost.
-    p.last_progress = slowest - slowest % st.cfg.progress_every;
+    p.last_progress = slowest - slowest % st.cfg.progress.every;
     report_progress(self, p.last_progress);
   }
 }
@@ -173,7 +173,7 @@ void on_done(controller_actor* self, const worker_report& r) {
   // its last step ends without a step report. Faults due at those steps
   // are due now.
   if (r.worker < st.progress.worker_step.size())
-    st.progress.worker_step[r.worker] = st.cfg.steps;
+    st.progress.worker_step[r.worker] = st.cfg.training.steps;
   maybe_finish(self);
 }
 
@@ -300,7 +300,7 @@ caf::error controller_failed(std::exception_ptr& ep) {
   return make_error(errc::invalid_argument, "the job controller failed: " + what);
 }
 
-caf::behavior job_controller(controller_actor* self, job_config cfg, std::shared_ptr<event_feed> feed) {
+caf::behavior job_controller(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_feed> feed) {
   init(self, std::move(cfg), std::move(feed));
   // What no handler takes (a late answer) is ignored without a reply: an
   // error sent back would end its sender (CAF's default error handler),
@@ -383,7 +383,7 @@ caf::behavior job_controller(controller_actor* self, job_config cfg, std::shared
 
 }  // namespace
 
-caf::actor spawn_job_controller(caf::actor_system& sys, job_config cfg,
+caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg,
                                 std::shared_ptr<event_feed> feed) {
   // See job_controller.hpp: detached where the job's actors train here.
   if (cfg.placement)
@@ -407,7 +407,7 @@ void record(controller_actor* self, job_event e) {
 
 void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
   auto& readout = self->state.readout;
-  if (!readout.scoring.empty() || readout.node_faults_pending > 0)
+  if (!readout.scoring.empty() || !readout.node_fault_marks.empty())
     readout.held.push_back({std::move(e), at});
   else
     append_event(self, std::move(e), at);
@@ -415,7 +415,7 @@ void record_at(controller_actor* self, job_event e, std::chrono::steady_clock::t
 
 void release_held(controller_actor* self) {
   auto& readout = self->state.readout;
-  while (!readout.held.empty() && readout.node_faults_pending == 0 &&
+  while (!readout.held.empty() && readout.node_fault_marks.empty() &&
          (readout.scoring.empty() || readout.held.front().at <= readout.scoring.front().at)) {
     auto& next = readout.held.front();
     append_event(self, std::move(next.event), next.at);
@@ -458,7 +458,7 @@ void end_job(controller_actor* self, caf::expected<job_result> outcome) {
   // The timeline closes in order: progress events still waiting for their
   // score go unscored, with the events held behind them.
   auto& readout = self->state.readout;
-  readout.node_faults_pending = 0;
+  readout.node_fault_marks.clear();
   while (!readout.scoring.empty()) {
     auto waiting = std::move(readout.scoring.front());
     readout.scoring.pop_front();

@@ -14,7 +14,7 @@
 // Its handlers never wait for a message: what waits (a tree going down, a
 // shard's answer, a name to come back) is a continuation. They block only on
 // the disk (a rollback reading its checkpoint) and the model's evaluation;
-// job_config::node_faults runs on a thread of its own (job_faults.cpp). Not part of the
+// fault_config::node_faults runs on a thread of its own (job_faults.cpp). Not part of the
 // public API.
 //
 // Its state is in owned parts, each with its contract: run_state (which tree
@@ -45,6 +45,7 @@
 #include "actors/core/worker_report.hpp"
 #include "actors/faults/fault_driver.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
 #include "actors/ps/checkpointer.hpp"
 #include "supervision/directory.hpp"
@@ -75,7 +76,7 @@ using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
 using guard_atom = caf::atom_constant<caf::atom("job_guard")>;        // (transition): stop waiting for downs
 
-caf::actor spawn_job_controller(caf::actor_system& sys, job_config cfg,
+caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg,
                                 std::shared_ptr<event_feed> feed);
 
 // ---------------------------------------------------------------------------
@@ -102,7 +103,7 @@ struct run_state {
   std::vector<shard_config> shard_cfgs;
   std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
-  uint64_t resumed_step = 0;          // job_config::resume: the step the run resumed at
+  uint64_t resumed_step = 0;          // checkpoint_config::resume: the step the run resumed at
   std::optional<rollback_policy> rollbacks;
   // A transition (rollback, drain) waiting for actors to be down: `then`
   // runs once `awaited` is empty, or when guard `transition` times out.
@@ -153,7 +154,11 @@ struct readout_state {
   job_result result;
   std::deque<timed_event> scoring;  // progress events; the head is being read
   std::deque<timed_event> held;     // events that came after the head, or during a node fault
-  int node_faults_pending = 0;      // node faults being carried out: their events come first
+  // One per node fault being carried out, in the order they started: where
+  // in `held` the events that came after its start begin. Its own event,
+  // recorded when it completes, goes there, ahead of them (a node's loss
+  // follows the kill that caused it).
+  std::deque<size_t> node_fault_marks;
   bool final_reading = false;       // the final read is in flight
 };
 
@@ -171,7 +176,7 @@ struct controller_hooks final : fault_hooks {
 };
 
 struct controller_state {
-  job_config cfg;
+  placed_job_config cfg;
   std::shared_ptr<event_feed> feed;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   run_state run;
@@ -179,7 +184,7 @@ struct controller_state {
   readout_state readout;
   controller_hooks hooks;
   std::optional<fault_driver> faults;
-  caf::actor node_fault_runner;  // runs job_config::node_faults, on a thread of its own
+  caf::actor node_fault_runner;  // runs fault_config::node_faults, on a thread of its own
   static inline const char* name = "keel.job_controller";
 };
 
@@ -222,7 +227,7 @@ void on_directory(controller_actor* self, const supervision::directory_update& u
 // A commit's fan-out: the window moves, workers may truncate their logs.
 void on_committed(controller_actor* self, const checkpoint_committed& c);
 // Every worker waits at the window and no checkpoint has moved it for
-// checkpoint_timeout: the awaited checkpoint is given up.
+// checkpoints.timeout: the awaited checkpoint is given up.
 void watch_window(controller_actor* self);
 void widen_window(controller_actor* self);
 std::string progress_text(const controller_state& st);
@@ -232,7 +237,7 @@ std::string progress_text(const controller_state& st);
 // admits it (else the job fails with the escalation): the old tree goes
 // down, its checkpointer with it, before the checkpoint is read.
 void roll_back(controller_actor* self, const std::string& why);
-// job_config::resume: the run starts from the newest valid checkpoint,
+// checkpoint_config::resume: the run starts from the newest valid checkpoint,
 // which must fit this job (shards, shapes); faults planned for the steps
 // before it are not injected again.
 caf::error resume_from_newest_checkpoint(controller_actor* self);
@@ -245,7 +250,7 @@ caf::error resume_from_newest_checkpoint(controller_actor* self);
 void read_parameters(controller_actor* self, bool final_read,
                      std::function<void(caf::expected<parameters_read>)> done);
 // A progress event at `step`, scoring the parameters the shards hold then
-// when job_config::progress_accuracy asks for it.
+// when progress_config::accuracy asks for it.
 void report_progress(controller_actor* self, uint64_t step);
 // Once every worker is done (and no progress event waits for its score):
 // reads the shards until they are complete, then finishes the result.

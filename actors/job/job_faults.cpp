@@ -45,9 +45,19 @@ caf::behavior node_fault_runner(caf::event_based_actor*,
 
 void node_fault_done(controller_actor* self, const std::function<void(caf::error)>& done,
                      caf::error err) {
-  auto& pending = self->state.readout.node_faults_pending;
-  pending = std::max(pending - 1, 0);
-  done(std::move(err));  // records the fault
+  auto& readout = self->state.readout;
+  if (readout.node_fault_marks.empty())
+    return done(std::move(err));  // the run ended meanwhile
+  // The fault's event goes where the events after its start begin.
+  auto mark = std::min(readout.node_fault_marks.front(), readout.held.size());
+  readout.node_fault_marks.pop_front();
+  std::deque<readout_state::timed_event> after(std::make_move_iterator(readout.held.begin() + mark),
+                                               std::make_move_iterator(readout.held.end()));
+  readout.held.erase(readout.held.begin() + mark, readout.held.end());
+  done(std::move(err));  // records the fault: appended, or held at `mark`
+  auto inserted = readout.held.size() - mark;
+  for (auto& m : readout.node_fault_marks) m += inserted;
+  for (auto& e : after) readout.held.push_back(std::move(e));
   release_held(self);
   maybe_finish(self);  // the run's end waited for it
 }
@@ -93,20 +103,21 @@ void controller_hooks::record(job_event e) {
 void controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,
                                   std::function<void(caf::error)> done) {
   auto& cfg = self->state.cfg;
-  if (!cfg.node_faults)
+  if (!cfg.faults.node_faults)
     return fault_hooks::node_fault(node, how, away, std::move(done));
   // The application's callback may take a while (it signals a process, and
   // may start another): it runs on a thread of its own, and its answer comes
   // back as a message.
   auto& runner = self->state.node_fault_runner;
   if (!runner)
-    runner = self->spawn<caf::detached + caf::linked>(node_fault_runner, cfg.node_faults);
+    runner = self->spawn<caf::detached + caf::linked>(node_fault_runner, cfg.faults.node_faults);
   self->request(runner, caf::infinite, node, static_cast<uint8_t>(how),
                 static_cast<int64_t>(away.count()))
     .then([me = self, done](caf::ok_atom) { node_fault_done(me, done, {}); },
           [me = self, done](caf::error& err) { node_fault_done(me, done, err); });
   // What happens meanwhile (the node's loss) follows the fault's own event.
-  ++self->state.readout.node_faults_pending;
+  auto& readout = self->state.readout;
+  readout.node_fault_marks.push_back(readout.held.size());
 }
 
 void kill_now(controller_actor* self, const fault& f, caf::response_promise rp) {
@@ -116,7 +127,7 @@ void kill_now(controller_actor* self, const fault& f, caf::response_promise rp) 
 
 void inject_now(controller_actor* self, const fault& f, caf::response_promise rp) {
   auto& cfg = self->state.cfg;
-  if (auto err = check_fault_plan({f}, cfg.shards, cfg.workers, cfg.placement ? cfg.placement->nodes() : 0))
+  if (auto err = check_fault_plan({f}, cfg.training.shards, cfg.training.workers, cfg.placement ? cfg.placement->nodes() : 0))
     return deliver(rp, std::move(err));
   self->state.faults->inject(f, [rp](caf::error err) mutable { deliver(rp, std::move(err)); });
 }

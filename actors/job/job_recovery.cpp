@@ -22,7 +22,7 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   auto& run = self->state.run;
   auto& start_from = run.start_from;
   start_from.clear();
-  auto store = snapshot_store::open(cfg.checkpoint_dir, {cfg.keep_checkpoints});
+  auto store = snapshot_store::open(cfg.checkpoints.dir, {cfg.checkpoints.keep});
   if (!store)
     return store.error();
   auto latest = (*store)->latest_valid();
@@ -84,16 +84,16 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
     return step.error();
   if (restored_checkpoint == 0)
     return make_error(errc::damaged_snapshot,
-                      "nothing to resume: no checkpoint in " + cfg.checkpoint_dir.string() +
+                      "nothing to resume: no checkpoint in " + cfg.checkpoints.dir.string() +
                         " validates (see keel inspect --verify)");
   auto where = "checkpoint " + std::to_string(restored_checkpoint) + " in " +
-               cfg.checkpoint_dir.string();
-  if (start_from.size() != cfg.shards)
+               cfg.checkpoints.dir.string();
+  if (start_from.size() != cfg.training.shards)
     return make_error(errc::invalid_argument,
                       "cannot resume from " + where + ": it holds " +
                         std::to_string(start_from.size()) + " shard snapshots and this job has " +
-                        std::to_string(cfg.shards) + " shards");
-  for (uint32_t i = 0; i < cfg.shards; ++i) {
+                        std::to_string(cfg.training.shards) + " shards");
+  for (uint32_t i = 0; i < cfg.training.shards; ++i) {
     auto d = decode<schema::ShardSnapshot>(start_from[i]);
     auto restored = d ? restore_shard(run.shard_cfgs[i], d->root())
                       : caf::expected<shard_core>(d.error());

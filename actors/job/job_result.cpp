@@ -95,7 +95,7 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
       r.out.sparse[keys[k] - dense_size] = entries[3 * k];
   for (auto a : s.getApplied()) {
     r.out.pushes_applied += a.getSeq();
-    r.out.complete = r.out.complete && a.getSeq() == st.cfg.steps;
+    r.out.complete = r.out.complete && a.getSeq() == st.cfg.training.steps;
   }
   return {};
 }
@@ -118,7 +118,7 @@ void ask_shard(const read_ptr& r, const caf::actor& shard) {
         ++r->shard;
         r->attempt = 0;
         r->incarnation = 0;
-        if (r->shard == r->self->state.cfg.shards || (r->final_read && !r->out.complete))
+        if (r->shard == r->self->state.cfg.training.shards || (r->final_read && !r->out.complete))
           return r->done(std::move(r->out));
         find_shard(r);
       },
@@ -184,7 +184,7 @@ void finish(controller_actor* self, parameters_read read) {
   result.sparse = std::move(read.sparse);
   result.pushes_applied = read.pushes_applied;
   result.pushes_acked = 0;
-  result.steps = cfg.steps;
+  result.steps = cfg.training.steps;
   result.window_wait_seconds = 0;
   for (auto& [worker, r] : st.progress.reports) {
     result.pushes_acked += r.pushes_acked;
@@ -204,8 +204,8 @@ void finish(controller_actor* self, parameters_read read) {
   auto resumed = st.run.resumed_step;
   result.resumed_at_step = resumed;
   result.samples_per_second =
-    static_cast<double>((result.steps - std::min(result.steps, resumed)) * cfg.workers *
-                        cfg.batch_size) / std::max(result.seconds, 1e-9);
+    static_cast<double>((result.steps - std::min(result.steps, resumed)) * cfg.training.workers *
+                        cfg.training.batch_size) / std::max(result.seconds, 1e-9);
   stop_tree_and_drain(self, [self] { end_job(self, self->state.readout.result); });
 }
 
@@ -270,8 +270,8 @@ void read_parameters(controller_actor* self, bool final_read,
 void maybe_finish(controller_actor* self) {
   auto& st = self->state;
   auto& readout = st.readout;
-  if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.workers ||
-      readout.final_reading || !readout.scoring.empty() || readout.node_faults_pending > 0)
+  if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.training.workers ||
+      readout.final_reading || !readout.scoring.empty() || !readout.node_fault_marks.empty())
     return;
   // Runs until every shard holds every push: faults may still strike after
   // the workers' last step (a shard restarts and needs their replay, the
@@ -306,23 +306,23 @@ void report_progress(controller_actor* self, uint64_t step) {
     restarts += n;
   double secs = std::max(static_cast<double>(elapsed_ms(st)) / 1000.0, 1e-3);
   auto spe = std::max<uint64_t>(
-    1, steps_per_epoch(cfg.training_model->num_train_examples(), cfg.workers, cfg.batch_size));
+    1, steps_per_epoch(cfg.training_model->num_train_examples(), cfg.training.workers, cfg.training.batch_size));
   auto e = make_job_event(event_kind::progress, "job", {});
   e.step = step;
   e.loss = p.loss_count ? p.loss_sum / static_cast<double>(p.loss_count) : NAN;
   // Steps this process ran: a resumed run's clock starts at its checkpoint.
   auto ran = step - std::min(step, st.run.resumed_step);
-  e.samples_per_second = static_cast<double>(ran * cfg.workers * cfg.batch_size) / secs;
-  for (auto s : p.worker_step) e.pushes_acked += s * cfg.shards;
+  e.samples_per_second = static_cast<double>(ran * cfg.training.workers * cfg.training.batch_size) / secs;
+  for (auto s : p.worker_step) e.pushes_acked += s * cfg.training.shards;
   char line[256];
   std::snprintf(line, sizeof(line), "epoch %llu step %llu/%llu loss %.4f samples/s %.0f restarts %llu",
                 static_cast<unsigned long long>(step / spe), static_cast<unsigned long long>(step),
-                static_cast<unsigned long long>(cfg.steps), e.loss, e.samples_per_second,
+                static_cast<unsigned long long>(cfg.training.steps), e.loss, e.samples_per_second,
                 static_cast<unsigned long long>(restarts));
   e.detail = line;
   p.loss_sum = 0;
   p.loss_count = 0;
-  if (!cfg.progress_accuracy)
+  if (!cfg.progress.accuracy)
     return record_at(self, std::move(e), reached);
   auto& scoring = st.readout.scoring;
   scoring.push_back({std::move(e), reached});

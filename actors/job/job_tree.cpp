@@ -53,8 +53,8 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   c.id = to_string(actor_id::shard(i));
   auto cfg = j.run.shard_cfgs[i];
   auto model = j.cfg.training_model;
-  auto seed = j.cfg.seed;
-  auto every = j.cfg.checkpoint_every;
+  auto seed = j.cfg.training.seed;
+  auto every = j.cfg.checkpoints.every;
   frame_ptr initial = i < j.run.start_from.size() ? j.run.start_from[i] : nullptr;
   auto committed = j.progress.checkpoints->snapshots();
   auto validate = shard_validator(cfg);
@@ -103,16 +103,16 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   o.core.worker = i;
   o.core.epoch = j.run.epoch;
   o.core.parts = j.run.parts;
-  for (uint32_t s = 0; s < j.cfg.shards; ++s)
+  for (uint32_t s = 0; s < j.cfg.training.shards; ++s)
     o.core.shard_names.push_back(to_string(actor_id::shard(s)));
-  o.core.total_steps = j.cfg.steps;
-  o.core.rule = j.cfg.rule.kind;
-  o.core.windowed = j.cfg.checkpoint_every > 0;
-  o.num_workers = j.cfg.workers;
+  o.core.total_steps = j.cfg.training.steps;
+  o.core.rule = j.cfg.training.rule.kind;
+  o.core.windowed = j.cfg.checkpoints.every > 0;
+  o.num_workers = j.cfg.training.workers;
   o.job = job;
-  o.seed = j.cfg.seed;
-  o.batch_size = j.cfg.batch_size;
-  o.request_timeout = j.cfg.request_timeout;
+  o.seed = j.cfg.training.seed;
+  o.batch_size = j.cfg.training.batch_size;
+  o.request_timeout = j.cfg.recovery.request_timeout;
   worker_env env;
   env.training_model = j.cfg.training_model;
   env.faults = j.faults->links();
@@ -134,26 +134,26 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   auto job = caf::actor_cast<caf::actor>(self);
   supervision::supervisor_spec shards;
   shards.name = to_string(actor_id::shards());
-  shards.max_restarts = cfg.max_restarts;
-  shards.period = cfg.restart_period;
-  for (uint32_t i = 0; i < cfg.shards; ++i)
+  shards.max_restarts = cfg.recovery.max_restarts;
+  shards.period = cfg.recovery.restart_period;
+  for (uint32_t i = 0; i < cfg.training.shards; ++i)
     shards.children.push_back(shard_spec(j, i));
 
   supervision::supervisor_spec workers;
   workers.name = to_string(actor_id::workers());
-  workers.max_restarts = cfg.max_restarts;
-  workers.period = cfg.restart_period;
-  for (uint32_t i = 0; i < cfg.workers; ++i)
+  workers.max_restarts = cfg.recovery.max_restarts;
+  workers.period = cfg.recovery.restart_period;
+  for (uint32_t i = 0; i < cfg.training.workers; ++i)
     workers.children.push_back(worker_spec(j, job, i));
 
   supervision::child_spec ckpt;
   ckpt.id = to_string(actor_id::checkpointer());
   checkpointer_config co;
-  co.dir = cfg.checkpoint_dir.string();
-  co.keep_last = cfg.keep_checkpoints;
-  co.num_shards = cfg.shards;
+  co.dir = cfg.checkpoints.dir.string();
+  co.keep_last = cfg.checkpoints.keep;
+  co.num_shards = cfg.training.shards;
   co.job = job;
-  co.incomplete_timeout = cfg.checkpoint_timeout;
+  co.incomplete_timeout = cfg.checkpoints.timeout;
   checkpointer_env env;
   env.io = j.faults->disk();
   env.detached = !cfg.placement;  // see checkpointer_env::detached
@@ -164,9 +164,9 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
 
   supervision::supervisor_spec root;
   root.name = to_string(actor_id::root());
-  root.max_restarts = cfg.max_restarts;
-  root.period = cfg.restart_period;
-  root.random_seed = cfg.seed;
+  root.max_restarts = cfg.recovery.max_restarts;
+  root.period = cfg.recovery.restart_period;
+  root.random_seed = cfg.training.seed;
   root.children.push_back(std::move(ckpt));
   root.children.push_back(supervision::supervisor_child(std::move(shards)));
   root.children.push_back(supervision::supervisor_child(std::move(workers)));
@@ -180,8 +180,8 @@ void follow_tree(controller_actor* self) {
   auto& tree = *st.run.tree;
   self->send(tree.events(), supervision::subscribe_atom::value);
   std::vector<actor_id> watched = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
-  for (uint32_t i = 0; i < st.cfg.shards; ++i) watched.push_back(actor_id::shard(i));
-  for (uint32_t i = 0; i < st.cfg.workers; ++i) watched.push_back(actor_id::worker(i));
+  for (uint32_t i = 0; i < st.cfg.training.shards; ++i) watched.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < st.cfg.training.workers; ++i) watched.push_back(actor_id::worker(i));
   for (auto id : watched)
     self->send(tree.directory(), supervision::watch_atom::value, to_string(id));
   tree_up(self);
@@ -200,7 +200,7 @@ void launch_tree(controller_actor* self) {
   st.run.handles.clear();
   st.progress.done.clear();
   st.progress.reports.clear();
-  st.progress.worker_step.assign(st.cfg.workers, 0);
+  st.progress.worker_step.assign(st.cfg.training.workers, 0);
   st.run.now = run_phase::starting;
   st.run.tree.emplace(supervision::tree::launch(self->system(), root_spec(self)));
   st.run.root_down = false;
@@ -250,12 +250,12 @@ std::string progress_text(const controller_state& st) {
   for (size_t w = 0; w < p.worker_step.size(); ++w)
     text += (w ? ", " : " ") + std::to_string(p.worker_step[w]) +
             (p.done.count(static_cast<uint32_t>(w)) ? " (done)" : "");
-  text += " of " + std::to_string(st.cfg.steps) + "; checkpoint window released to step " +
+  text += " of " + std::to_string(st.cfg.training.steps) + "; checkpoint window released to step " +
           std::to_string(p.checkpoints->released()) + "; epoch " + std::to_string(st.run.epoch);
   std::string missing;
   std::vector<actor_id> ids = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
-  for (uint32_t i = 0; i < st.cfg.shards; ++i) ids.push_back(actor_id::shard(i));
-  for (uint32_t i = 0; i < st.cfg.workers; ++i) ids.push_back(actor_id::worker(i));
+  for (uint32_t i = 0; i < st.cfg.training.shards; ++i) ids.push_back(actor_id::shard(i));
+  for (uint32_t i = 0; i < st.cfg.training.workers; ++i) ids.push_back(actor_id::worker(i));
   for (auto id : ids)
     if (!st.run.handles.count(id))
       missing += (missing.empty() ? "" : ", ") + to_string(id);
@@ -280,7 +280,7 @@ void watch_window(controller_actor* self) {
   auto e = make_job_event(event_kind::checkpoint_failed, "checkpointer",
                           "the checkpoint at step " + std::to_string(*lost) +
                             " is lost: none of its snapshots reached the checkpointer within " +
-                            std::to_string(st.cfg.checkpoint_timeout.count()) +
+                            std::to_string(st.cfg.checkpoints.timeout.count()) +
                             " ms while every worker waited for it");
   e.step = *lost;
   record(self, std::move(e));
@@ -297,7 +297,7 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
   if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
     widen_window(self);
   for (auto& s : c.shards)
-    for (uint32_t w = 0; w < st.cfg.workers; ++w)
+    for (uint32_t w = 0; w < st.cfg.training.workers; ++w)
       if (auto it = st.run.handles.find(actor_id::worker(w)); it != st.run.handles.end())
         self->send(it->second, truncate_atom::value, s.shard, s.step);
 }

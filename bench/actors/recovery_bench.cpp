@@ -95,16 +95,16 @@ crash_times crash_to_serving(uint64_t params, const std::filesystem::path& dir) 
     fail("probe model", m.error());
   job_config cfg;
   cfg.training_model = std::move(*m);
-  cfg.shards = 1;
-  cfg.workers = 1;
-  cfg.steps = 24;
-  cfg.checkpoint_every = 4;
-  cfg.checkpoint_dir = dir;
-  cfg.optimizer.lr = 1.0f;
+  cfg.training.shards = 1;
+  cfg.training.workers = 1;
+  cfg.training.steps = 24;
+  cfg.checkpoints.every = 4;
+  cfg.checkpoints.dir = dir;
+  cfg.training.optimizer.lr = 1.0f;
   auto plan = parse_fault_plan("kill:shard:0@14");
   if (!plan)
     fail("fault plan", plan.error());
-  cfg.faults = *plan;
+  cfg.faults.plan = *plan;
   std::filesystem::remove_all(dir);
   auto j = job::start(cfg);
   if (!j)

@@ -64,14 +64,14 @@ job_result run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uin
                     uint64_t checkpoint_every, float lr) {
   job_config cfg;
   cfg.training_model = m;
-  cfg.workers = workers;
-  cfg.shards = shards;
-  cfg.batch_size = 32;
-  cfg.optimizer.lr = lr;
-  cfg.steps = epochs * steps_per_epoch(m->num_train_examples(), workers, cfg.batch_size);
-  cfg.checkpoint_every = checkpoint_every;
-  cfg.checkpoint_dir = std::filesystem::temp_directory_path() / ("keel-training-bench-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(cfg.checkpoint_dir);
+  cfg.training.workers = workers;
+  cfg.training.shards = shards;
+  cfg.training.batch_size = 32;
+  cfg.training.optimizer.lr = lr;
+  cfg.training.steps = epochs * steps_per_epoch(m->num_train_examples(), workers, cfg.training.batch_size);
+  cfg.checkpoints.every = checkpoint_every;
+  cfg.checkpoints.dir = std::filesystem::temp_directory_path() / ("keel-training-bench-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(cfg.checkpoints.dir);
   auto j = job::start(cfg);
   if (!j)
     fail(j.error());
@@ -79,7 +79,7 @@ job_result run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uin
   if (!r)
     fail(r.error());
   j->reset();
-  std::filesystem::remove_all(cfg.checkpoint_dir);
+  std::filesystem::remove_all(cfg.checkpoints.dir);
   return std::move(*r);
 }
 

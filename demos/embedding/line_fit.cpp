@@ -83,15 +83,15 @@ class line_fit final : public keel::model {
 int main() {
   keel::job_config cfg;
   cfg.training_model = std::make_shared<line_fit>();
-  cfg.shards = 2;  // w on one shard, b on the other
-  cfg.workers = 2;
-  cfg.steps = 200;
-  cfg.batch_size = 16;
-  cfg.optimizer.lr = 0.05f;
-  cfg.checkpoint_every = 20;
-  cfg.checkpoint_dir = std::filesystem::temp_directory_path() / "keel-line-fit";
-  std::filesystem::remove_all(cfg.checkpoint_dir);
-  cfg.faults = {keel::kill_at("shard:1", 100), keel::kill_at("worker:0", 100)};
+  cfg.training.shards = 2;  // w on one shard, b on the other
+  cfg.training.workers = 2;
+  cfg.training.steps = 200;
+  cfg.training.batch_size = 16;
+  cfg.training.optimizer.lr = 0.05f;
+  cfg.checkpoints.every = 20;
+  cfg.checkpoints.dir = std::filesystem::temp_directory_path() / "keel-line-fit";
+  std::filesystem::remove_all(cfg.checkpoints.dir);
+  cfg.faults.plan = {keel::kill_at("shard:1", 100), keel::kill_at("worker:0", 100)};
   auto job = keel::job::start(cfg);
   if (!job) {
     std::fprintf(stderr, "line_fit: %s\n", keel::describe(job.error()).c_str());

@@ -64,7 +64,7 @@ TEST_CASE("40 seeded fault plans against MNIST softmax runs in BSP end bit-ident
   REQUIRE_MESSAGE(m, describe(m.error()));
   auto o = probe_options(dir, {consistency_kind::bsp, 0});
   o.base.training_model = *m;
-  o.base.optimizer.lr = 0.05f;
-  o.base.batch_size = 32;
+  o.base.training.optimizer.lr = 0.05f;
+  o.base.training.batch_size = 32;
   summarise(run_chaos(o, 40000, 40));
 }

@@ -78,8 +78,8 @@ TEST_CASE("fault plans against ASP and SSP probe runs apply every acknowledged p
 TEST_CASE("fault plans against BSP sparse-model runs end bit-identical to the fault-free run") {
   temp_dir dir;
   auto o = options(small_sparse_lr(), dir, {consistency_kind::bsp, 0});
-  o.base.optimizer.kind = optimizer_kind::adagrad;
-  o.base.optimizer.lr = 0.05f;
+  o.base.training.optimizer.kind = optimizer_kind::adagrad;
+  o.base.training.optimizer.lr = 0.05f;
   check_all(run_chaos(o, 3001, 30), 30);
 }
 
@@ -160,10 +160,10 @@ TEST_CASE("seeded kill storms beyond the restart intensity escalate, naming who 
     CAPTURE(plan);
     temp_dir dir;
     auto c = options(probe(), dir, {consistency_kind::bsp, 0}).base;
-    c.steps = 100;
-    c.max_restarts = 2;
-    c.restart_period = std::chrono::seconds(60);
-    c.faults = *parse_fault_plan(plan);
+    c.training.steps = 100;
+    c.recovery.max_restarts = 2;
+    c.recovery.restart_period = std::chrono::seconds(60);
+    c.faults.plan = *parse_fault_plan(plan);
     std::vector<job_event> escalations;
     auto j = job::start(c);
     REQUIRE(j);

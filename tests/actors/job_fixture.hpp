@@ -55,12 +55,12 @@ inline std::shared_ptr<const model> small_sparse_lr() {
 inline job_config config_for(std::shared_ptr<const model> m, const temp_dir& dir, uint64_t steps) {
   job_config c;
   c.training_model = std::move(m);
-  c.checkpoint_dir = dir.path();
-  c.steps = steps;
-  c.checkpoint_every = 10;
-  c.optimizer.kind = optimizer_kind::sgd;
-  c.optimizer.lr = 1.0f;
-  c.request_timeout = std::chrono::milliseconds(1000);
+  c.checkpoints.dir = dir.path();
+  c.training.steps = steps;
+  c.checkpoints.every = 10;
+  c.training.optimizer.kind = optimizer_kind::sgd;
+  c.training.optimizer.lr = 1.0f;
+  c.recovery.request_timeout = std::chrono::milliseconds(1000);
   return c;
 }
 
@@ -75,11 +75,11 @@ inline caf::expected<job_result> run(job_config c) {
 // The probe's exactly-once property: every parameter equals the pushes its
 // shard acknowledged (every shard gets one push per worker and step).
 inline void check_exactly_once(const job_config& c, const job_result& r) {
-  CHECK(r.pushes_acked == uint64_t{c.workers} * c.shards * c.steps);
+  CHECK(r.pushes_acked == uint64_t{c.training.workers} * c.training.shards * c.training.steps);
   CHECK(r.pushes_applied == r.pushes_acked);
   auto p = std::dynamic_pointer_cast<const probe_model>(c.training_model);
   REQUIRE(p);
-  auto err = p->check({r.dense, r.sparse}, r.pushes_acked / c.shards);
+  auto err = p->check({r.dense, r.sparse}, r.pushes_acked / c.training.shards);
   CHECK_MESSAGE(!err, describe(err));
 }
 
@@ -89,7 +89,7 @@ inline void check_exactly_once(const job_config& c, const job_result& r) {
 inline void check_faults_fired(const job_config& c, const job_result& r) {
   for (auto& missed : r.faults_not_injected)
     FAIL_CHECK("a planned fault did not take effect: " << missed);
-  CHECK(r.faults_injected == c.faults.size());
+  CHECK(r.faults_injected == c.faults.plan.size());
 }
 
 // A chaos setup: seeded runs of `steps` steps, a checkpoint every
@@ -100,14 +100,14 @@ inline chaos_options chaos_setup(std::shared_ptr<const model> m, const temp_dir&
   chaos_options o;
   auto& c = o.base;
   c.training_model = std::move(m);
-  c.rule = rule;
-  c.steps = steps;
-  c.batch_size = 16;
-  c.optimizer.lr = 1.0f;
-  c.checkpoint_every = checkpoint_every;
-  c.request_timeout = request_timeout;
-  c.checkpoint_timeout = 10 * request_timeout;
-  c.checkpoint_dir = dir.path();
+  c.training.rule = rule;
+  c.training.steps = steps;
+  c.training.batch_size = 16;
+  c.training.optimizer.lr = 1.0f;
+  c.checkpoints.every = checkpoint_every;
+  c.recovery.request_timeout = request_timeout;
+  c.checkpoints.timeout = 10 * request_timeout;
+  c.checkpoints.dir = dir.path();
   o.mix.faults = faults;
   o.mix.first_step = 3;
   o.mix.last_step = steps - 5;

@@ -29,7 +29,7 @@ TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies 
     CAPTURE(victim);
     temp_dir dir;
     auto c = config_for(probe(), dir, 80);
-    c.faults = {kill_at(victim, 25)};
+    c.faults.plan = {kill_at(victim, 25)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_exactly_once(c, *r);
@@ -47,7 +47,7 @@ TEST_CASE("killing any one actor mid-run loses no acknowledged push and applies 
 TEST_CASE("a shard and a worker lost together, and repeated kills, still apply every push once") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 120);
-  c.faults = {kill_at("shard:0", 15), kill_at("worker:0", 15), kill_at("shard:1", 40),
+  c.faults.plan = {kill_at("shard:0", 15), kill_at("worker:0", 15), kill_at("shard:1", 40),
               kill_at("worker:1", 41),  kill_at("shards", 70),   kill_at("checkpointer", 71),
               kill_at("workers", 90)};
   auto r = run(c);
@@ -69,9 +69,9 @@ TEST_CASE("BSP runs end with the same params_sha256 with and without kills") {
   auto model = small_sparse_lr();
   auto config = [&](const temp_dir& dir) {
     auto c = config_for(model, dir, 60);
-    c.optimizer.kind = optimizer_kind::adam;  // optimizer state must survive restores too
-    c.optimizer.lr = 0.05f;
-    c.batch_size = 16;
+    c.training.optimizer.kind = optimizer_kind::adam;  // optimizer state must survive restores too
+    c.training.optimizer.lr = 0.05f;
+    c.training.batch_size = 16;
     return c;
   };
   temp_dir clean_dir;
@@ -87,7 +87,7 @@ TEST_CASE("BSP runs end with the same params_sha256 with and without kills") {
     CAPTURE(to_string(kills));
     temp_dir dir;
     auto c = config(dir);
-    c.faults = kills;
+    c.faults.plan = kills;
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_faults_fired(c, *r);
@@ -139,13 +139,13 @@ TEST_CASE("kills faster than the restart intensity allows make the job fail with
   // succeeded. If the supervisors never gave up, it would end after these
   // steps and fail the test.
   auto c = config_for(probe(), dir, 20000);
-  c.max_restarts = 1;
-  c.restart_period = std::chrono::seconds(60);
+  c.recovery.max_restarts = 1;
+  c.recovery.restart_period = std::chrono::seconds(60);
   // No checkpoints: a shard restarted from one older than a commit its
   // workers had just truncated to would need a rollback, and two rollbacks
   // are the rollback policy's escalation (root), not the shards'
   // supervisor's, the one this test is about.
-  c.checkpoint_every = 0;
+  c.checkpoints.every = 0;
   // Kills at steps would fire only as the job's wait loop sees the steps,
   // and a short run can end before enough of them: kill now, and again each
   // time shard:0 is back (restarted by its supervisor, or started afresh by
@@ -171,7 +171,7 @@ TEST_CASE("kills faster than the restart intensity allows make the job fail with
 TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 10);
-  c.workers = 0;
+  c.training.workers = 0;
   auto j = job::start(c);
   REQUIRE(!j);
   CHECK(describe(j.error()).find("--workers") != std::string::npos);
@@ -183,7 +183,7 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   CHECK(to_string(*ok) == "kill:shard:0@40,kill:worker:1@90");
   // A fault planned past the run's last step would silently never fire.
   auto late = config_for(probe(), dir, 10);
-  late.faults = {kill_at("shard:0", 11)};
+  late.faults.plan = {kill_at("shard:0", 11)};
   auto refused = job::start(late);
   REQUIRE(!refused);
   CHECK(describe(refused.error()).find("'kill:shard:0@11': step 11 is past the run's last step 10") !=
@@ -195,8 +195,8 @@ TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none
     CAPTURE(to_string(rule));
     temp_dir dir;
     auto c = config_for(probe(), dir, 120);
-    c.rule = rule;
-    c.faults = {kill_at("shard:0", 30), kill_at("worker:1", 60), kill_at("shard:1", 61),
+    c.training.rule = rule;
+    c.faults.plan = {kill_at("shard:0", 30), kill_at("worker:1", 60), kill_at("shard:1", 61),
                 kill_at("checkpointer", 62)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
@@ -228,7 +228,7 @@ TEST_CASE("a job refuses a checkpoint directory holding an earlier run's checkpo
   // would put its state into this run.
   temp_dir dir;
   auto c = config_for(probe(), dir, 60);
-  c.checkpoint_every = 10;  // the window makes steps past 20 wait for a commit
+  c.checkpoints.every = 10;  // the window makes steps past 20 wait for a commit
   auto first = run(c);
   REQUIRE_MESSAGE(first, describe(first.error()));
   REQUIRE(first->checkpoints >= 1);
@@ -241,13 +241,13 @@ TEST_CASE("a job refuses a checkpoint directory holding an earlier run's checkpo
 TEST_CASE("a job accounts what its checkpoints cost: the writes, and the steps the window held back") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 40);
-  c.checkpoint_every = 4;  // steps from 8 on wait for a commit
+  c.checkpoints.every = 4;  // steps from 8 on wait for a commit
   // Every snapshot of shard:0 reaches the checkpointer 300 ms late, so
   // every checkpoint commits at least 300 ms after its step; the workers
   // reach the window (two checkpoints ahead) long before that and wait.
   auto plan = parse_fault_plan("delay:shard:0>checkpointer@1x100+300ms");
   REQUIRE_MESSAGE(plan, describe(plan.error()));
-  c.faults = *plan;
+  c.faults.plan = *plan;
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   check_exactly_once(c, *r);
@@ -260,14 +260,14 @@ TEST_CASE("a job accounts what its checkpoints cost: the writes, and the steps t
   CHECK(r->window_wait_seconds > 0);
   // Each worker's wait is a part of its run: together at most the run's
   // time once per worker.
-  CHECK(r->window_wait_seconds <= c.workers * r->seconds);
+  CHECK(r->window_wait_seconds <= c.training.workers * r->seconds);
 }
 
 TEST_CASE("a job nobody waits for trains on: its checkpoints commit, and wait then returns the result") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 200);
-  c.checkpoint_every = 10;  // without commits the window holds every worker at step 20
-  c.progress_every = 10;
+  c.checkpoints.every = 10;  // without commits the window holds every worker at step 20
+  c.progress.every = 10;
   auto j = job::start(c);
   REQUIRE_MESSAGE(j, describe(j.error()));
   std::mutex mtx;
@@ -293,17 +293,17 @@ TEST_CASE("a job nobody waits for trains on: its checkpoints commit, and wait th
   auto r = (*j)->wait(std::chrono::minutes(2));
   REQUIRE_MESSAGE(r, describe(r.error()));
   check_exactly_once(c, *r);
-  CHECK(r->steps == c.steps);
+  CHECK(r->steps == c.training.steps);
   CHECK(r->checkpoints >= 5);
   std::lock_guard<std::mutex> lock(mtx);
-  CHECK(progress_step == c.steps);  // every progress event was delivered before wait returned
+  CHECK(progress_step == c.training.steps);  // every progress event was delivered before wait returned
 }
 
 TEST_CASE("on_event callbacks run on one thread of their own, and one that blocks holds back no training") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 400);
-  c.checkpoint_every = 10;
-  c.progress_every = 10;
+  c.checkpoints.every = 10;
+  c.progress.every = 10;
   auto j = job::start(c);
   REQUIRE_MESSAGE(j, describe(j.error()));
   std::mutex mtx;

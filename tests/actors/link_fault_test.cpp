@@ -29,12 +29,12 @@ size_t count_events(const job_result& r, event_kind kind, const std::string& tex
 
 job_config probe_job(const temp_dir& dir, const std::string& faults) {
   auto c = config_for(probe(), dir, 40);
-  c.checkpoint_every = 8;
-  c.request_timeout = std::chrono::milliseconds(150);
-  c.checkpoint_timeout = std::chrono::milliseconds(300);
+  c.checkpoints.every = 8;
+  c.recovery.request_timeout = std::chrono::milliseconds(150);
+  c.checkpoints.timeout = std::chrono::milliseconds(300);
   auto plan = parse_fault_plan(faults);
   REQUIRE_MESSAGE(plan, describe(plan.error()));
-  c.faults = *plan;
+  c.faults.plan = *plan;
   return c;
 }
 
@@ -183,7 +183,7 @@ TEST_CASE("a worker that misses a shard's new incarnation finds it through the d
 TEST_CASE("faults fire at a time and after a number of messages of a kind") {
   temp_dir dir;
   auto c = probe_job(dir, "kill:shard:1@push=30,kill:worker:0@reply=50,kill:checkpointer@0ms");
-  c.steps = 60;
+  c.training.steps = 60;
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   CHECK(r->restarts["shard:1"] >= 1);
@@ -200,7 +200,7 @@ TEST_CASE("faults fire at a time and after a number of messages of a kind") {
 TEST_CASE("the embedding API injects a fault while the job runs") {
   temp_dir dir;
   auto c = probe_job(dir, "");
-  c.steps = 60;
+  c.training.steps = 60;
   auto j = job::start(c);
   REQUIRE(j);
   auto& job = **j;

@@ -17,18 +17,18 @@ job_result train(const std::string& name, consistency_kind rule, uint64_t epochs
   REQUIRE_MESSAGE(m, describe(m.error()));
   temp_dir dir;
   auto c = config_for(*m, dir, epochs * steps_per_epoch((*m)->num_train_examples(), 2, 32));
-  c.optimizer.lr = lr;
-  c.rule.kind = rule;
-  c.checkpoint_every = 100;
-  c.faults = std::move(kills);
+  c.training.optimizer.lr = lr;
+  c.training.rule.kind = rule;
+  c.checkpoints.every = 100;
+  c.faults.plan = std::move(kills);
   auto j = job::start(c);
   REQUIRE_MESSAGE(j, describe(j.error()));
   auto r = (*j)->wait(std::chrono::minutes(30));
   REQUIRE_MESSAGE(r, describe(r.error()));
   check_faults_fired(c, *r);  // kills that never fired would make every check below trivial
-  if (!c.faults.empty())
-    CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.size());
-  MESSAGE(name << " rule " << static_cast<int>(rule) << " kills " << to_string(c.faults) << ": accuracy "
+  if (!c.faults.plan.empty())
+    CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.plan.size());
+  MESSAGE(name << " rule " << static_cast<int>(rule) << " kills " << to_string(c.faults.plan) << ": accuracy "
                << *r->quality.accuracy << ", " << r->samples_per_second << " samples/s, "
                << r->restarts.size() << " actors restarted, " << r->rollbacks << " rollbacks");
   return *r;

@@ -27,10 +27,10 @@ TEST_CASE("MNIST softmax on a 6000-image subset learns through shard, worker and
     CAPTURE(static_cast<int>(rule));
     temp_dir dir;
     auto c = config_for(mnist("mnist-softmax", 6000, 2000), dir, 3 * 93);  // 3 epochs
-    c.optimizer.lr = 0.05f;
-    c.rule.kind = rule;
-    c.checkpoint_every = 25;
-    c.faults = {kill_at("shard:0", 60), kill_at("worker:1", 120), kill_at("checkpointer", 150),
+    c.training.optimizer.lr = 0.05f;
+    c.training.rule.kind = rule;
+    c.checkpoints.every = 25;
+    c.faults.plan = {kill_at("shard:0", 60), kill_at("worker:1", 120), kill_at("checkpointer", 150),
                 kill_at("shard:1", 200)};
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
@@ -60,10 +60,10 @@ TEST_CASE("the MNIST MLP trained 2 epochs through kills reaches the plain single
   temp_dir dir;
   auto steps = 2 * steps_per_epoch(m->num_train_examples(), 2, 32);
   auto c = config_for(m, dir, steps);
-  c.optimizer.lr = 0.1f;
-  c.batch_size = 32;
-  c.checkpoint_every = 50;
-  c.faults = {kill_at("shard:0", steps / 6),      kill_at("worker:1", 2 * steps / 6),
+  c.training.optimizer.lr = 0.1f;
+  c.training.batch_size = 32;
+  c.checkpoints.every = 50;
+  c.faults.plan = {kill_at("shard:0", steps / 6),      kill_at("worker:1", 2 * steps / 6),
               kill_at("checkpointer", 3 * steps / 6), kill_at("shards", 4 * steps / 6),
               kill_at("workers", 5 * steps / 6)};
   auto r = run(c);
@@ -72,7 +72,7 @@ TEST_CASE("the MNIST MLP trained 2 epochs through kills reaches the plain single
   MESSAGE("2 epochs: keel through " << r->faults_injected << " kills " << *r->quality.accuracy
                                     << ", plain loop " << *plain->final_test.accuracy);
   check_faults_fired(c, *r);
-  CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.size());
+  CHECK(count(*r, event_kind::restart) + r->rollbacks >= c.faults.plan.size());
   CHECK(r->pushes_applied == r->pushes_acked);
   CHECK(*r->quality.accuracy >= *plain->final_test.accuracy - 0.005);
 }
@@ -84,10 +84,10 @@ TEST_CASE("the MNIST MLP trained 2 epochs through kills reaches the plain single
 TEST_CASE("progress events score the held-out set with every shard's parameters, and accuracy rises") {
   temp_dir dir;
   auto c = config_for(mnist("mnist-softmax", 6000, 2000), dir, 2 * 93);  // 2 epochs
-  c.optimizer.lr = 0.05f;
-  c.checkpoint_every = 25;
-  c.progress_every = 31;
-  c.progress_accuracy = true;
+  c.training.optimizer.lr = 0.05f;
+  c.checkpoints.every = 25;
+  c.progress.every = 31;
+  c.progress.accuracy = true;
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   std::vector<double> accuracy;

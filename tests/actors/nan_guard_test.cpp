@@ -54,8 +54,8 @@ class poisoned_probe final : public model {
 TEST_CASE("a step whose gradient is not finite is skipped and reported, and training goes on") {
   temp_dir dir;
   auto c = config_for(std::make_shared<poisoned_probe>(probe()), dir, 20);
-  c.workers = 1;
-  c.batch_size = 16;
+  c.training.workers = 1;
+  c.training.batch_size = 16;
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   CHECK(count(*r, event_kind::skipped_step) == 1);

@@ -1,5 +1,5 @@
 // A run whose process died continues from its newest valid checkpoint
-// (job_config::resume, keel train --resume DIR) and ends BSP bit-identical to
+// (job_config::checkpoints.resume, keel train --resume DIR) and ends BSP bit-identical to
 // a run never interrupted. The CLI test kills a real `keel train` process
 // with SIGKILL once it has committed checkpoints.
 #include <chrono>
@@ -17,7 +17,7 @@ namespace {
 
 job_config probe_run(const temp_dir& dir) {
   auto c = config_for(probe(), dir, 120);
-  c.checkpoint_every = 10;
+  c.checkpoints.every = 10;
   return c;
 }
 
@@ -26,8 +26,8 @@ job_config probe_run(const temp_dir& dir) {
 // rows too) a checkpoint carries.
 job_config sparse_adam_run(const temp_dir& dir) {
   auto c = config_for(small_sparse_lr(), dir, 120);
-  c.optimizer.kind = optimizer_kind::adam;
-  c.optimizer.lr = 0.01f;
+  c.training.optimizer.kind = optimizer_kind::adam;
+  c.training.optimizer.lr = 0.01f;
   return c;
 }
 
@@ -46,7 +46,7 @@ void run_until_checkpoint(const job_config& c, uint64_t n) {
   REQUIRE(stopped);
   CHECK(!cut);
   first->reset();
-  REQUIRE(committed_checkpoints(c.checkpoint_dir) >= n);
+  REQUIRE(committed_checkpoints(c.checkpoints.dir) >= n);
 }
 
 // Runs `keel ARGS` to its end; returns its exit status and output.
@@ -72,7 +72,7 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
   REQUIRE(!refused);
   CHECK(describe(refused.error()).find("--resume") != std::string::npos);
 
-  c.resume = true;
+  c.checkpoints.resume = true;
   auto resumed = run(c);
   REQUIRE_MESSAGE(resumed, describe(resumed.error()));
   CHECK(resumed->params_sha256 == clean->params_sha256);
@@ -95,7 +95,7 @@ TEST_CASE("a stopped sparse-lr run with adam resumed from its checkpoints ends b
   temp_dir dir;
   auto c = sparse_adam_run(dir);
   run_until_checkpoint(c, 3);
-  c.resume = true;
+  c.checkpoints.resume = true;
   auto resumed = run(c);
   REQUIRE_MESSAGE(resumed, describe(resumed.error()));
   CHECK(resumed->resumed_at_step >= 30);
@@ -105,7 +105,7 @@ TEST_CASE("a stopped sparse-lr run with adam resumed from its checkpoints ends b
 TEST_CASE("resume refuses an empty directory and a checkpoint of another shape") {
   temp_dir empty;
   auto c = probe_run(empty);
-  c.resume = true;
+  c.checkpoints.resume = true;
   auto nothing = job::start(c);
   REQUIRE(!nothing);
   CHECK(describe(nothing.error()).find("nothing to resume") != std::string::npos);
@@ -124,8 +124,8 @@ TEST_CASE("resume refuses an empty directory and a checkpoint of another shape")
   (void)(*first)->wait(std::chrono::minutes(1));
   first->reset();
   auto three = probe_run(dir);
-  three.shards = 3;
-  three.resume = true;
+  three.training.shards = 3;
+  three.checkpoints.resume = true;
   auto mismatch = job::start(three);
   REQUIRE(!mismatch);
   CHECK(describe(mismatch.error()).find("this job has 3 shards") != std::string::npos);

@@ -10,7 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/cluster/cluster_placement.hpp"
-#include "actors/job/job.hpp"
+#include "actors/job/placed_job.hpp"
 #include "cluster_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"
@@ -227,13 +227,13 @@ TEST_CASE("a job over nodes refuses node faults nothing would carry out, before 
   pc.nodes = {{"127.0.0.1", 1, {}}};
   pc.secret = f.secret;
   pc.model.name = "probe";
-  job_config c;
+  placed_job_config c;
   c.training_model = *make_model("probe", model_options{});
-  c.checkpoint_dir = f.dir / "run";
-  c.steps = 20;
+  c.checkpoints.dir = f.dir / "run";
+  c.training.steps = 20;
   c.placement = std::make_shared<cluster_placement>(pc);
-  c.faults = *parse_fault_plan("kill9:node:0@5");
-  auto j = job::start(c);
+  c.faults.plan = *parse_fault_plan("kill9:node:0@5");
+  auto j = start_job(c);
   REQUIRE(!j);
   CHECK_MESSAGE(describe(j.error()).find("'kill9:node:0@5': nothing carries out node faults here") !=
                   std::string::npos,

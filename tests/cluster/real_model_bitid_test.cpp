@@ -77,7 +77,7 @@ run_result run_with_node_killed(const std::string& cluster_flags, const std::str
   auto killed = r.out.find("fault node:" + std::to_string(node) + ": " + plan);
   auto lost = r.out.find("node_down node:" + std::to_string(node) + ": lost");
   CHECK_MESSAGE(lost != std::string::npos, r.out);
-  CHECK(killed < lost);
+  CHECK_MESSAGE(killed < lost, r.out);
   return r;
 }
 

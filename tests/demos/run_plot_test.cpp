@@ -38,11 +38,11 @@ TEST_CASE("the plot of an MNIST run through kills marks every fault, restart, ch
   auto m = make_model("mnist-softmax", mo);
   REQUIRE_MESSAGE(m, describe(m.error()));
   auto c = config_for(*m, dir, 2 * 93);  // 2 epochs
-  c.optimizer.lr = 0.05f;
-  c.checkpoint_every = 25;
-  c.progress_every = 18;
-  c.progress_accuracy = true;
-  c.faults = {kill_at("shard:0", 40), kill_at("worker:1", 90), kill_at("shard:1", 140)};
+  c.training.optimizer.lr = 0.05f;
+  c.checkpoints.every = 25;
+  c.progress.every = 18;
+  c.progress.accuracy = true;
+  c.faults.plan = {kill_at("shard:0", 40), kill_at("worker:1", 90), kill_at("shard:1", 140)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   auto report = make_report(c, "mnist-softmax", *r);
@@ -113,7 +113,7 @@ TEST_CASE("markers sit at their own step if they know it, else where their time 
 TEST_CASE("a report without progress points still plots its markers over time, with a note") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 40);
-  c.faults = {kill_at("shard:0", 20)};
+  c.faults.plan = {kill_at("shard:0", 20)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   auto report = make_report(c, "probe", *r);

@@ -18,8 +18,8 @@ namespace {
 
 run_report probe_report_through_kills(const temp_dir& dir) {
   auto c = config_for(probe(), dir, 40);
-  c.progress_every = 5;
-  c.faults = {kill_at("shard:0", 10), kill_at("worker:1", 20)};
+  c.progress.every = 5;
+  c.faults.plan = {kill_at("shard:0", 10), kill_at("worker:1", 20)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
   return make_report(c, "probe", *r);

@@ -15,9 +15,9 @@ TEST_CASE(
   // Fault: kill shard:0 at step 10 of 60 (BSP, 2 shards, 2 workers).
   temp_dir dir;
   auto cfg = config_for(probe(), dir, 60);
-  cfg.faults = {kill_at("shard:0", 10)};
-  cfg.progress_every = 5;
-  cfg.progress_accuracy = true;  // progress reads the shards: applied pushes are live
+  cfg.faults.plan = {kill_at("shard:0", 10)};
+  cfg.progress.every = 5;
+  cfg.progress.accuracy = true;  // progress reads the shards: applied pushes are live
   metrics_registry reg;
   std::string error;
   auto server = metrics_http_server::start(
@@ -47,7 +47,7 @@ TEST_CASE(
   CHECK(live->at("keel_job_done") == 0);
   CHECK(live->at("keel_up") == 1);
   // Progress before the kill at step 10 reported the pushes so far.
-  CHECK(live->at("keel_pushes_total").value() >= 10.0 * cfg.workers * cfg.shards);
+  CHECK(live->at("keel_pushes_total").value() >= 10.0 * cfg.training.workers * cfg.training.shards);
   CHECK(live_applied > 0);
   CHECK(live_applied <= r->pushes_applied);
 
@@ -59,7 +59,7 @@ TEST_CASE(
   CHECK(after.at("keel_pushes_applied_total") == static_cast<double>(r->pushes_applied));
   CHECK(after.at("keel_pushes_total") == static_cast<double>(r->pushes_acked));
   CHECK(after.at("keel_checkpoints_total") == static_cast<double>(r->checkpoints));
-  CHECK(after.at("keel_steps") == static_cast<double>(cfg.steps));
+  CHECK(after.at("keel_steps") == static_cast<double>(cfg.training.steps));
   CHECK(after.at("keel_job_done") == 1);
   // The kill's recovery is in the histogram, as recoveries() reads it.
   auto recovered = recoveries(r->events);
