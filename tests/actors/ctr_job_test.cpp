@@ -67,7 +67,7 @@ TEST_CASE("a ctr-lr job with shards killed ends with the clean run's params_sha2
   }
 }
 
-TEST_CASE("a ctr-fm job (rows of 5) with a shard killed ends bit-identical; its hash is not the dense part's alone") {
+TEST_CASE("a ctr-fm job (rows of 5) with a shard killed ends bit-identical, and its hash is not the dense part's alone") {
   auto model = small_ctr("ctr-fm");
   temp_dir clean_dir, dir;
   auto clean_cfg = ctr_config_for(model, clean_dir);
