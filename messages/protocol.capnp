@@ -42,6 +42,10 @@ struct Push {
   shard @4 :UInt32;
   dense @5 :List(DenseRange);
   sparse @6 :SparseBlock;
+  # The shard incarnation this push is addressed to (its fencing epoch, from
+  # the job, greater for every new incarnation); 0: none named. A shard with
+  # an epoch refuses a push that names another one.
+  shardEpoch @7 :UInt64;
 }
 
 struct PushAck {
@@ -53,6 +57,7 @@ struct PushAck {
   status @5 :Status;
   reason @6 :Text;           # set when status is rejected or outOfOrder
   expectedSeq @7 :UInt64;    # with outOfOrder: the seq the shard needs next
+  shardEpoch @8 :UInt64;     # the epoch of the incarnation that acknowledged
 
   enum Status {
     applied @0;
@@ -72,6 +77,7 @@ struct PullRequest {
   clock @3 :UInt64;
   dense @4 :List(KeyRange);
   sparseKeys @5 :List(UInt64);
+  shardEpoch @6 :UInt64;     # as in Push
 }
 
 struct PullReply {
@@ -81,6 +87,7 @@ struct PullReply {
   shardVersion @3 :UInt64;
   dense @4 :List(DenseRange);
   sparse @5 :SparseBlock;
+  shardEpoch @6 :UInt64;     # as in PushAck
 }
 
 # The checkpointer asks a shard for its state as of now.
