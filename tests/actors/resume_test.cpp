@@ -177,3 +177,17 @@ TEST_CASE("keel train of sparse-lr with adam killed with SIGKILL mid-run resumes
   CHECK(number_after(out, "rollbacks, resumed at step ") >= 60);
   CHECK(number_after(out, "pushes acked ") == number_after(out, ", applied "));
 }
+
+TEST_CASE("after a resume the first progress line reports the samples per second this run trained") {
+  // Progress every 2,000 of 20,000 steps; killed past step 3,000 (three
+  // checkpoints of 1,000), so the resumed run starts past a progress point.
+  temp_dir dir;
+  kill9_after_checkpoints({KEEL_CLI_PATH, "train", "--model", "probe", "--steps", "20000", "--checkpoint-every",
+                           "1000", "--checkpoint-dir", dir.path().string()},
+                          dir.path(), 3);
+  auto [status, out] = run_keel("train --resume " + dir.path().string());
+  REQUIRE_MESSAGE(status == 0, out);
+  auto first = out.find("samples/s ");
+  REQUIRE_MESSAGE(first != std::string::npos, out);
+  CHECK_MESSAGE(out.substr(first, 12) != "samples/s 0 ", out);
+}
