@@ -43,6 +43,8 @@ section "P3: supervised restart from an in-memory snapshot (bench/supervision/re
 "$b/supervision/restart_bench" "$crashes" "$restart_mb"
 section "P4, P5, scaling: training (bench/training/training_bench)"
 "$b/training/training_bench" mnist-mlp "$epochs" "$repeats"
+section "the plain CTR trainer, issue 26's reference (bench/training/ctr_plain_bench)"
+"$b/training/ctr_plain_bench"
 section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
 section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"

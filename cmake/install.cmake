@@ -32,7 +32,8 @@ set(KEEL_PUBLIC_HEADERS
   actors/metrics/metrics.hpp actors/metrics/metrics_http.hpp actors/metrics/metrics_file.hpp
   messages/errors.hpp
   models/model.hpp models/model_configs.hpp models/model_registry.hpp
-  models/parameter_layout.hpp models/span.hpp models/batch_schedule.hpp)
+  models/parameter_layout.hpp models/span.hpp models/batch_schedule.hpp
+  models/evaluation.hpp models/partial_evaluation.hpp models/auc.hpp)
 foreach(header ${KEEL_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/keel/${dir})

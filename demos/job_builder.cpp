@@ -36,6 +36,14 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     std::cerr << "keel " << command << ": " << describe(model.error()) << "\n";
     return 1;
   }
+  if (!(*model)->layout().tables().empty()) {
+    // The shards do not hold embedding tables yet (issue 26): say so rather
+    // than start a job whose workers cannot pull the model's rows.
+    std::cerr << "keel " << command << ": " << choices.model
+              << " keeps its parameters in embedding tables, which keel's shards do not serve "
+                 "yet; train it with the plain trainer (build/bench/training/ctr_plain_bench)\n";
+    return 1;
+  }
   cfg.training_model = *model;
   cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
   return std::nullopt;

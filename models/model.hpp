@@ -14,24 +14,36 @@
 // One training step of a worker:
 //   model.batch_indices(position, batch);            // which examples
 //   model.sparse_keys(batch, scratch, keys);         // which sparse keys to pull
-//   ... pull all dense keys and the values of `keys` ...
-//   model.gradient(batch, {dense, keys, values}, scratch, grad);
-//   ... push grad.dense and (grad.sparse_keys, grad.sparse_values) ...
+//   model.table_keys(batch, scratch, rows);          // which rows of each table
+//   ... pull all dense keys, the values of `keys`, the rows of `rows` ...
+//   model.gradient(batch, {dense, keys, values, tables}, scratch, grad);
+//   ... push grad.dense, (grad.sparse_keys, grad.sparse_values) and, per
+//       table t, (grad.tables[t].keys, grad.tables[t].rows) ...
 // The gradient is that of the batch's mean loss. Applied with plain SGD
 // (w -= lr * g) by the shard it is exactly the update the plain_trainer makes.
-// Dense and sparse keys are two separate key spaces (parameter_layout).
+// Dense and sparse keys are two separate key spaces (parameter_layout);
+// each embedding table is a key space of its own, any uint64 a key.
+//
+// Evaluation without gathering (models that evaluates_slices()): the test
+// set is cut into slices [first, first + count) of its examples; for each,
+//   model.test_keys(slice, scratch, keys, rows);    // what the slice needs
+//   ... pull all dense keys, `keys` and `rows` as for a step ...
+//   part = model.evaluate_slice(slice, view, scratch);
+// and the parts merge exactly (partial_evaluation::merge, in any order),
+// part.result() being the evaluation of the whole. evaluate() on
+// full_parameters stays for models whose parameters one process holds.
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "models/batch_schedule.hpp"
+#include "models/evaluation.hpp"
 #include "models/parameter_layout.hpp"
+#include "models/partial_evaluation.hpp"
 #include "models/span.hpp"
 
 namespace keel {
@@ -42,13 +54,44 @@ class model_scratch {
   virtual ~model_scratch() = default;
 };
 
-// The parameters a worker pulled for one batch: every dense key, and the
+// The keys of each embedding table a batch or a slice needs: entry t for
+// table t of the layout, sorted ascending without duplicates (possibly
+// empty). One entry per table, none for a model without tables.
+using table_key_lists = std::vector<std::vector<uint64_t>>;
+
+// Rows of one table as pulled: `keys` ascending and distinct, `rows` holds
+// keys.size() * dim floats, row i (rows[i * dim, (i + 1) * dim)) that of keys[i].
+struct table_rows {
+  span<const uint64_t> keys;
+  span<const float> rows;
+};
+
+// The parameters a worker pulled for one batch: every dense key, the
 // values of the sparse keys sparse_keys() returned (sorted ascending; values
-// aligned with keys). A view of a dense model has empty sparse spans.
+// aligned with keys), and for each table t the rows table_keys() named
+// (tables[t]; empty span for a model without tables). A view of a dense
+// model has empty sparse spans. A view may hold more keys or rows than the
+// batch needs (models look keys up), never fewer.
 struct parameter_view {
   span<const float> dense;
   span<const uint64_t> sparse_keys;
   span<const float> sparse_values;
+  span<const table_rows> tables = {};
+};
+
+// A held-out slice: test examples [first, first + count) of the model's
+// num_test_examples().
+struct test_slice {
+  uint64_t first = 0;
+  uint64_t count = 0;
+};
+
+// The gradient of one table's rows: `keys` equals the view's keys of the
+// table and `rows` (keys.size() * dim) the gradient of each row (zero for a
+// row the batch does not touch).
+struct table_gradient {
+  std::vector<uint64_t> keys;
+  std::vector<float> rows;
 };
 
 // All parameters, for evaluation: every dense key and every sparse key
@@ -61,58 +104,17 @@ struct full_parameters {
 // A gradient, reused from step to step (its vectors keep their capacity).
 // `dense` has one value per dense key; `sparse_keys` equals the view's sparse
 // keys and `sparse_values` holds the gradient of each (zero for a key the
-// batch does not touch). `loss` is the batch's mean loss at the pulled
-// parameters, `examples` the batch size.
+// batch does not touch); `tables` has one table_gradient per table of the
+// layout (none for a model without tables). `loss` is the batch's mean loss
+// at the pulled parameters, `examples` the batch size.
 struct gradient_buffer {
   std::vector<float> dense;
   std::vector<uint64_t> sparse_keys;
   std::vector<float> sparse_values;
   double loss = 0;
   uint32_t examples = 0;
+  std::vector<table_gradient> tables = {};
 };
-
-// One figure of quality a model reports as itself, e.g. {"mse", 0.0031} or
-// {"auc", 0.79}. Names are lowercase words, digits and '_' (they become
-// metric labels and JSON keys).
-struct named_metric {
-  std::string name;
-  double value = 0;
-};
-
-// Quality on the held-out set. `log_loss` is the mean negative log
-// likelihood in nats, set by probabilistic models; `accuracy` is set by
-// classifiers; any other figure (a regression's MSE, a ranking's AUC, the
-// probe's objective) goes into `metrics` under its own name.
-struct evaluation {
-  uint64_t examples = 0;
-  std::optional<double> log_loss;
-  std::optional<double> accuracy;
-  std::vector<named_metric> metrics;
-
-  // The figure called `name`: "log_loss", "accuracy" or one of `metrics`;
-  // nullopt when the model did not report it.
-  std::optional<double> metric(std::string_view name) const;
-};
-
-// A bound on one named figure (evaluation::metric): at least `min`, at most
-// `max`, either or both.
-struct metric_bound {
-  std::string name;
-  std::optional<double> min;
-  std::optional<double> max;
-};
-
-// What a trained model should reach on its held-out set, and why.
-struct quality_target {
-  std::optional<double> min_accuracy;
-  std::optional<double> max_log_loss;
-  std::string basis;  // e.g. "plain single-thread SGD reaches 0.979"
-  std::vector<metric_bound> bounds;  // bounds on any other named figure
-};
-
-// True if `e` meets every bound `t` sets (a target with no bound is met; a
-// bound on a figure `e` does not report is not met).
-bool meets(const evaluation& e, const quality_target& t);
 
 class model {
  public:
@@ -136,6 +138,13 @@ class model {
   // Initial values of sparse keys (aligned with `keys`); zero unless a model
   // says otherwise. Also a pure function of (seed, key).
   virtual void initial_sparse(uint64_t seed, span<const uint64_t> keys, span<float> out) const;
+  // Initial rows of table `table` for `keys` into `out` (keys.size() * dim
+  // floats, row i that of keys[i]): a pure function of (seed, table, key),
+  // so a row created on first touch by any shard, or recreated after a
+  // restore, has the same value. Errors: a table out of the layout, an
+  // `out` of another size.
+  caf::error initial_rows(uint64_t seed, uint32_t table, span<const uint64_t> keys,
+                          span<float> out) const;
 
   // Fresh per-worker state for this model.
   virtual std::unique_ptr<model_scratch> make_scratch() const = 0;
@@ -148,12 +157,29 @@ class model {
   caf::error sparse_keys(span<const uint64_t> batch, model_scratch& scratch,
                          std::vector<uint64_t>& keys) const;
 
+  // The rows of each table the batch touches (see table_key_lists) into
+  // `keys`; an empty list for a model without tables. Pull exactly these.
+  caf::error table_keys(span<const uint64_t> batch, model_scratch& scratch,
+                        table_key_lists& keys) const;
+
   // The gradient of the batch's mean loss at `params` into `out`.
   caf::error gradient(span<const uint64_t> batch, const parameter_view& params,
                       model_scratch& scratch, gradient_buffer& out) const;
 
   // Scores `params` on the held-out set.
   caf::expected<evaluation> evaluate(const full_parameters& params, model_scratch& scratch) const;
+
+  // True if the model scores held-out slices (test_keys, evaluate_slice);
+  // false by default, and then those two return invalid_argument.
+  virtual bool evaluates_slices() const { return false; }
+  // The sparse keys and table rows `slice` needs (as sparse_keys and
+  // table_keys for a batch). Errors: an empty slice or one past the test set.
+  caf::error test_keys(const test_slice& slice, model_scratch& scratch,
+                       std::vector<uint64_t>& sparse_keys, table_key_lists& table_keys) const;
+  // Scores `params` (holding at least what test_keys named) on `slice`.
+  caf::expected<partial_evaluation> evaluate_slice(const test_slice& slice,
+                                                   const parameter_view& params,
+                                                   model_scratch& scratch) const;
 
  protected:
   // The checked entry points above validate sizes, indices and key order,
@@ -164,6 +190,19 @@ class model {
                                  model_scratch& scratch, gradient_buffer& out) const = 0;
   virtual caf::expected<evaluation> do_evaluate(const full_parameters& params,
                                                 model_scratch& scratch) const = 0;
+  // Zero rows by default.
+  virtual void do_initial_rows(uint64_t seed, uint32_t table, span<const uint64_t> keys,
+                               span<float> out) const;
+  // One empty list per table by default.
+  virtual caf::error do_table_keys(span<const uint64_t> batch, model_scratch& scratch,
+                                   table_key_lists& keys) const;
+  // Unsupported by default (see evaluates_slices).
+  virtual caf::error do_test_keys(const test_slice& slice, model_scratch& scratch,
+                                  std::vector<uint64_t>& sparse_keys,
+                                  table_key_lists& table_keys) const;
+  virtual caf::expected<partial_evaluation> do_evaluate_slice(const test_slice& slice,
+                                                              const parameter_view& params,
+                                                              model_scratch& scratch) const;
 
   // The scratch as the model's own type, or an invalid_argument error when
   // it was made by another kind of model.
@@ -176,6 +215,8 @@ class model {
 
  private:
   caf::error scratch_mismatch() const;
+  caf::error check_view(const parameter_view& params) const;
+  caf::error check_slice(const test_slice& slice) const;
 };
 
 }  // namespace keel

@@ -28,6 +28,26 @@ struct sparse_lr_config {
   double true_bias = -0.5;            // b*
 };
 
+// The synthetic click log and its models ctr-lr and ctr-fm
+// (models/ctr_data.hpp, models/ctr_model.hpp): example `row` is a function
+// of (seed, row), so every worker generates its own data. Labels come from
+// a planted model: logit = true_bias + numeric terms + a weight per
+// categorical ID + pairwise factorization terms between the fields.
+struct ctr_config {
+  uint64_t seed = 1;                   // data seed: every example and the planted model
+  uint64_t vocabulary = 10'000'000;    // IDs per categorical field, Zipf-distributed
+  uint64_t train_examples = 1'000'000;  // rows [0, train_examples) train
+  uint64_t test_examples = 100'000;    // the next test_examples rows are held out
+  double zipf_exponent = 1.05;         // s of P(rank k) ~ k^-s, in [0.5, 2]
+  uint32_t fm_factors = 16;            // ctr-fm's factors: its rows are 1 + fm_factors floats
+  uint32_t planted_factors = 4;        // factors of the planted pairwise terms (0..16)
+  double weight_scale = 0.3;           // planted ID weight: weight_scale * z / sqrt(1 + id / half_rank)
+  double factor_scale = 0.1;           // planted factor: factor_scale * z / (1 + id / half_rank)^(1/4)
+  double weight_half_rank = 2000;      // ID (rank - 1) where the planted scales have fallen
+  double numeric_scale = 0.25;         // planted numeric weight: numeric_scale * z
+  double true_bias = -0.9;             // the planted logit's constant
+};
+
 // The probe (models/probe_model.hpp): every push adds exactly 1.0 to every
 // parameter, so the final parameters count the pushes applied.
 struct probe_config {

@@ -30,8 +30,17 @@ typename I::result_type inspect(I& f, probe_config& x) {
            wire::bits(x.lr));
 }
 template <class I>
+typename I::result_type inspect(I& f, ctr_config& x) {
+  using wire::bits;
+  return f(caf::meta::type_name("keel.ctr_config"), x.seed, x.vocabulary, x.train_examples,
+           x.test_examples, bits(x.zipf_exponent), x.fm_factors, x.planted_factors,
+           bits(x.weight_scale), bits(x.factor_scale), bits(x.weight_half_rank),
+           bits(x.numeric_scale), bits(x.true_bias));
+}
+template <class I>
 typename I::result_type inspect(I& f, model_options& x) {
-  return f(caf::meta::type_name("keel.model_options"), x.mnist_limits, x.sparse_lr, x.probe);
+  return f(caf::meta::type_name("keel.model_options"), x.mnist_limits, x.sparse_lr, x.probe,
+           x.ctr);
 }
 
 }  // namespace keel

@@ -1,6 +1,7 @@
 #include "models/model_registry.hpp"
 
 #include "messages/errors.hpp"
+#include "models/ctr_model.hpp"
 #include "models/mnist_mlp.hpp"
 #include "models/mnist_softmax.hpp"
 #include "models/probe_model.hpp"
@@ -21,7 +22,7 @@ caf::expected<std::shared_ptr<const mnist_dataset>> load_mnist(const model_optio
 }  // namespace
 
 std::vector<std::string> model_names() {
-  return {"mnist-mlp", "mnist-softmax", "sparse-lr", "probe"};
+  return {"mnist-mlp", "mnist-softmax", "sparse-lr", "probe", "ctr-lr", "ctr-fm"};
 }
 
 caf::expected<std::shared_ptr<const model>> make_model(const std::string& name,
@@ -42,6 +43,12 @@ caf::expected<std::shared_ptr<const model>> make_model(const std::string& name,
   }
   if (name == "probe") {
     auto m = probe_model::make(options.probe);
+    if (!m)
+      return std::move(m.error());
+    return std::shared_ptr<const model>(std::move(*m));
+  }
+  if (name == "ctr-lr" || name == "ctr-fm") {
+    auto m = ctr_model::make(options.ctr, name == "ctr-lr" ? 0 : options.ctr.fm_factors);
     if (!m)
       return std::move(m.error());
     return std::shared_ptr<const model>(std::move(*m));

@@ -18,6 +18,18 @@ parameter_layout& parameter_layout::set_sparse(std::string name, uint64_t key_co
   return *this;
 }
 
+parameter_layout& parameter_layout::add_table(std::string name, uint32_t dim) {
+  tables_.push_back(table_spec{std::move(name), dim});
+  return *this;
+}
+
+caf::expected<uint32_t> parameter_layout::find_table(const std::string& name) const {
+  for (size_t t = 0; t < tables_.size(); ++t)
+    if (tables_[t].name == name)
+      return static_cast<uint32_t>(t);
+  return make_error(errc::not_found, "no embedding table named \"" + name + "\" in the layout");
+}
+
 caf::expected<tensor_spec> parameter_layout::find(const std::string& name) const {
   for (const auto& t : dense_)
     if (t.name == name)
@@ -36,6 +48,8 @@ std::string parameter_layout::describe() const {
   }
   if (sparse_key_count_ > 0)
     out += sparse_name_ + " sparse keys 0.." + std::to_string(sparse_key_count_ - 1) + "\n";
+  for (const auto& t : tables_)
+    out += t.name + " table rows of " + std::to_string(t.dim) + ", any uint64 key\n";
   return out;
 }
 

@@ -215,3 +215,13 @@ TEST_CASE("keel train without checkpoints warns how much the replay logs will ho
   CHECK(with.status == 0);
   CHECK_FALSE(has(with.err, "without checkpoints"));
 }
+
+TEST_CASE("keel train of a model with embedding tables exits 1 naming the tables, before any job") {
+  temp_dir dir;
+  auto r = run_keel(dir, "train --model ctr-lr --steps 10 --quiet");
+  CAPTURE(r.err);
+  CHECK(r.status == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(has(r.err, "ctr-lr keeps its parameters in embedding tables"));
+  CHECK(has(r.err, "ctr_plain_bench"));
+}

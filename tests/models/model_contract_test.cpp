@@ -154,7 +154,8 @@ TEST_CASE("an unknown model name is an error listing the known names") {
   const std::string text = describe(m.error());
   for (const auto& name : model_names()) CHECK(text.find(name) != std::string::npos);
   CHECK(model_names() ==
-        std::vector<std::string>{"mnist-mlp", "mnist-softmax", "sparse-lr", "probe"});
+        std::vector<std::string>{"mnist-mlp", "mnist-softmax", "sparse-lr", "probe", "ctr-lr",
+                                 "ctr-fm"});
 }
 
 TEST_CASE("evaluation counts a test example right when its largest logit is the label") {
