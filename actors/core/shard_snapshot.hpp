@@ -17,8 +17,9 @@
 
 namespace keel {
 
+// The snapshot carries `run`'s id and configuration hash (storage/run_identity.hpp).
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                              int64_t created_unix_ms);
+                                              int64_t created_unix_ms, const run_identity& run = {});
 
 // `mode` structure skips the CRCs: only for a frame check_shard_snapshot
 // accepted already (frames are immutable).

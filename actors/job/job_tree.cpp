@@ -60,9 +60,12 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto validate = shard_validator(cfg);
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
+  auto run = j.run.identity;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
+    o.run_id = run.run_id;
+    o.config_hash = run.config_hash;
     // The supervisor hands over a snapshot its validator (validate: every
     // CRC) accepted; the restore need not check the CRCs again.
     auto snapshot = ctx.from.as<frame>();
@@ -154,6 +157,9 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   co.num_shards = cfg.training.shards;
   co.job = job;
   co.incomplete_timeout = cfg.checkpoints.timeout;
+  co.run_id = j.run.identity.run_id;
+  co.config_hash = j.run.identity.config_hash;
+  co.config = j.run.identity.config;
   checkpointer_env env;
   env.io = j.faults->disk();
   env.detached = !cfg.placement;  // see checkpointer_env::detached
