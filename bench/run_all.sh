@@ -33,6 +33,8 @@ section "P1: pushes and pulls between processes, data plane and CAF middleman (b
 "$b/cluster/data_plane_bench" "$((pushes / 2 > 8 ? pushes / 2 : 8))" "$rounds"
 section "P2: shard apply (bench/actors/apply_bench)"
 "$b/actors/apply_bench" 32 5
+section "embedding tables: push, pull and bytes per parameter (bench/tables/table_bench)"
+"$b/tables/table_bench" 300 "$((quick ? 1 : 3))"
 section "P3: snapshot write and validated read (bench/storage/snapshot_bench)"
 "$b/storage/snapshot_bench" "$snap_mb" "$snap_reps"
 section "P3: shard recovery from its snapshot (bench/actors/recovery_bench)"

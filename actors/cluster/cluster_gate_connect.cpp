@@ -30,7 +30,10 @@ struct connector {
     return tls ? tls->read_exact(data, n, timeout) : dp::read_exact(fd, data, n);
   }
   bool write(const void* data, size_t n) {
-    return tls ? tls->write_exact(data, n, timeout) : dp::write_exact(fd, data, n);
+    if (!tls)
+      return dp::write_exact(fd, data, n);
+    // A node that refused this side's certificate has said so already.
+    return !tls->ended_by_peer() && tls->write_exact(data, n, timeout);
   }
 
   caf::error failed(const std::string& step) const {

@@ -46,6 +46,19 @@ float initial_slot(const optimizer_config& c, size_t i) {
   return c.kind == optimizer_kind::adagrad && i == 0 ? c.initial_accumulator : 0.0f;
 }
 
+prepared_update prepare_update(const optimizer_config& c, uint64_t t) {
+  prepared_update u;
+  u.config = c;
+  if (c.kind == optimizer_kind::adam) {
+    // Bias corrections folded into the step size, as in Kingma & Ba, sec. 2.
+    double tt = static_cast<double>(t < 1 ? 1 : t);
+    float c1 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta1), tt));
+    float c2 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta2), tt));
+    u.adam_step = c.lr * std::sqrt(c2) / c1;
+  }
+  return u;
+}
+
 namespace {
 
 // The rules over any gradient source: G(i) is the gradient of parameter i.
@@ -53,8 +66,9 @@ namespace {
 // both sources (a float array, or little-endian floats in a message's bytes
 // read with memcpy).
 template <class G>
-void update(const optimizer_config& c, uint64_t t, float* __restrict__ p, float* __restrict__ s1,
+void update(const prepared_update& u, float* __restrict__ p, float* __restrict__ s1,
             float* __restrict__ s2, G g, size_t n) {
+  const optimizer_config& c = u.config;
   const float lr = c.lr;
   switch (c.kind) {
     case optimizer_kind::sgd:
@@ -75,11 +89,7 @@ void update(const optimizer_config& c, uint64_t t, float* __restrict__ p, float*
       }
       return;
     case optimizer_kind::adam: {
-      // Bias corrections folded into the step size, as in Kingma & Ba, sec. 2.
-      double tt = static_cast<double>(t < 1 ? 1 : t);
-      float c1 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta1), tt));
-      float c2 = static_cast<float>(1.0 - std::pow(static_cast<double>(c.beta2), tt));
-      float step = lr * std::sqrt(c2) / c1;
+      const float step = u.adam_step;
       for (size_t i = 0; i < n; ++i) {
         float gi = g(i);
         s1[i] = c.beta1 * s1[i] + (1.0f - c.beta1) * gi;
@@ -93,14 +103,19 @@ void update(const optimizer_config& c, uint64_t t, float* __restrict__ p, float*
 
 }  // namespace
 
+void apply_prepared(const prepared_update& u, float* p, float* s1, float* s2, const float* g,
+                    size_t n) {
+  update(u, p, s1, s2, [g](size_t i) { return g[i]; }, n);
+}
+
 void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                   const float* g, size_t n) {
-  update(c, t, p, s1, s2, [g](size_t i) { return g[i]; }, n);
+  update(prepare_update(c, t), p, s1, s2, [g](size_t i) { return g[i]; }, n);
 }
 
 void apply_update_bytes(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                         const unsigned char* g, size_t n) {
-  update(c, t, p, s1, s2,
+  update(prepare_update(c, t), p, s1, s2,
          [g](size_t i) {
            float v;
            std::memcpy(&v, g + 4 * i, 4);
@@ -129,7 +144,7 @@ void apply_sum_of(const optimizer_config& c, uint64_t t, float* p, float* s1, fl
                   const unsigned char* const* g, size_t n) {
   const unsigned char* src[K];
   for (size_t k = 0; k < K; ++k) src[k] = g[k];
-  update(c, t, p, s1, s2, [&src](size_t i) { return sum_at(src, K, i); }, n);
+  update(prepare_update(c, t), p, s1, s2, [&src](size_t i) { return sum_at(src, K, i); }, n);
 }
 
 }  // namespace
@@ -140,7 +155,8 @@ void apply_update_sum(const optimizer_config& c, uint64_t t, float* p, float* s1
     case 2: return apply_sum_of<2>(c, t, p, s1, s2, g, n);
     case 3: return apply_sum_of<3>(c, t, p, s1, s2, g, n);
     case 4: return apply_sum_of<4>(c, t, p, s1, s2, g, n);
-    default: return update(c, t, p, s1, s2, [g, k](size_t i) { return sum_at(g, k, i); }, n);
+    default:
+      return update(prepare_update(c, t), p, s1, s2, [g, k](size_t i) { return sum_at(g, k, i); }, n);
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The update rules a parameter shard applies to its parameters: SGD,
 // momentum, AdaGrad and Adam (configured by optimizer_config,
-// actors/core/optimizer.hpp). A rule is a pure function of (parameter, its
+// actors/core/optimizer_config.hpp). A rule is a pure function of (parameter, its
 // slot state, gradient, step count): its state lives with the parameters in
 // the shard and goes into every snapshot, so a restored shard continues
 // bit-identically. Not thread-safe; one shard owns its arrays. None throws.
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "actors/core/optimizer.hpp"
+#include "actors/core/optimizer_config.hpp"
 
 namespace keel {
 
@@ -24,6 +24,19 @@ float initial_slot(const optimizer_config& c, size_t i);
 // taken so far including this one (t >= 1; Adam's bias correction uses it).
 void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, float* s2,
                   const float* g, size_t n);
+
+// The rule at step `t` with its step-dependent factor (Adam's bias-corrected
+// step size, two pow calls) computed once, for a caller that applies the
+// same step to many small blocks (the rows of an embedding table):
+// apply_prepared(prepare_update(c, t), ...) equals apply_update(c, t, ...)
+// bit for bit.
+struct prepared_update {
+  optimizer_config config;
+  float adam_step = 0;  // lr * sqrt(1 - beta2^t) / (1 - beta1^t), for adam
+};
+prepared_update prepare_update(const optimizer_config& c, uint64_t t);
+void apply_prepared(const prepared_update& u, float* p, float* s1, float* s2, const float* g,
+                    size_t n);
 
 // The same with the gradient as `n` little-endian floats in bytes (a push's
 // values as they sit in its frame), read in place, with no copy first.

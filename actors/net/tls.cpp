@@ -447,6 +447,20 @@ bool tls_session::write_exact(const void* data, size_t n, std::chrono::milliseco
   return true;
 }
 
+bool tls_session::ended_by_peer() {
+  pollfd pfd{fd_, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0)
+    return false;
+  char byte = 0;
+  ERR_clear_error();
+  errno = 0;
+  int r = SSL_peek(ssl_, &byte, 1);
+  if (r > 0 || io_result(r, " while reading") >= 0)
+    return false;
+  errno = eof_ ? 0 : EPROTO;
+  return true;
+}
+
 void tls_session::read_ahead() {
   SSL_set_read_ahead(ssl_, 1);
 }

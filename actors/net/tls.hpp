@@ -104,6 +104,14 @@ class tls_session {
   // another writes (the data plane's reader and writer).
   bool read_exact(void* data, size_t n, std::chrono::milliseconds timeout, std::mutex* lock = nullptr);
   bool write_exact(const void* data, size_t n, std::chrono::milliseconds timeout, std::mutex* lock = nullptr);
+  // Whether the peer has already ended the session (its alert, or a close),
+  // checked without waiting and without consuming application data; then
+  // errno is EPROTO (failure() names the alert) or 0 (closed). For the side
+  // that writes first after the handshake: under TLS 1.3 a server checks
+  // the client's certificate after the client's handshake has completed,
+  // and its refusal may be waiting unread when the client writes (which
+  // then fails with a bare EPIPE).
+  bool ended_by_peer();
   // Bytes already decrypted and waiting to be read (at least 1 while
   // records are buffered undecrypted): a reader driven by poll must read
   // on while this is not zero.

@@ -1,0 +1,201 @@
+#pragma once
+// An embedding_table holds the rows of one embedding table that one shard
+// owns: rows of `dim` float32 values keyed by any 64-bit key whose hash slot
+// (actors/core/hash_slots.hpp) the shard owns, each with its optimizer state
+// beside it. A plain value: movable and copyable, no actor; the shard that
+// owns it serialises access (const members touch nothing mutable, so pulls
+// may run side by side while no apply runs). Snapshots and the content hash:
+// actors/core/table_snapshot.hpp; summing a BSP step's pushes first:
+// actors/core/row_block_sum.hpp.
+//
+// Rows come into being at their first admitted push, with the value of the
+// caller's pure initializer init(key) (the model's (seed, table, key) rule;
+// the table invents no values). A pull never creates a row: a key without
+// one reads init(key), so a pull changes nothing a snapshot holds, and a
+// shard restored from a snapshot (where such a key has no row either)
+// answers the same pull with the same values. Pushes are what replay
+// re-applies; pulls are not replayed, so they must not change state.
+//
+// apply() is lazy, as TensorFlow's LazyAdam and PyTorch's SparseAdam are:
+// only the rows a push carries are updated, with keel's update rules
+// (actors/core/update_rules.hpp, the same float arithmetic as dense
+// parameters). Adam's bias correction uses the caller's step `t` (the
+// shard's optimizer step count, as for its dense parameters), not a count
+// per row: what both of those libraries do.
+//
+// Storage: an open-addressing index (linear probing, 4 bytes a bucket, load
+// at most 3/4) of row numbers, and an arena of fixed-size blocks (about
+// 1 MiB) in which a row is [key (8 bytes), with a capacity its recency links
+// (8 bytes), d values, d floats per optimizer slot]; no allocation per row,
+// no copy when the arena grows. bytes() counts all of it. At most 2^32 - 2
+// rows a table and shard (more are refused like a full table's).
+//
+// Capacity and eviction: with capacity_rows > 0, a push that must create a
+// row while the table is full first evicts the least recently updated row.
+// Recency is the order of pushes; within one push, the rows it already had
+// count as updated first, in key order, then the rows it created, in key
+// order: so the state after a push depends on its set of (key, gradient)
+// rows only, never on their order in the push, and BSP runs stay bit-
+// identical. A push that carries every row of a full table cannot evict one
+// of its own rows: its new keys are dropped (counted as full_refused).
+//
+// Admission: with admission.min_pushes = N > 1, a key becomes a row only at
+// its N-th push; earlier pushes of it are dropped (counted) and only counted
+// in a count-min sketch (actors/core/count_min_sketch.hpp: fixed memory,
+// fixed seed, counts never below the truth, so a key may be admitted early
+// through a collision, never late). Only pushes count; the sketch is in the
+// snapshot. An evicted key's count stays, so it is re-admitted at its next
+// push.
+//
+// Errors (table_error, actors/core/table_error.hpp) refuse the whole request:
+// nothing of a refused push is applied.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "actors/core/count_min_sketch.hpp"
+#include "actors/core/hash_slots.hpp"
+#include "actors/core/optimizer_config.hpp"
+#include "actors/core/table_error.hpp"
+
+namespace keel {
+
+// Writes the initial value of `key`'s row, `dim` floats, to `out`. Must be a
+// pure function of the key (and of what the caller bound into it: the seed
+// and the table), and must not throw.
+using row_initializer = std::function<void(uint64_t key, float* out, uint32_t dim)>;
+
+// The count-min sketch behind admission, when min_pushes > 1.
+struct admission_filter {
+  uint32_t min_pushes = 0;                       // 0 or 1: every key is admitted at its first push
+  uint32_t sketch_depth = 4;                     // 1..16 rows of counters
+  uint32_t sketch_width = 1u << 16;              // counters a row, a power of two
+  uint64_t sketch_seed = 0x6b65656c2d61646dULL;  // "keel-adm"
+};
+
+struct table_config {
+  std::string name;
+  uint32_t dim = 1;
+  optimizer_config optimizer;  // kind sets the state layout; rates are used by apply
+  slot_set slots = slot_set::all(default_slot_count);  // the slots this shard owns
+  uint64_t capacity_rows = 0;  // 0: unbounded; else evict least recently updated
+  admission_filter admission;
+};
+
+struct table_counters {
+  uint64_t rows = 0;
+  uint64_t evictions = 0;           // rows evicted to make room
+  uint64_t admissions_refused = 0;  // pushed rows dropped by the admission filter
+  uint64_t full_refused = 0;        // pushed rows dropped: table full of the push's own rows
+  uint64_t bytes = 0;               // memory held, as bytes() says
+};
+
+class embedding_table {
+ public:
+  // An empty table. Fails with invalid_config for an empty name, dim 0, a
+  // dim whose row would not fit the arena, a null initializer, or an
+  // admission filter out of range (min_pushes > 65535, width not a power of
+  // two, depth not in 1..16).
+  static table_result<embedding_table> make(table_config cfg, row_initializer init);
+
+  const table_config& config() const { return cfg_; }
+  const std::string& name() const { return cfg_.name; }
+  uint32_t dim() const { return cfg_.dim; }
+  // Optimizer state floats a row keeps per value (0 SGD, 1 momentum/AdaGrad, 2 Adam).
+  uint32_t state_slots() const { return state_slots_; }
+
+  // Whether a request for table `name` with rows of `dim` is for this table:
+  // name_mismatch or dim_mismatch naming both, else no error.
+  table_error check_request(const std::string& name, uint32_t dim) const;
+
+  // Writes the rows of the `n` keys at `keys`, in that order, to `out`
+  // (`out_floats` must be n * dim): a key's row values, or init(key) for a
+  // key without a row. Keys may repeat. Errors: block_shape,
+  // key_outside_slots (out is then partly written). Changes nothing.
+  table_error pull(const uint64_t* keys, size_t n, float* out, size_t out_floats) const;
+
+  // Applies the gradient rows `grads` (n x dim, row i for keys[i]) at
+  // optimizer step `t` (>= 1), creating rows as admission and capacity
+  // allow. Errors, checked before anything is applied: block_shape,
+  // non_finite (naming the key and column), key_outside_slots,
+  // duplicate_key.
+  table_error apply(const uint64_t* keys, size_t n, const float* grads, size_t grad_floats,
+                    uint64_t t);
+
+  // The values of `key`'s row (dim floats, followed by state_slots() * dim
+  // state floats, slot by slot), or null if it has no row. Valid until the
+  // next apply.
+  const float* find_row(uint64_t key) const;
+  uint64_t rows() const { return rows_; }
+  table_counters counters() const;
+  // Bytes held: arena blocks, index, recency links, sketch, scratch.
+  size_t bytes() const;
+  // The keys of all rows, ascending.
+  std::vector<uint64_t> keys_in_order() const;
+  // The keys from least to most recently updated (empty without capacity).
+  std::vector<uint64_t> keys_by_recency() const;
+
+ private:
+  friend class table_codec;  // actors/core/table_snapshot.cpp
+  static constexpr uint32_t no_row = 0xffffffffu;
+
+  embedding_table(table_config cfg, row_initializer init);
+
+  // Arena: row r lives in block r >> block_shift_ at (r & block_mask_) * stride_.
+  float* row_at(uint32_t r) {
+    return blocks_[r >> block_shift_].data() + (r & block_mask_) * stride_;
+  }
+  const float* row_at(uint32_t r) const {
+    return blocks_[r >> block_shift_].data() + (r & block_mask_) * stride_;
+  }
+  uint64_t key_at(uint32_t r) const;
+  uint32_t find(uint64_t key) const;
+  // Prefetches the index buckets, then the rows, of n <= prefetch_chunk
+  // keys, so that their cache misses overlap instead of following each other.
+  static constexpr size_t prefetch_chunk = 16;
+  void prefetch(const uint64_t* keys, size_t n) const;
+  size_t bucket_of(uint64_t key) const;
+  void index_insert(uint64_t key, uint32_t r);
+  void index_erase(uint64_t key);
+  void grow_index();
+  uint32_t append_row(uint64_t key);
+  void init_row(uint32_t r, uint64_t key);
+
+  table_error check_push(const uint64_t* keys, size_t n, const float* grads, size_t grad_floats);
+  table_error check_duplicates(const uint64_t* keys, size_t n);
+  bool admit(uint64_t key);
+  void apply_unbounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
+  void apply_bounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
+  uint32_t make_room(uint64_t key, size_t rows_of_this_push);
+
+  // Recency list (with a capacity): prev/next row numbers in the row's
+  // header, head_ the least recently updated.
+  uint32_t link(uint32_t r, int which) const;
+  void set_link(uint32_t r, int which, uint32_t to);
+  void link_tail(uint32_t r);
+  void unlink(uint32_t r);
+
+  table_config cfg_;
+  row_initializer init_;
+  uint32_t state_slots_ = 0;
+  size_t header_ = 2;  // floats before a row's values: key, and links with a capacity
+  size_t stride_ = 0;  // floats a row: header_ + dim * (1 + state_slots)
+  uint32_t block_shift_ = 0;
+  uint32_t block_mask_ = 0;
+  std::vector<std::vector<float>> blocks_;
+  uint32_t rows_ = 0;
+  std::vector<uint32_t> index_;  // bucket -> row, no_row when empty
+  uint32_t index_bits_ = 0;
+  uint32_t head_ = no_row, tail_ = no_row;
+  count_min_sketch sketch_;
+  table_counters stats_;
+  // Scratch reused by apply (no allocation per push once grown).
+  std::vector<uint32_t> seen_;
+  std::vector<uint32_t> order_;
+  std::vector<uint32_t> pending_;
+};
+
+}  // namespace keel

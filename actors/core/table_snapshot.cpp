@@ -1,0 +1,425 @@
+#include "actors/core/table_snapshot.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "actors/core/update_rules.hpp"
+#include "storage/crc32c.hpp"
+
+namespace keel {
+
+namespace {
+
+// The header's fields, in the order of the layout in table_snapshot.hpp.
+struct header {
+  uint64_t magic = table_snapshot_magic;
+  uint16_t version = table_snapshot_version;
+  uint8_t dtype = 0;
+  uint8_t optimizer = 0;
+  uint32_t dim = 0;
+  uint32_t state_slots = 0;
+  uint32_t slot_count = 0;
+  uint64_t rows = 0;
+  uint64_t capacity_rows = 0;
+  uint32_t min_pushes = 0;
+  uint32_t sketch_depth = 0;
+  uint32_t sketch_width = 0;
+  uint32_t name_bytes = 0;
+  uint64_t sketch_seed = 0;
+  uint64_t evictions = 0;
+  uint64_t admissions_refused = 0;
+  uint64_t full_refused = 0;
+};
+
+// Appends little-endian fixed-width values (this build's host order; keel
+// runs on little-endian machines only, as its wire formats do).
+struct writer {
+  std::vector<unsigned char>& out;
+  template <class T>
+  void put(T v) {
+    put_bytes(&v, sizeof v);
+  }
+  void put_bytes(const void* p, size_t n) {
+    auto* b = static_cast<const unsigned char*>(p);
+    out.insert(out.end(), b, b + n);
+  }
+};
+
+// Reads them back; the caller checked the length first.
+struct reader {
+  const unsigned char* at;
+  template <class T>
+  T get() {
+    T v;
+    std::memcpy(&v, at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+};
+
+void put_header(writer& w, const header& h) {
+  w.put(h.magic), w.put(h.version), w.put(h.dtype), w.put(h.optimizer);
+  w.put(h.dim), w.put(h.state_slots), w.put(h.slot_count), w.put(h.rows);
+  w.put(h.capacity_rows), w.put(h.min_pushes), w.put(h.sketch_depth), w.put(h.sketch_width);
+  w.put(h.name_bytes), w.put(h.sketch_seed), w.put(h.evictions), w.put(h.admissions_refused);
+  w.put(h.full_refused);
+}
+
+header get_header(reader& r) {
+  header h;
+  h.magic = r.get<uint64_t>(), h.version = r.get<uint16_t>(), h.dtype = r.get<uint8_t>();
+  h.optimizer = r.get<uint8_t>(), h.dim = r.get<uint32_t>(), h.state_slots = r.get<uint32_t>();
+  h.slot_count = r.get<uint32_t>(), h.rows = r.get<uint64_t>(), h.capacity_rows = r.get<uint64_t>();
+  h.min_pushes = r.get<uint32_t>(), h.sketch_depth = r.get<uint32_t>(),
+  h.sketch_width = r.get<uint32_t>();
+  h.name_bytes = r.get<uint32_t>(), h.sketch_seed = r.get<uint64_t>(),
+  h.evictions = r.get<uint64_t>();
+  h.admissions_refused = r.get<uint64_t>(), h.full_refused = r.get<uint64_t>();
+  return h;
+}
+
+// The bytes of everything after the header but the CRC, or 0 on overflow.
+struct body_sizes {
+  uint64_t bitmap = 0, row = 0, rows = 0, sketch = 0, total = 0;
+};
+
+body_sizes sizes_of(const header& h, size_t available) {
+  body_sizes s;
+  s.bitmap = (uint64_t{h.slot_count} + 63) / 64 * 8;
+  s.row = 8 + (h.capacity_rows > 0 ? 4 : 0) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
+  // Rows that could not fit the bytes at hand mean damage; checking first
+  // keeps the product below from overflowing.
+  if (h.rows > available / s.row)
+    return s;
+  s.rows = h.rows * s.row;
+  s.sketch = h.min_pushes > 1 ? uint64_t{h.sketch_depth} * h.sketch_width * 2 : 0;
+  s.total = h.name_bytes + s.bitmap + s.rows + s.sketch;
+  return s;
+}
+
+table_error damage(table_errc code, std::string what) {
+  return table_error(code, "table snapshot: " + std::move(what));
+}
+
+table_error mismatch(table_errc code, const std::string& what, uint64_t has, uint64_t expected) {
+  return table_error(code, "table snapshot: " + what + " " + std::to_string(has) +
+                               ", the shard's table has " + std::to_string(expected));
+}
+
+bool all_finite(const float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+// The friend of embedding_table that reads and rebuilds its arena.
+class table_codec {
+ public:
+  static std::vector<std::pair<uint64_t, uint32_t>> rows_by_key(const embedding_table& t) {
+    std::vector<std::pair<uint64_t, uint32_t>> rows(t.rows_);
+    for (uint32_t r = 0; r < t.rows_; ++r) rows[r] = {t.key_at(r), r};
+    std::sort(rows.begin(), rows.end());
+    return rows;
+  }
+  static std::vector<uint32_t> recency_ranks(const embedding_table& t) {
+    std::vector<uint32_t> rank(t.rows_, 0);
+    uint32_t next = 0;
+    if (t.cfg_.capacity_rows > 0)
+      for (uint32_t r = t.head_; r != embedding_table::no_row; r = t.link(r, 1)) rank[r] = next++;
+    return rank;
+  }
+  static const float* values(const embedding_table& t, uint32_t r) {
+    return t.row_at(r) + t.header_;
+  }
+  static const count_min_sketch& sketch(const embedding_table& t) { return t.sketch_; }
+  static const table_counters& stats(const embedding_table& t) { return t.stats_; }
+
+  static std::vector<unsigned char> encode(const embedding_table& t);
+  static table_error restore_rows(embedding_table& t, reader& in, uint64_t rows);
+  static table_error restore_rest(embedding_table& t, reader& in, const header& h);
+};
+
+namespace {
+
+header header_of(const embedding_table& t) {
+  const table_config& c = t.config();
+  header h;
+  h.optimizer = static_cast<uint8_t>(c.optimizer.kind);
+  h.dim = c.dim;
+  h.state_slots = t.state_slots();
+  h.slot_count = c.slots.slot_count();
+  h.rows = t.rows();
+  h.capacity_rows = c.capacity_rows;
+  h.min_pushes = c.admission.min_pushes;
+  h.sketch_depth = c.admission.sketch_depth;
+  h.sketch_width = c.admission.sketch_width;
+  h.name_bytes = static_cast<uint32_t>(c.name.size());
+  h.sketch_seed = c.admission.sketch_seed;
+  return h;
+}
+
+}  // namespace
+
+std::vector<unsigned char> table_codec::encode(const embedding_table& t) {
+  header h = header_of(t);
+  h.evictions = t.stats_.evictions;
+  h.admissions_refused = t.stats_.admissions_refused;
+  h.full_refused = t.stats_.full_refused;
+  body_sizes s = sizes_of(h, SIZE_MAX);
+  std::vector<unsigned char> out;
+  out.reserve(table_snapshot_header_bytes + s.total + 4);
+  writer w{out};
+  put_header(w, h);
+  w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
+  for (uint64_t word : t.cfg_.slots.words()) w.put(word);
+  const auto ranks = recency_ranks(t);
+  const size_t floats = size_t{t.cfg_.dim} * (1 + t.state_slots_);
+  for (const auto& [key, r] : rows_by_key(t)) {
+    w.put(key);
+    if (h.capacity_rows > 0)
+      w.put(ranks[r]);
+    w.put_bytes(values(t, r), floats * sizeof(float));
+  }
+  if (h.min_pushes > 1)
+    w.put_bytes(t.sketch_.counters().data(), t.sketch_.counters().size() * sizeof(uint16_t));
+  w.put(crc32c(out.data(), out.size()));
+  return out;
+}
+
+std::vector<unsigned char> encode_table(const embedding_table& table) {
+  return table_codec::encode(table);
+}
+
+table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t rows) {
+  const table_config& c = t.cfg_;
+  const size_t floats = size_t{c.dim} * (1 + t.state_slots_);
+  const bool bounded = c.capacity_rows > 0;
+  std::vector<uint32_t> row_of_rank(bounded ? rows : 0, embedding_table::no_row);
+  for (uint64_t i = 0; i < rows; ++i) {
+    uint64_t key = in.get<uint64_t>();
+    if (i > 0 && key <= t.key_at(static_cast<uint32_t>(i - 1)))
+      return key == t.key_at(static_cast<uint32_t>(i - 1))
+                 ? damage(table_errc::duplicate_key, "key " + std::to_string(key) + " stored twice")
+                 : damage(table_errc::malformed, "row " + std::to_string(i) + "'s key " +
+                                                     std::to_string(key) +
+                                                     " is not above the one before it");
+    if (!c.slots.contains_key(key))
+      return damage(table_errc::key_outside_slots,
+                    "key " + std::to_string(key) + " (slot " +
+                        std::to_string(slot_of(key, c.slots.slot_count())) +
+                        ") is outside the shard's slots");
+    uint32_t rank = bounded ? in.get<uint32_t>() : 0;
+    if (bounded && (rank >= rows || row_of_rank[rank] != embedding_table::no_row))
+      return damage(table_errc::count_mismatch, "recency rank " + std::to_string(rank) +
+                                                    " of key " + std::to_string(key) +
+                                                    " is out of range or repeated");
+    uint32_t r = t.append_row(key);  // rows arrive in key order: row i is the i-th key
+    float* v = t.row_at(r) + t.header_;
+    std::memcpy(v, in.at, floats * sizeof(float));
+    in.at += floats * sizeof(float);
+    if (!all_finite(v, floats))
+      return damage(table_errc::non_finite,
+                    "row of key " + std::to_string(key) + " holds NaN or Inf");
+    if (bounded)
+      row_of_rank[rank] = r;
+  }
+  for (uint32_t r : row_of_rank) t.link_tail(r);
+  return {};
+}
+
+table_error table_codec::restore_rest(embedding_table& t, reader& in, const header& h) {
+  if (h.min_pushes > 1) {
+    auto& counters = t.sketch_.counters();
+    std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));
+    in.at += counters.size() * sizeof(uint16_t);
+  }
+  t.stats_.evictions = h.evictions;
+  t.stats_.admissions_refused = h.admissions_refused;
+  t.stats_.full_refused = h.full_refused;
+  return {};
+}
+
+namespace {
+
+// Length, magic, version, counts and CRC: whether the bytes are intact.
+table_error check_intact(const unsigned char* data, size_t n, header& h) {
+  if (n < table_snapshot_header_bytes + 4)
+    return damage(table_errc::malformed, std::to_string(n) + " bytes, shorter than a header (" +
+                                             std::to_string(table_snapshot_header_bytes + 4) + ")");
+  reader in{data};
+  h = get_header(in);
+  if (h.magic != table_snapshot_magic)
+    return damage(table_errc::malformed,
+                  "not a table snapshot (magic " + std::to_string(h.magic) + ")");
+  if (h.version != table_snapshot_version)
+    return damage(table_errc::malformed, "format version " + std::to_string(h.version) +
+                                             " (this build reads " +
+                                             std::to_string(table_snapshot_version) + ")");
+  if (h.optimizer > static_cast<uint8_t>(optimizer_kind::adam) ||
+      h.state_slots != slots_per_parameter(static_cast<optimizer_kind>(h.optimizer)))
+    return damage(table_errc::count_mismatch, "optimizer kind " + std::to_string(h.optimizer) +
+                                                  " with " + std::to_string(h.state_slots) +
+                                                  " state slots");
+  if (h.min_pushes > 1 && (h.sketch_depth > 16 || h.sketch_width > (1u << 30)))
+    return damage(table_errc::count_mismatch, "a sketch of " + std::to_string(h.sketch_depth) +
+                                                  " x " + std::to_string(h.sketch_width) +
+                                                  " counters");
+  const size_t body = n - table_snapshot_header_bytes - 4;
+  body_sizes s = sizes_of(h, body);
+  if (h.rows > 0 && s.rows == 0)
+    return damage(table_errc::count_mismatch,
+                  std::to_string(h.rows) + " rows cannot fit " + std::to_string(n) + " bytes");
+  if (s.total != body)
+    return damage(table_errc::count_mismatch, "its counts make " + std::to_string(s.total) +
+                                                  " bytes after the header, it has " +
+                                                  std::to_string(body));
+  uint32_t stored;
+  std::memcpy(&stored, data + n - 4, 4);
+  uint32_t actual = crc32c(data, n - 4);
+  if (stored != actual)
+    return damage(table_errc::crc_mismatch, "CRC32C " + std::to_string(actual) + " of its bytes, " +
+                                                std::to_string(stored) + " stored");
+  return {};
+}
+
+// The snapshot's shape against the restoring shard's configuration.
+table_error check_shape(const header& h, const std::string& name,
+                        const std::vector<uint64_t>& bitmap, const embedding_table& t) {
+  const table_config& c = t.config();
+  if (h.dtype != 0)
+    return mismatch(table_errc::dtype_mismatch, "element type", h.dtype, 0);
+  if (name != c.name)
+    return table_error(table_errc::name_mismatch, "table snapshot: of table '" + name +
+                                                      "', the shard's table is '" + c.name + "'");
+  if (h.dim != c.dim)
+    return mismatch(table_errc::dim_mismatch, "row dimension", h.dim, c.dim);
+  if (h.optimizer != static_cast<uint8_t>(c.optimizer.kind))
+    return table_error(table_errc::optimizer_mismatch,
+                       std::string("table snapshot: optimizer state of ") +
+                           to_string(static_cast<optimizer_kind>(h.optimizer)) +
+                           ", the shard's table uses " + to_string(c.optimizer.kind));
+  if (h.slot_count != c.slots.slot_count())
+    return mismatch(table_errc::slots_mismatch, "hash slot count", h.slot_count,
+                    c.slots.slot_count());
+  if (bitmap != c.slots.words()) {
+    uint32_t owned = 0;
+    for (uint64_t w : bitmap) owned += static_cast<uint32_t>(__builtin_popcountll(w));
+    return table_error(table_errc::slots_mismatch,
+                       "table snapshot: of a shard owning other slots (" + std::to_string(owned) +
+                           " slots, the shard owns " + std::to_string(c.slots.size()) + ")");
+  }
+  if (h.capacity_rows != c.capacity_rows)
+    return mismatch(table_errc::options_mismatch, "capacity", h.capacity_rows, c.capacity_rows);
+  const auto& a = c.admission;
+  bool filtered = a.min_pushes > 1;
+  if (h.min_pushes != a.min_pushes ||
+      (filtered && (h.sketch_depth != a.sketch_depth || h.sketch_width != a.sketch_width ||
+                    h.sketch_seed != a.sketch_seed)))
+    return table_error(
+        table_errc::options_mismatch,
+        "table snapshot: admission after " + std::to_string(h.min_pushes) + " pushes, sketch " +
+            std::to_string(h.sketch_depth) + " x " + std::to_string(h.sketch_width) + " seed " +
+            std::to_string(h.sketch_seed) + ", the shard's table admits after " +
+            std::to_string(a.min_pushes) + ", sketch " + std::to_string(a.sketch_depth) + " x " +
+            std::to_string(a.sketch_width) + " seed " + std::to_string(a.sketch_seed));
+  if (h.capacity_rows > 0 && h.rows > h.capacity_rows)
+    return damage(table_errc::count_mismatch, std::to_string(h.rows) + " rows above its capacity " +
+                                                  std::to_string(h.capacity_rows));
+  return {};
+}
+
+}  // namespace
+
+table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
+                                           const table_config& expected, row_initializer init) {
+  header h;
+  if (auto e = check_intact(data, n, h))
+    return e;
+  auto t = embedding_table::make(expected, std::move(init));
+  if (!t)
+    return t.error();
+  reader in{data + table_snapshot_header_bytes};
+  std::string name(reinterpret_cast<const char*>(in.at), h.name_bytes);
+  in.at += h.name_bytes;
+  std::vector<uint64_t> bitmap((uint64_t{h.slot_count} + 63) / 64);
+  for (auto& w : bitmap) w = in.get<uint64_t>();
+  if (auto e = check_shape(h, name, bitmap, *t))
+    return e;
+  if (auto e = table_codec::restore_rows(*t, in, h.rows))
+    return e;
+  if (auto e = table_codec::restore_rest(*t, in, h))
+    return e;
+  return t;
+}
+
+// ---- content hash ----
+
+namespace {
+
+// A SHA-256 in progress (OpenSSL's EVP interface), freed on every path.
+class sha256 {
+ public:
+  sha256() : ctx_(EVP_MD_CTX_new()) {
+    if (ctx_ == nullptr || EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1)
+      throw std::runtime_error("SHA-256 unavailable");  // only when OpenSSL itself is broken
+  }
+  ~sha256() { EVP_MD_CTX_free(ctx_); }
+  sha256(const sha256&) = delete;
+  sha256& operator=(const sha256&) = delete;
+  void add(const void* p, size_t n) { EVP_DigestUpdate(ctx_, p, n); }
+  template <class T>
+  void add_value(T v) {
+    add(&v, sizeof v);
+  }
+  table_digest finish() {
+    table_digest d{};
+    unsigned len = 0;
+    EVP_DigestFinal_ex(ctx_, d.data(), &len);
+    return d;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+}  // namespace
+
+table_digest content_sha256(const embedding_table& table) {
+  sha256 h;
+  const std::string& name = table.name();
+  h.add_value(static_cast<uint32_t>(name.size()));
+  h.add(name.data(), name.size());
+  h.add_value(table.dim());
+  h.add_value(table.rows());
+  for (const auto& [key, r] : table_codec::rows_by_key(table)) {
+    h.add_value(key);
+    h.add(table_codec::values(table, r), size_t{table.dim()} * sizeof(float));
+  }
+  return h.finish();
+}
+
+table_digest combine_digests(const std::vector<table_digest>& parts) {
+  sha256 h;
+  for (const auto& p : parts) h.add(p.data(), p.size());
+  return h.finish();
+}
+
+std::string to_hex(const table_digest& d) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : d) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+}  // namespace keel

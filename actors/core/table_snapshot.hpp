@@ -1,0 +1,75 @@
+#pragma once
+// The snapshot of one embedding_table (actors/core/embedding_table.hpp) as a
+// sealed binary section, and the table's content hash. A shard embeds the
+// bytes in its ShardSnapshot (messages/protocol.capnp) as it likes, e.g. a
+// Section named after the table, or a uint8 Tensor whose chunks keep each
+// Data under Cap'n Proto's 512 MiB limit; the section carries its own
+// CRC32C (storage/crc32c.hpp), so it is checked whatever carries it.
+//
+// Layout (little-endian, fixed widths; format version 1):
+//   header, 88 bytes:
+//     0 u64 magic "KEELTABL"   8 u16 version   10 u8 dtype (0 float32)
+//    11 u8 optimizer kind (0 sgd, 1 momentum, 2 adagrad, 3 adam)
+//    12 u32 dim   16 u32 state slots per value   20 u32 hash slot count
+//    24 u64 rows   32 u64 capacity_rows   40 u32 admission min_pushes
+//    44 u32 sketch depth   48 u32 sketch width   52 u32 name bytes
+//    56 u64 sketch seed   64 u64 evictions   72 u64 admissions_refused
+//    80 u64 full_refused
+//   the name; the owned-slot bitmap (ceil(slots / 64) u64, as slot_set);
+//   the rows in ascending key order, each: u64 key, with a capacity a u32
+//   recency rank (0 = least recently updated), dim f32 values, then
+//   state slots x dim f32 (slot by slot); with admission (min_pushes > 1) the
+//   sketch's depth x width u16 counters; last a u32 CRC32C of every byte
+//   before it.
+//
+// decode_table checks, and names the first failure: damage first (malformed:
+// length, magic, version; count_mismatch: counts that disagree with the
+// length or each other; crc_mismatch), then the shape against the restoring
+// shard's table_config (dtype_mismatch, name_mismatch, dim_mismatch,
+// optimizer_mismatch, slots_mismatch: slot count or owned slots,
+// options_mismatch: capacity or admission), then the rows (keys ascending,
+// duplicate_key, key_outside_slots, non_finite values or state). It never
+// returns a table built from bytes that failed a check. Pure functions.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/core/embedding_table.hpp"
+
+namespace keel {
+
+constexpr uint64_t table_snapshot_magic = 0x4b45454c5441424cULL;  // "KEELTABL"
+constexpr uint16_t table_snapshot_version = 1;
+constexpr size_t table_snapshot_header_bytes = 88;
+
+// The bytes of `table`'s snapshot (layout above). Sorts the rows by key, so
+// it needs 16 bytes a row of scratch besides the result.
+std::vector<unsigned char> encode_table(const embedding_table& table);
+
+// The table the `n` bytes at `data` hold, for a shard whose table is
+// configured as `expected` (its rates, capacity and admission too) and whose
+// rows start from `init`. Errors: see above.
+table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
+                                           const table_config& expected, row_initializer init);
+
+using table_digest = std::array<unsigned char, 32>;
+
+// SHA-256 of the table's contents: u32 name bytes, the name, u32 dim, u64
+// rows, then each row in ascending key order as u64 key and dim f32 values
+// (little-endian; optimizer state and recency not included). Equal for two
+// tables that hold the same keys with bit-identical values, wherever their
+// rows sit in memory; a restored table hashes as the one it was taken from.
+table_digest content_sha256(const embedding_table& table);
+
+// SHA-256 of the digests in the order given: how a run's fingerprint is
+// combined from per-shard (or per-table) hashes without gathering rows. The
+// order (e.g. shard number, then table name) is the caller's to fix.
+table_digest combine_digests(const std::vector<table_digest>& parts);
+
+// Lower-case hex, 64 characters.
+std::string to_hex(const table_digest& d);
+
+}  // namespace keel
