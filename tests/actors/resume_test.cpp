@@ -244,7 +244,7 @@ void copy_checkpoint(const std::filesystem::path& from, const std::filesystem::p
 
 }  // namespace
 
-TEST_CASE("a resumed run keeps its run id, which every checkpoint carries; a fresh run gets a new one") {
+TEST_CASE("a resumed run keeps its run id, which every checkpoint carries, and a fresh run gets a new one") {
   temp_dir dir;
   auto c = probe_run(dir);
   run_until_checkpoint(c, 3);
