@@ -29,11 +29,11 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "actors/cluster/cluster_placement.hpp"
 #include "cli_flags.hpp"
+#include "cluster_work_dir.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "node_processes.hpp"
@@ -164,21 +164,6 @@ caf::expected<cluster_flags> parse(const args& a) {
   return f;
 }
 
-// A fresh random secret in a file only this user reads.
-caf::expected<std::filesystem::path> write_secret(const std::filesystem::path& dir) {
-  std::random_device rd;
-  std::string secret;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 64; ++i) secret += hex[rd() % 16];
-  auto path = dir / "cluster.secret";
-  std::ofstream out(path);
-  out << secret << "\n";
-  if (!out.flush())
-    return make_error(errc::io_error, "cannot write " + path.string());
-  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  return path;
-}
-
 std::string self_program() {
   char buf[4096];
   auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -256,7 +241,7 @@ std::optional<int> check_usage(const cluster_flags& f) {
 // The cluster's secret: with --connect the nodes' (--secret-file or
 // $KEEL_CLUSTER_SECRET), else a fresh one written to `work` for the nodes
 // this command starts (`file` is set to it).
-caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const std::filesystem::path& work,
+caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const cluster_work_dir& work,
                                             std::filesystem::path& file) {
   if (!f.connect.empty()) {
     if (!f.secret_file.empty())
@@ -266,7 +251,7 @@ caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const std::f
     return make_error(errc::invalid_argument,
                       "no cluster secret for --connect: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
   }
-  auto written = write_secret(work);
+  auto written = work.write_secret();
   if (!written)
     return written.error();
   file = *written;
@@ -332,16 +317,6 @@ class signal_node_faults {
   std::vector<std::thread> timers_;
 };
 
-// A temporary directory for the cluster's secret, removed with this value.
-struct work_dir {
-  std::filesystem::path path;
-  ~work_dir() {
-    std::error_code ec;
-    if (!path.empty())
-      std::filesystem::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 int cluster(const args& a) {
@@ -367,14 +342,15 @@ int cluster(const args& a) {
     }
     tls = *ctx;
   }
-  char tmpl[] = "/tmp/keel-cluster-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    std::cerr << "keel cluster: cannot create a temporary directory\n";
+  // Secrets of coordinators killed with kill -9 go first (cluster_work_dir.hpp).
+  sweep_stale_work_dirs();
+  auto work = cluster_work_dir::make();
+  if (!work) {
+    std::cerr << "keel cluster: " << describe(work.error()) << "\n";
     return 1;
   }
-  work_dir work{tmpl};
   std::filesystem::path secret_path;
-  auto secret = choose_secret(*flags, work.path, secret_path);
+  auto secret = choose_secret(*flags, *work, secret_path);
   if (!secret) {
     std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
     return connect ? 2 : 1;

@@ -167,6 +167,11 @@ struct ShardSnapshot {
   createdUnixMs @8 :Int64;
   tensors @9 :List(Tensor);
   sections @10 :List(Section);
+  # The run that took it (storage/run_identity.hpp): its id and the hash of
+  # the configuration that decides its result. Empty in snapshots of a keel
+  # from before run identities.
+  runId @11 :Text;
+  configHash @12 :Text;
 }
 
 const snapshotMagic :UInt64 = 0x4b45454c534e4150;  # "KEELSNAP"
@@ -185,6 +190,12 @@ struct CheckpointManifest {
   step @2 :UInt64;
   createdUnixMs @3 :Int64;
   shards @4 :List(ManifestEntry);
+  # The run that committed it: its id, the hash of its configuration, and
+  # that configuration as "field=value" lines (to name a field that differs).
+  # Empty in manifests of a keel from before run identities.
+  runId @5 :Text;
+  configHash @6 :Text;
+  config @7 :Text;
 }
 
 # A stable name now refers to a new incarnation, is restarting, or is gone.

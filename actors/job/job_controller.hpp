@@ -50,6 +50,7 @@
 #include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
 #include "actors/ps/checkpointer.hpp"
+#include "storage/run_identity.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/supervisor.hpp"
 
@@ -78,7 +79,9 @@ using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
 using guard_atom = caf::atom_constant<caf::atom("job_guard")>;        // (transition): stop waiting for downs
 
-caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg,
+// `run`: the run's identity (actors/job/job_identity.hpp), which its
+// checkpoints carry and a rollback or resume checks.
+caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg, run_identity run,
                                 std::shared_ptr<event_feed> feed);
 
 // ---------------------------------------------------------------------------
@@ -106,6 +109,7 @@ struct run_state {
   std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint64_t resumed_step = 0;          // checkpoint_config::resume: the step the run resumed at
+  run_identity identity;              // every checkpoint this run writes or restores is of it
   std::optional<rollback_policy> rollbacks;
   // A transition (rollback, drain) waiting for actors to be down: `then`
   // runs once `awaited` is empty, or when guard `transition` times out.

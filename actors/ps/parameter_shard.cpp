@@ -79,6 +79,7 @@ struct shard_state {
   std::optional<shard_snapshot_msg> newest;  // the last periodic snapshot taken
   link_ends links;  // to the workers and the checkpointer, where link faults act
   uint64_t epoch = 0;  // this incarnation's fencing epoch (0: unfenced)
+  run_identity run;    // stamped on every snapshot (only the id and the hash)
 };
 
 int64_t now_unix_ms() {
@@ -176,7 +177,7 @@ void maybe_snapshot(shard_actor* self) {
   if (id <= st.last_snapshot_id)
     return;
   st.last_snapshot_id = id;
-  auto snap = snapshot_of(st.core, id, now_unix_ms());
+  auto snap = snapshot_of(st.core, id, now_unix_ms(), st.run);
   if (!snap)
     return;
   st.newest = std::move(*snap);
@@ -268,10 +269,10 @@ caf::behavior shard_behavior(shard_actor* self) {
       auto req = decode(m);
       if (!req)
         return req.error();
-      return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms());
+      return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms(), self->state.run);
     },
     [self](params_atom) -> caf::result<shard_snapshot_msg> {
-      return snapshot_of(self->state.core, 0, now_unix_ms(), false);  // tables as digests
+      return snapshot_of(self->state.core, 0, now_unix_ms(), self->state.run, false);  // tables as digests
     },
     [self](const supervision::directory_update& u) { on_checkpointer(self, u); },
     [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
@@ -304,10 +305,12 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto directory = cfg.directory;
   auto faults = env.faults;
   auto epoch = cfg.epoch;
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults,
-                    epoch](shard_actor* self) mutable {
+  run_identity run{cfg.run_id, cfg.config_hash, {}};
+  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch,
+                    run](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->state.epoch = epoch;
+    self->state.run = run;
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     // A restored shard has its checkpoint already; do not send it again.

@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -58,6 +59,10 @@ struct parameter_shard_config {
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
   uint64_t epoch = 0;                // this incarnation's fencing epoch (0: unfenced)
+  // The run its snapshots belong to (storage/run_identity.hpp): every
+  // snapshot it takes carries them.
+  std::string run_id;
+  std::string config_hash;
 };
 
 // What this process gives its shard beside the config.
@@ -82,7 +87,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.epoch);
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.epoch,
+           x.run_id, x.config_hash);
 }
 
 }  // namespace keel

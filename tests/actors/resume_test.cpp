@@ -9,6 +9,9 @@
 #include "job_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"
+#include "storage/checkpoint_files.hpp"
+#include "storage/directory_lock.hpp"
+#include "storage/store_layout.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -150,7 +153,9 @@ TEST_CASE("resume refuses an empty directory and a checkpoint of another shape")
   three.checkpoints.resume = true;
   auto mismatch = job::start(three);
   REQUIRE(!mismatch);
-  CHECK(describe(mismatch.error()).find("this job has 3 shards") != std::string::npos);
+  // The shard count is part of the run's configuration: named as the field that differs.
+  CHECK_MESSAGE(describe(mismatch.error()).find("shards (2 there, 3 here)") != std::string::npos,
+                describe(mismatch.error()));
 }
 
 TEST_CASE("keel train killed with SIGKILL mid-run resumes with --resume DIR, bit-identical") {
@@ -212,4 +217,143 @@ TEST_CASE("after a resume the first progress line reports the samples per second
   auto first = out.find("samples/s ");
   REQUIRE_MESSAGE(first != std::string::npos, out);
   CHECK_MESSAGE(out.substr(first, 12) != "samples/s 0 ", out);
+}
+
+TEST_CASE("a job refuses a checkpoint directory another job of this process is writing") {
+  temp_dir dir;
+  auto c = probe_run(dir);
+  c.training.steps = 1000000;  // runs until stopped
+  auto first = job::start(c);
+  REQUIRE_MESSAGE(first, describe(first.error()));
+  c.checkpoints.resume = true;
+  auto second = job::start(c);
+  REQUIRE(!second);
+  auto text = describe(second.error());
+  CHECK_MESSAGE(text.find("is in use by pid " + std::to_string(::getpid()) + " on host ") !=
+                  std::string::npos,
+                text);
+  CHECK(!(*first)->stop());
+}
+
+TEST_CASE("keel train --resume DIR while the run writing DIR is alive is refused, naming its pid and host") {
+  temp_dir dir;
+  std::vector<std::string> argv_s = {KEEL_CLI_PATH, "train", "--model", "probe", "--steps", "4000000",
+                                     "--checkpoint-every", "10", "--checkpoint-dir",
+                                     dir.path().string(), "--quiet"};
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  bool checkpointed = wait_until([&] { return committed_checkpoints(dir.path()) >= 1; },
+                                 std::chrono::seconds(60), std::chrono::milliseconds(2));
+  // --timeout: without the lock the second run would train on (and fail the test at its end).
+  auto [status, out] = run_keel("train --resume " + dir.path().string() + " --timeout 20");
+  ::kill(pid, SIGKILL);
+  int raw = 0;
+  ::waitpid(pid, &raw, 0);
+  REQUIRE(checkpointed);
+  CHECK(status == 1);
+  CHECK_MESSAGE(out.find("is in use by pid " + std::to_string(pid) + " on host ") != std::string::npos, out);
+  // The holder died: the kernel released its lock.
+  auto after = directory_lock::acquire(dir.path());
+  CHECK_MESSAGE(after, describe(after.error()));
+}
+
+namespace {
+
+// The manifest of checkpoint `id` in `dir`.
+checkpoint_manifest manifest_in(const std::filesystem::path& dir, uint64_t id) {
+  auto m = read_manifest_file(*posix_io(), dir / manifest_name(id), *buffer_pool::process_default());
+  REQUIRE_MESSAGE(m, describe(m.error()));
+  return *m;
+}
+
+// Copies checkpoint `id`'s manifest and snapshots from `from` into `to`.
+void copy_checkpoint(const std::filesystem::path& from, const std::filesystem::path& to, uint64_t id) {
+  auto m = manifest_in(from, id);
+  namespace fs = std::filesystem;
+  fs::copy_file(from / manifest_name(id), to / manifest_name(id), fs::copy_options::overwrite_existing);
+  for (auto& e : m.shards)
+    fs::copy_file(from / e.file, to / e.file, fs::copy_options::overwrite_existing);
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run keeps its run id, which every checkpoint carries, and a fresh run gets a new one") {
+  temp_dir dir;
+  auto c = probe_run(dir);
+  run_until_checkpoint(c, 3);
+  auto first_id = manifest_in(dir.path(), 3).run.run_id;
+  CHECK(first_id.size() == 32);
+  CHECK(manifest_in(dir.path(), 3).run.config.find("seed=1\n") != std::string::npos);
+  c.checkpoints.resume = true;
+  auto resumed = run(c);
+  REQUIRE_MESSAGE(resumed, describe(resumed.error()));
+  CHECK(resumed->run_id == first_id);
+  temp_dir other;
+  auto fresh = run(probe_run(other));
+  REQUIRE(fresh);
+  CHECK(fresh->run_id.size() == 32);
+  CHECK(fresh->run_id != first_id);
+  CHECK(fresh->config_hash == resumed->config_hash);
+}
+
+TEST_CASE("resume refuses a checkpoint of another configuration, naming the field that differs") {
+  temp_dir dir;
+  auto c = probe_run(dir);
+  run_until_checkpoint(c, 3);
+  c.training.seed = 7;
+  c.checkpoints.resume = true;
+  auto refused = job::start(c);
+  REQUIRE(!refused);
+  auto text = describe(refused.error());
+  CHECK_MESSAGE(text.find("seed (1 there, 7 here)") != std::string::npos, text);
+  CHECK(text.find(manifest_in(dir.path(), 3).run.run_id) != std::string::npos);
+}
+
+TEST_CASE("resume refuses a directory into which another run's checkpoint was copied, and keel inspect flags it") {
+  temp_dir mine_dir, theirs_dir;
+  run_until_checkpoint(probe_run(mine_dir), 3);
+  auto theirs_cfg = probe_run(theirs_dir);
+  theirs_cfg.checkpoints.keep = 5;
+  run_until_checkpoint(theirs_cfg, 5);
+  auto theirs = manifest_in(theirs_dir.path(), 5).run.run_id;
+  auto mine = manifest_in(mine_dir.path(), 3).run.run_id;
+  REQUIRE(theirs != mine);
+  copy_checkpoint(theirs_dir.path(), mine_dir.path(), 5);
+  auto c = probe_run(mine_dir);
+  c.checkpoints.resume = true;
+  auto refused = job::start(c);
+  REQUIRE(!refused);
+  auto text = describe(refused.error());
+  CHECK_MESSAGE(text.find("more than one run") != std::string::npos, text);
+  CHECK(text.find(theirs) != std::string::npos);
+  CHECK(text.find(mine) != std::string::npos);
+
+  auto [status, out] = run_keel("inspect " + mine_dir.path().string());
+  CHECK(status == 1);
+  CHECK_MESSAGE(out.find("run " + theirs) != std::string::npos, out);
+  CHECK(out.find("FOREIGN: of run " + mine) != std::string::npos);
+  CHECK_MESSAGE(number_after(out, "damaged, ") >= 1, out);  // its own, against the newest (copied) one
+}
+
+TEST_CASE("resume refuses checkpoints without a run identity (a keel from before run ids), saying so") {
+  temp_dir dir;
+  auto c = probe_run(dir);
+  run_until_checkpoint(c, 3);
+  for (auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    auto name = parse_store_file_name(entry.path().filename().string());
+    if (!name || name->kind != store_file_kind::manifest)
+      continue;
+    auto id = name->checkpoint;
+    auto m = manifest_in(dir.path(), id);
+    m.run = {};
+    REQUIRE(!write_manifest_file(*posix_io(), dir.path(), manifest_name(id), m, "test"));
+  }
+  c.checkpoints.resume = true;
+  auto refused = job::start(c);
+  REQUIRE(!refused);
+  CHECK_MESSAGE(describe(refused.error()).find("carries no run identity") != std::string::npos,
+                describe(refused.error()));
 }
