@@ -43,11 +43,11 @@ const std::string sparse_adam = "--model sparse-lr --optimizer adam --lr 0.01 --
 // The kill strikes while the workers train: before the last step.
 void check_killed_mid_run(const run_result& r) {
   auto killed = r.out.find("fault node:");
-  CHECK_MESSAGE(killed < r.out.find("step 100/100"), r.out);
+  CHECK_MESSAGE(killed < r.out.find("step 200/200"), r.out);
 }
 
 const std::string ctr_adagrad =
-    "--model ctr-lr --optimizer adagrad --train-limit 4096 --test-limit 2000 --steps 100 --checkpoint-every 10";
+    "--model ctr-lr --optimizer adagrad --train-limit 4096 --test-limit 256 --steps 200 --checkpoint-every 10";
 
 // The MNIST MLP (784-128-10, dense) on 4096 training examples.
 std::string mnist_mlp(const std::string& optimizer_and_lr, uint64_t steps, uint64_t checkpoint_every) {
@@ -129,7 +129,7 @@ TEST_CASE("sparse-lr with adam over CAF's middleman, a shard's and a worker's no
 
 TEST_CASE("ctr-lr with adagrad over 3 nodes' data planes, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto clean = clean_sha(ctr_adagrad);
-  auto r = run_with_node_killed("", ctr_adagrad, 1, 30);
+  auto r = run_with_node_killed("", ctr_adagrad, 1, 40);
   check_bit_identical(r, clean);
   check_killed_mid_run(r);
   check_over_data_plane(r);
@@ -137,7 +137,7 @@ TEST_CASE("ctr-lr with adagrad over 3 nodes' data planes, a shard's node lost to
 
 TEST_CASE("ctr-lr with adagrad over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto clean = clean_sha(ctr_adagrad);
-  auto r = run_with_node_killed("--no-data-plane", ctr_adagrad, 0, 30);
+  auto r = run_with_node_killed("--no-data-plane", ctr_adagrad, 0, 40);
   check_bit_identical(r, clean);
   check_killed_mid_run(r);
   check_over_middleman(r);
