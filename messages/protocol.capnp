@@ -63,6 +63,10 @@ struct Push {
   dense @5 :List(DenseRange);
   sparse @6 :SparseBlock;
   tables @7 :List(TableBlock);  # at most one block a table, table indices increasing
+  # The shard incarnation this push is addressed to (its fencing epoch, from
+  # the job, greater for every new incarnation); 0: none named. A shard with
+  # an epoch refuses a push that names another one.
+  shardEpoch @8 :UInt64;
 }
 
 struct PushAck {
@@ -74,6 +78,7 @@ struct PushAck {
   status @5 :Status;
   reason @6 :Text;           # set when status is rejected or outOfOrder
   expectedSeq @7 :UInt64;    # with outOfOrder: the seq the shard needs next
+  shardEpoch @8 :UInt64;     # the epoch of the incarnation that acknowledged
 
   enum Status {
     applied @0;
@@ -94,6 +99,7 @@ struct PullRequest {
   dense @4 :List(KeyRange);
   sparseKeys @5 :List(UInt64);
   tables @6 :List(TableKeys);   # at most one entry a table, table indices increasing
+  shardEpoch @7 :UInt64;     # as in Push
 }
 
 struct PullReply {
@@ -104,6 +110,7 @@ struct PullReply {
   dense @4 :List(DenseRange);
   sparse @5 :SparseBlock;
   tables @6 :List(TableBlock);  # one per entry of the request's tables, in its order
+  shardEpoch @7 :UInt64;     # as in PushAck
 }
 
 # The checkpointer asks a shard for its state as of now.

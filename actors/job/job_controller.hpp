@@ -24,6 +24,7 @@
 // are declared at the end, by the file that defines them; job_controller.cpp
 // is the top: the behaviour and the run's phases.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -187,6 +188,9 @@ struct controller_state {
   controller_hooks hooks;
   std::optional<fault_driver> faults;
   caf::actor node_fault_runner;  // runs fault_config::node_faults, on a thread of its own
+  // The last fencing epoch handed to a shard incarnation: every start of any
+  // shard, in any tree of this run, takes the next one (parameter_shard.hpp).
+  std::shared_ptr<std::atomic<uint64_t>> shard_epochs = std::make_shared<std::atomic<uint64_t>>(0);
   static inline const char* name = "keel.job_controller";
 };
 

@@ -103,6 +103,11 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
   self->state.progress.checkpoints->start_at(*step);
   self->state.faults->skip_through(*step);
   run.resumed_step = *step;
+  // Progress points up to the resumed step were the first run's: the next
+  // one is the first this run reaches (else it reported the step it resumed
+  // at, with no steps run: "samples/s 0").
+  if (auto every = self->state.cfg.progress.every; every > 0)
+    self->state.progress.last_progress = *step - *step % every;
   auto e = make_job_event(event_kind::restored, "root",
                           "resuming from checkpoint " + std::to_string(restored_checkpoint) +
                             " at step " + std::to_string(*step));

@@ -60,10 +60,14 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto validate = shard_validator(cfg);
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
+  auto epochs = j.shard_epochs;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
     o.seed = seed;
+    // Fencing: a greater epoch than any earlier incarnation of any shard, so
+    // one that outlives its replacement (a healed partition) is refused.
+    o.epoch = ++*epochs;
     // The supervisor hands over a snapshot its validator (validate: every
     // CRC) accepted; the restore need not check the CRCs again.
     auto snapshot = ctx.from.as<frame>();

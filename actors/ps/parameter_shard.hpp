@@ -6,7 +6,8 @@
 //   pull_request_msg          -> pull_reply_msg once the consistency rule
 //                                allows (the reply waits until then)
 //   snapshot_request_msg      -> shard_snapshot_msg of its state now
-//   (status_atom, worker)     -> (received seq, applied seq, bsp clock)
+//   (status_atom, worker)     -> (received seq, applied seq, bsp clock, epoch)
+//   (fence_atom, epoch)       -> nothing; a newer epoch than its own stops it
 //   (params_atom)             -> shard_snapshot_msg (the final read-out;
 //                                its tables as digests, not rows)
 // Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
@@ -19,6 +20,13 @@
 // Pushes, pulls and status requests arrive, and acks, pull replies and
 // snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
 // where the job's link faults, if any, act.
+//
+// Fencing: each incarnation has an epoch (`epoch`, from the job, greater for
+// every incarnation it starts; 0: unfenced). Its acks and pull replies carry
+// it; a push or pull that names another epoch is refused with
+// errc::stale_incarnation, neither applied nor acknowledged, and one that
+// names a newer epoch (or a fence_atom with one) tells this incarnation it
+// has been replaced: it stops. A push or pull naming epoch 0 names none.
 //
 // A shard is described by one parameter_shard_config, the same for a shard
 // started in this process and for one a node agent starts for another
@@ -53,6 +61,7 @@ struct parameter_shard_config {
   // The job's seed: with tables, a row's initial value is the model's
   // initial_rows(seed, table, key); a node binds its row source to it.
   uint64_t seed = 0;
+  uint64_t epoch = 0;                // this incarnation's fencing epoch (0: unfenced)
 };
 
 // What this process gives its shard beside the config.
@@ -81,7 +90,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.seed);
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.seed,
+           x.epoch);
 }
 
 }  // namespace keel

@@ -31,7 +31,29 @@ job_config sparse_adam_run(const temp_dir& dir) {
   return c;
 }
 
-// Starts `c` and stops it (job::stop, mid-run) once checkpoint `n` is durable.
+// `c` with no checkpoint after `n` committing, so that its workers wait at
+// the checkpoint window (step (n + 2) x every) until they are stopped: the
+// stop below comes from an on_event callback, which runs on the job's event
+// thread while the training goes on, and a run not held could end before it
+// lands (then stop() fails, `wait` returns the result, and nothing was
+// stopped mid-run). Shard 0's first n snapshots reach the checkpointer (1 ms
+// late), every later one is lost, and no checkpoint is given up within the
+// test. The faults are armed at step 0, before any worker has a window to
+// step in; a resume from checkpoint n skips them, so `c` stays the
+// configuration of the run to resume.
+job_config held_after_checkpoint(job_config c, uint64_t n) {
+  REQUIRE((n + 2) * c.checkpoints.every < c.training.steps);
+  auto plan = parse_fault_plan("delay:shard:0>checkpointer@0x" + std::to_string(n) + "+1ms," +
+                               "drop:shard:0>checkpointer@0x" +
+                               std::to_string(c.training.steps / c.checkpoints.every));
+  REQUIRE_MESSAGE(plan, describe(plan.error()));
+  c.faults.plan = *plan;
+  c.checkpoints.timeout = std::chrono::minutes(5);
+  return c;
+}
+
+// Starts `c` (held_after_checkpoint) and stops it (job::stop, mid-run) once
+// checkpoint `n` is durable.
 void run_until_checkpoint(const job_config& c, uint64_t n) {
   auto first = job::start(c);
   REQUIRE_MESSAGE(first, describe(first.error()));
@@ -64,7 +86,7 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
   REQUIRE_MESSAGE(clean, describe(clean.error()));
 
   temp_dir dir;
-  auto c = probe_run(dir);
+  auto c = held_after_checkpoint(probe_run(dir), 3);
   run_until_checkpoint(c, 3);
 
   // Without resume, the directory is refused, naming the way out.
@@ -79,10 +101,10 @@ TEST_CASE("a stopped run resumed from its checkpoints ends bit-identical to an u
   check_exactly_once(c, *resumed);
   bool from_checkpoint = false;
   for (auto& e : resumed->events)
-    from_checkpoint = from_checkpoint || (e.kind == event_kind::restored && e.checkpoint >= 3 &&
-                                          e.step >= 30);
+    from_checkpoint = from_checkpoint || (e.kind == event_kind::restored && e.checkpoint == 3 &&
+                                          e.step == 30);
   CHECK(from_checkpoint);
-  CHECK(resumed->resumed_at_step >= 30);
+  CHECK(resumed->resumed_at_step == 30);
   CHECK(clean->resumed_at_step == 0);
 }
 
@@ -93,12 +115,12 @@ TEST_CASE("a stopped sparse-lr run with adam resumed from its checkpoints ends b
   CHECK(clean->restarts.empty());
 
   temp_dir dir;
-  auto c = sparse_adam_run(dir);
+  auto c = held_after_checkpoint(sparse_adam_run(dir), 3);
   run_until_checkpoint(c, 3);
   c.checkpoints.resume = true;
   auto resumed = run(c);
   REQUIRE_MESSAGE(resumed, describe(resumed.error()));
-  CHECK(resumed->resumed_at_step >= 30);
+  CHECK(resumed->resumed_at_step == 30);  // checkpoint 3, the newest durable one
   CHECK(resumed->params_sha256 == clean->params_sha256);
 }
 
@@ -176,4 +198,18 @@ TEST_CASE("keel train of sparse-lr with adam killed with SIGKILL mid-run resumes
   // It continued from a checkpoint of the killed run, not from step 0.
   CHECK(number_after(out, "rollbacks, resumed at step ") >= 60);
   CHECK(number_after(out, "pushes acked ") == number_after(out, ", applied "));
+}
+
+TEST_CASE("after a resume the first progress line reports the samples per second this run trained") {
+  // Progress every 2,000 of 20,000 steps; killed past step 3,000 (three
+  // checkpoints of 1,000), so the resumed run starts past a progress point.
+  temp_dir dir;
+  kill9_after_checkpoints({KEEL_CLI_PATH, "train", "--model", "probe", "--steps", "20000", "--checkpoint-every",
+                           "1000", "--checkpoint-dir", dir.path().string()},
+                          dir.path(), 3);
+  auto [status, out] = run_keel("train --resume " + dir.path().string());
+  REQUIRE_MESSAGE(status == 0, out);
+  auto first = out.find("samples/s ");
+  REQUIRE_MESSAGE(first != std::string::npos, out);
+  CHECK_MESSAGE(out.substr(first, 12) != "samples/s 0 ", out);
 }
