@@ -229,6 +229,11 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   mo.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
   mo.mnist_limits.train = f.train_limit;
   mo.mnist_limits.test = f.test_limit;
+  // The click log's rows are drawn, not read: the limits shorten its split.
+  if (f.train_limit > 0)
+    mo.ctr.train_examples = std::min(mo.ctr.train_examples, f.train_limit);
+  if (f.test_limit > 0)
+    mo.ctr.test_examples = std::min(mo.ctr.test_examples, f.test_limit);
   if (auto status = apply_choices(f.choices, mo, f.command, cfg))
     return status;
   auto examples = cfg.training_model->num_train_examples();
@@ -256,14 +261,6 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
       std::cerr << program << ": " << describe(err) << "\n";
       return 1;
     }
-  if (cfg.placement && !cfg.training_model->layout().tables().empty()) {
-    // Nodes do not start shards with tables yet (the model's initial rows
-    // do not travel with a shard's spawn): say so before starting a job.
-    std::cerr << program << ": " << f.choices.model
-              << " keeps its parameters in embedding tables, which the shards of keel cluster's "
-                 "nodes do not serve yet; train it with keel train (one process)\n";
-    return 1;
-  }
   if (vm.count("random-faults"))
     if (auto status = add_random_faults(f, vm.count("quiet") > 0, cfg))
       return status;

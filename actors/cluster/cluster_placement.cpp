@@ -235,7 +235,8 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, const spa
 
 caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uint64_t incarnation,
                                                          const parameter_shard_config& cfg) {
-  auto req = make_spawn_request(cfg, incarnation);
+  // A shard with tables builds its rows' initial values from the model.
+  auto req = make_spawn_request(cfg, incarnation, cfg.core.tables.empty() ? model_spec{} : cfg_.model);
   return start(cfg.core.shard, req);
 }
 

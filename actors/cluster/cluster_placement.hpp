@@ -40,7 +40,7 @@ struct cluster_placement_config {
   // TLS to every node (null: none): each node's certificate must state its
   // address's identity(); the nodes' data planes are told the same names.
   std::shared_ptr<const tls_context> tls;
-  model_spec model;                 // how the nodes build the workers' model
+  model_spec model;                 // how the nodes build the model (workers; shards with tables)
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};
   std::chrono::milliseconds reconnect_every{250};  // trying lost nodes again

@@ -24,11 +24,12 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_report>("keel.worker_report");
 }
 
-spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation) {
+spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation, model_spec model) {
   spawn_request r;
   r.id = actor_id::shard(s.core.shard);
   r.incarnation = incarnation;
   r.shard = std::move(s);
+  r.shard_model = std::move(model);
   return r;
 }
 

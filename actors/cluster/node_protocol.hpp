@@ -76,16 +76,21 @@ struct worker_spawn {
 };
 
 // Starts `id`, an actor of kind shard, worker or checkpointer: only the
-// config of that kind is read. `incarnation` is for the node's log.
+// config of that kind is read. `incarnation` is for the node's log. A shard
+// whose config has tables also reads `shard_model`: the node builds that
+// model and binds its initial rows to shard.seed (the rows a shard creates
+// on first touch), so its layout's tables must be the config's.
 struct spawn_request {
   actor_id id;
   uint64_t incarnation = 1;
   parameter_shard_config shard;
+  model_spec shard_model;
   worker_spawn worker;
   checkpointer_config checkpointer;
 };
 
-spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation = 1);  // shard:s.core.shard
+spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation = 1,
+                                 model_spec model = {});  // shard:s.core.shard
 spawn_request make_spawn_request(worker_spawn w, uint64_t incarnation = 1);  // worker:w.config.core.worker
 spawn_request make_spawn_request(checkpointer_config c, uint64_t incarnation = 1);
 
@@ -129,7 +134,8 @@ typename I::result_type inspect(I& f, worker_spawn& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, spawn_request& x) {
-  return f(caf::meta::type_name("keel.spawn_request"), x.id, x.incarnation, x.shard, x.worker, x.checkpointer);
+  return f(caf::meta::type_name("keel.spawn_request"), x.id, x.incarnation, x.shard, x.shard_model, x.worker,
+           x.checkpointer);
 }
 template <class I>
 typename I::result_type inspect(I& f, node_info& x) {

@@ -68,23 +68,10 @@ caf::error check_shard(const parameter_shard_config& s) {
     return bad("shard.core.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
   if (auto err = check_optimizer(c.optimizer))
     return err;
-  if (!c.tables.empty())
-    return bad("shard.core.tables", "a node does not start shards with embedding tables yet (the model's "
-                                    "initial rows do not travel to nodes; issue 26)");
   if (s.snapshot.empty() && s.initial_dense.size() != c.dense.size())
     return bad("shard.initial_dense", std::to_string(s.initial_dense.size()) + " values for " +
                                         std::to_string(c.dense.size()) + " dense keys");
   return {};
-}
-
-caf::expected<caf::actor> start_shard(caf::actor_system& sys, const parameter_shard_config& s,
-                                      const std::shared_ptr<data_plane>& plane) {
-  if (auto err = check_shard(s))
-    return err;
-  auto shard = spawn_parameter_shard(sys, s);
-  if (shard && plane)
-    plane->serve(*shard);
-  return shard;
 }
 
 caf::error check_worker(const worker_spawn& spawn) {
@@ -132,6 +119,45 @@ caf::expected<std::shared_ptr<const model>> build_model(const model_spec& spec,
   model_options mo = spec.options;
   mo.data_dir = spec.data_dir.empty() ? data_dir : std::filesystem::path(spec.data_dir);
   return make_model(spec.name, mo);
+}
+
+// The row source of a shard with tables: the request's model, built here,
+// whose tables must be the config's (name and dim, in order).
+caf::expected<table_row_source> shard_rows(const parameter_shard_config& s, const model_spec& spec,
+                                           const std::filesystem::path& data_dir) {
+  if (spec.name.empty())
+    return bad("spawn_request.shard_model", "a shard with embedding tables needs the model that makes its rows");
+  auto m = build_model(spec, data_dir);
+  if (!m)
+    return m.error();
+  auto& tables = (*m)->layout().tables();
+  auto& want = s.core.tables;
+  for (size_t t = 0; t < std::max(tables.size(), want.size()); ++t)
+    if (t >= tables.size() || t >= want.size() || tables[t].name != want[t].name || tables[t].dim != want[t].dim)
+      return bad("shard.core.tables", "do not match the tables of model '" + spec.name + "' (" +
+                                          std::to_string(tables.size()) + " tables; the config has " +
+                                          std::to_string(want.size()) + ", differing at table " +
+                                          std::to_string(t) + ")");
+  return model_table_rows(*m, s.seed);
+}
+
+caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_request& req,
+                                      const std::filesystem::path& data_dir,
+                                      const std::shared_ptr<data_plane>& plane) {
+  auto& s = req.shard;
+  if (auto err = check_shard(s))
+    return err;
+  parameter_shard_env env;
+  if (!s.core.tables.empty()) {
+    auto rows = shard_rows(s, req.shard_model, data_dir);
+    if (!rows)
+      return rows.error();
+    env.table_rows = std::move(*rows);
+  }
+  auto shard = spawn_parameter_shard(sys, s, std::move(env));
+  if (shard && plane)
+    plane->serve(*shard);
+  return shard;
 }
 
 caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spawn& w,
@@ -203,7 +229,7 @@ caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_re
     case actor_kind::shard:
       if (auto err = index_agrees(req.shard.core.shard))
         return err;
-      return start_shard(sys, req.shard, plane);
+      return start_shard(sys, req, data_dir, plane);
     case actor_kind::worker:
       if (auto err = index_agrees(req.worker.config.core.worker))
         return err;

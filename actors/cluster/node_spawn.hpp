@@ -29,6 +29,9 @@ caf::error check_request_frames(const spawn_request& req);
 // folder, used when the request's model names none. Errors:
 // invalid_argument (unknown kind, a field out of range: the text names it),
 // not_found (no such model), and whatever the actor's own start reports.
+// A shard with embedding tables gets its row source from the request's
+// shard_model built here (invalid_argument when it names none or its
+// tables are not the config's).
 // With a data plane, a shard is served on it and a worker uses it (with the
 // request's routes) for its pushes and pulls.
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,

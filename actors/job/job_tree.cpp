@@ -48,15 +48,6 @@ supervision::snapshot_validator shard_validator(const shard_config& cfg) {
   };
 }
 
-// The model's initial rows for (seed, table, key), one key at a time: what
-// a shard creates a row with on its first push.
-table_row_source table_rows_of(std::shared_ptr<const model> m, uint64_t seed) {
-  return [m, seed](uint32_t table, uint64_t key, float* out, uint32_t dim) {
-    // Checked by the shard's construction: the table exists and out has dim floats.
-    (void)m->initial_rows(seed, table, span<const uint64_t>(&key, 1), span<float>(out, dim));
-  };
-}
-
 supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   supervision::child_spec c;
   c.id = to_string(actor_id::shard(i));
@@ -74,6 +65,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
+    o.seed = seed;
     // Fencing: a greater epoch than any earlier incarnation of any shard, so
     // one that outlives its replacement (a healed partition) is refused.
     o.epoch = ++*epochs;
@@ -91,7 +83,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
     env.snapshot_crcs_checked = snapshot != nullptr;
     env.faults = faults;
     if (!cfg.tables.empty())
-      env.table_rows = table_rows_of(model, seed);
+      env.table_rows = model_table_rows(model, seed);
     if (!snapshot)
       snapshot = initial;
     if (snapshot) {

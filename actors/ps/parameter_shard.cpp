@@ -18,6 +18,7 @@
 #include "actors/core/crash.hpp"
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/faults/link_ends.hpp"
+#include "models/model.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 
@@ -281,6 +282,13 @@ caf::behavior shard_behavior(shard_actor* self) {
 }
 
 }  // namespace
+
+table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed) {
+  return [m = std::move(m), seed](uint32_t table, uint64_t key, float* out, uint32_t dim) {
+    // Checked by the shard's construction: the table exists and out has dim floats.
+    (void)m->initial_rows(seed, table, span<const uint64_t>(&key, 1), span<float>(out, dim));
+  };
+}
 
 caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
                                                 parameter_shard_env env) {

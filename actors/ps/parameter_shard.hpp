@@ -51,6 +51,7 @@
 namespace keel {
 
 class link_faults;
+class model;
 
 struct parameter_shard_config {
   shard_config core;                 // the shard_core's keys, rule and optimizer
@@ -58,6 +59,9 @@ struct parameter_shard_config {
   shard_snapshot_msg snapshot;       // restart from this snapshot when not empty
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
+  // The job's seed: with tables, a row's initial value is the model's
+  // initial_rows(seed, table, key); a node binds its row source to it.
+  uint64_t seed = 0;
   uint64_t epoch = 0;                // this incarnation's fencing epoch (0: unfenced)
   // The run its snapshots belong to (storage/run_identity.hpp): every
   // snapshot it takes carries them.
@@ -77,6 +81,10 @@ struct parameter_shard_env {
   table_row_source table_rows;
 };
 
+// The row source of a shard with tables: `m`'s initial_rows bound to `seed`,
+// one key at a time (the shard checks table and dim before it asks).
+table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed);
+
 // Spawns a shard; fails (naming the tensor) when the snapshot does not fit
 // the configuration.
 caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
@@ -87,8 +95,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.epoch,
-           x.run_id, x.config_hash);
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.seed,
+           x.epoch, x.run_id, x.config_hash);
 }
 
 }  // namespace keel

@@ -152,7 +152,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   CHECK(status->refused == 0);
 }
 
-TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id its config contradicts, bad config, NaN or infinite rates, unknown model) with named errors and starts nothing") {
+TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id its config contradicts, bad config, NaN or infinite rates, unknown model, tables without their model) with named errors and starts nothing") {
   cluster_fixture f;
   auto n = f.start_node();
   auto h = f.connect(*n);
@@ -182,6 +182,14 @@ TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id it
   auto inf_lr = probe_shard(caf::actor{});
   inf_lr.core.optimizer.lr = INFINITY;
   expect_error(make_spawn_request(inf_lr), errc::invalid_argument, "shard.core.optimizer.lr");
+  // A shard with tables needs a model whose tables are its config's.
+  auto with_tables = probe_shard(caf::actor{});
+  with_tables.core.tables = {{"ctr.f0", 1}};
+  expect_error(make_spawn_request(with_tables), errc::invalid_argument, "spawn_request.shard_model");
+  expect_error(make_spawn_request(with_tables, 1, model_spec{"probe", "", {}}), errc::invalid_argument,
+               "shard.core.tables: do not match the tables of model 'probe'");
+  expect_error(make_spawn_request(with_tables, 1, model_spec{"resnet-9000", "", {}}), errc::not_found,
+               "model 'resnet-9000' not found");
   caf::scoped_actor job{*f.sys};
   worker_spawn w;
   w.model.name = "resnet-9000";
@@ -198,7 +206,7 @@ TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id it
   auto status = status_of(h, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
-  CHECK(status->rejected == 8);
+  CHECK(status->rejected == 11);
   CHECK(status->children == 0);
 
   // Good requests still work (a worker builds its model by name on the
