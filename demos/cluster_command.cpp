@@ -14,18 +14,26 @@
 // --tls-ca every link runs TLS with certificates verified both ways: nodes
 // it starts use the same certificate, nodes named by --connect must present
 // a certificate stating the NAME of their NAME@HOST:PORT (default HOST).
+// With --node-fault-command CMD the plan's node faults are CMD's to carry
+// out (`CMD KIND N MS`, e.g. `partition 1 2000`): a harness that owns the
+// nodes' network, as scripts/netns-cluster.sh does with network namespaces,
+// carries out the network's faults (partition, split, oneway) and any other.
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "actors/cluster/cluster_placement.hpp"
 #include "cli_flags.hpp"
+#include "cluster_work_dir.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "node_processes.hpp"
@@ -42,6 +50,7 @@ struct cluster_flags {
   uint32_t timeout_ms = 800;
   std::vector<node_address> connect;  // use these nodes, start none
   std::string secret_file;            // with --connect
+  std::string fault_command;          // carries out node faults (else signals, for started nodes)
   tls_files tls;                      // TLS for every link (and the nodes started)
   args rest;                          // for keel train
 };
@@ -60,13 +69,17 @@ const char* cluster_help =
   "                                 NAME (default HOST) is what the node's certificate states\n"
   "  --secret-file FILE             with --connect: the nodes' cluster secret\n"
   "                                 (else $KEEL_CLUSTER_SECRET)\n"
+  "  --node-fault-command CMD       carry out node faults by running CMD KIND N MS (a harness\n"
+  "                                 that owns the nodes, e.g. scripts/netns-cluster.sh);\n"
+  "                                 needed for partition, split and oneway\n"
   "  --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
   "                                 TLS on every link, certificates verified both ways\n"
   "                                 (scripts/make-dev-certs.sh makes a CA and certificates);\n"
   "                                 started nodes use the same certificate and key\n"
   "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
   "                                 --faults with node faults kill9:node:N@STEP,\n"
-  "                                 stop:node:N@STEP, cut:node:N@STEP+MSms\n";
+  "                                 stop:node:N@STEP, cut:node:N@STEP+MSms (and, with\n"
+  "                                 --node-fault-command, partition:, split:, oneway:node:N@STEP+MSms)\n";
 
 caf::expected<uint32_t> number(const std::string& flag, const args& a, size_t& i, uint32_t lo, uint32_t hi) {
   if (i + 1 >= a.size())
@@ -122,7 +135,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.respawn = true;
     else if (x == "--no-data-plane")
       f.no_data_plane = true;
-    else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca") &&
+    else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca" ||
+              x == "--node-fault-command") &&
              i + 1 >= a.size())
       return make_error(errc::invalid_argument, x + ": missing value (see keel cluster --help)");
     else if (x == "--connect") {
@@ -132,7 +146,11 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.connect = std::move(*nodes);
     } else if (x == "--secret-file")
       f.secret_file = a[++i];
-    else if (x == "--tls-cert")
+    else if (x == "--node-fault-command") {
+      f.fault_command = a[++i];
+      if (f.fault_command.empty())
+        return make_error(errc::invalid_argument, "--node-fault-command: empty command (see keel cluster --help)");
+    } else if (x == "--tls-cert")
       f.tls.cert = a[++i];
     else if (x == "--tls-key")
       f.tls.key = a[++i];
@@ -144,21 +162,6 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.rest.push_back(x);
   }
   return f;
-}
-
-// A fresh random secret in a file only this user reads.
-caf::expected<std::filesystem::path> write_secret(const std::filesystem::path& dir) {
-  std::random_device rd;
-  std::string secret;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 64; ++i) secret += hex[rd() % 16];
-  auto path = dir / "cluster.secret";
-  std::ofstream out(path);
-  out << secret << "\n";
-  if (!out.flush())
-    return make_error(errc::io_error, "cannot write " + path.string());
-  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  return path;
 }
 
 std::string self_program() {
@@ -179,12 +182,53 @@ bool names_a_node(const args& rest) {
 
 namespace {
 
+// Whether the plan in `rest` (--faults) holds a network fault (partition, split, oneway).
+bool names_a_network_fault(const args& rest) {
+  for (size_t i = 0; i + 1 < rest.size(); ++i)
+    if (rest[i] == "--faults")
+      for (auto k : network_fault_kinds)
+        if (rest[i + 1].find(std::string(to_string(k)) + ":") != std::string::npos)
+          return true;
+  return false;
+}
+
+// Carries out node faults by running `command KIND N MS` through /bin/sh
+// and waiting for it: the harness that owns the nodes does the rest (and
+// heals a partition after MS on its own). Its exit status other than 0 is
+// the fault's error.
+caf::error run_fault_command(const std::string& command, uint32_t node, fault_kind how,
+                             std::chrono::milliseconds away) {
+  std::string script = command + " \"$@\"";
+  std::vector<std::string> argv_s = {"/bin/sh", "-c", script, "keel-node-fault", to_string(how),
+                                     std::to_string(node), std::to_string(away.count())};
+  std::vector<char*> argv;
+  for (auto& x : argv_s) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ); rc != 0)
+    return make_error(errc::io_error, "--node-fault-command: cannot run /bin/sh: " + std::string(std::strerror(rc)));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return {};
+  return make_error(errc::io_error, "--node-fault-command '" + command + "' " + to_string(how) + " " +
+                                        std::to_string(node) + " " + std::to_string(away.count()) + " failed (status " +
+                                        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+}
+
 // Usage the flags cannot express alone; a status when it is wrong.
 std::optional<int> check_usage(const cluster_flags& f) {
   bool connect = !f.connect.empty();
-  if (connect && names_a_node(f.rest)) {
-    std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started; with --connect, "
-                 "signal the node processes yourself\n";
+  bool command = !f.fault_command.empty();
+  if (connect && !command && names_a_node(f.rest)) {
+    std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started, or "
+                 "--node-fault-command; with --connect, signal the node processes yourself\n";
+    return 2;
+  }
+  if (!command && names_a_network_fault(f.rest)) {
+    std::cerr << "keel cluster: partition, split and oneway need --node-fault-command (a harness that "
+                 "owns the nodes' network, e.g. scripts/netns-cluster.sh)\n";
     return 2;
   }
   if (!connect && !f.secret_file.empty()) {
@@ -197,7 +241,7 @@ std::optional<int> check_usage(const cluster_flags& f) {
 // The cluster's secret: with --connect the nodes' (--secret-file or
 // $KEEL_CLUSTER_SECRET), else a fresh one written to `work` for the nodes
 // this command starts (`file` is set to it).
-caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const std::filesystem::path& work,
+caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const cluster_work_dir& work,
                                             std::filesystem::path& file) {
   if (!f.connect.empty()) {
     if (!f.secret_file.empty())
@@ -207,7 +251,7 @@ caf::expected<cluster_secret> choose_secret(const cluster_flags& f, const std::f
     return make_error(errc::invalid_argument,
                       "no cluster secret for --connect: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
   }
-  auto written = write_secret(work);
+  auto written = work.write_secret();
   if (!written)
     return written.error();
   file = *written;
@@ -273,16 +317,6 @@ class signal_node_faults {
   std::vector<std::thread> timers_;
 };
 
-// A temporary directory for the cluster's secret, removed with this value.
-struct work_dir {
-  std::filesystem::path path;
-  ~work_dir() {
-    std::error_code ec;
-    if (!path.empty())
-      std::filesystem::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 int cluster(const args& a) {
@@ -308,14 +342,15 @@ int cluster(const args& a) {
     }
     tls = *ctx;
   }
-  char tmpl[] = "/tmp/keel-cluster-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    std::cerr << "keel cluster: cannot create a temporary directory\n";
+  // Secrets of coordinators killed with kill -9 go first (cluster_work_dir.hpp).
+  sweep_stale_work_dirs();
+  auto work = cluster_work_dir::make();
+  if (!work) {
+    std::cerr << "keel cluster: " << describe(work.error()) << "\n";
     return 1;
   }
-  work_dir work{tmpl};
   std::filesystem::path secret_path;
-  auto secret = choose_secret(*flags, work.path, secret_path);
+  auto secret = choose_secret(*flags, *work, secret_path);
   if (!secret) {
     std::cerr << "keel cluster: " << describe(secret.error()) << "\n";
     return connect ? 2 : 1;
@@ -346,7 +381,12 @@ int cluster(const args& a) {
     pc.model.data_dir = mo.data_dir.string();
     pc.model.options = mo;
     cfg.placement = std::make_shared<cluster_placement>(pc);
-    if (!connect)
+    if (!flags->fault_command.empty())
+      cfg.faults.node_faults = [command = flags->fault_command](uint32_t node, fault_kind how,
+                                                                std::chrono::milliseconds away) {
+        return run_fault_command(command, node, how, away);
+      };
+    else if (!connect)
       cfg.faults.node_faults = [&node_faults](uint32_t node, fault_kind how, std::chrono::milliseconds away) {
         return node_faults(node, how, away);
       };

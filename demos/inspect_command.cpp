@@ -56,10 +56,31 @@ void print_shard(std::ostream& out, const snapshot_summary& s) {
     out << "    section " << name << "  " << human_bytes(bytes) << "\n";
 }
 
-void print_checkpoint(std::ostream& out, const checkpoint_summary& c) {
-  out << "checkpoint " << c.checkpoint << "  " << (c.valid() ? "VALID" : "DAMAGED") << "  step "
-      << c.step << "  created " << utc_time(c.created_unix_ms) << "  shards " << c.shards.size()
+// Why checkpoint `c` is not of `owner` (the run of the directory's newest
+// checkpoint), or "" when it is.
+std::string foreign(const checkpoint_summary& c, const run_identity& owner) {
+  if (owner.empty() || c.step == 0)
+    return {};  // nothing to compare with, or an unreadable manifest (damage says why)
+  if (c.run.empty())
+    return "carries no run id (a keel from before run ids), the directory's newest checkpoint is of run " +
+           owner.run_id;
+  if (c.run.run_id != owner.run_id)
+    return "of run " + c.run.run_id + ", but the directory's newest checkpoint is of run " + owner.run_id;
+  if (c.run.config_hash != owner.config_hash)
+    return "of another configuration than the directory's newest checkpoint: " +
+           config_difference(c.run.config, owner.config);
+  return {};
+}
+
+void print_checkpoint(std::ostream& out, const checkpoint_summary& c, const std::string& foreign_why) {
+  out << "checkpoint " << c.checkpoint << "  "
+      << (!c.valid() ? "DAMAGED" : foreign_why.empty() ? "VALID" : "FOREIGN") << "  step " << c.step
+      << "  created " << utc_time(c.created_unix_ms) << "  shards " << c.shards.size()
       << (c.valid() ? "" : " readable") << "  (" << c.manifest_file << ")\n";
+  out << "  run " << (c.run.empty() ? std::string("(none: written before run ids)") : c.run.run_id)
+      << (c.run.config_hash.empty() ? "" : "  configuration " + c.run.config_hash.substr(0, 16)) << "\n";
+  if (!foreign_why.empty())
+    out << "  FOREIGN: " << foreign_why << "\n";
   for (auto& s : c.shards)
     print_shard(out, s);
   for (auto& d : c.damage)
@@ -105,14 +126,29 @@ int inspect(const args& a) {
       << (mode == verify_mode::checksums ? "verified: every CRC32C checked"
                                          : "headers and schemas checked; --verify checks every CRC")
       << ")\n";
+  // The directory's run: that of its newest checkpoint with a readable manifest.
+  run_identity owner;
   for (auto& c : summary->checkpoints)
-    print_checkpoint(out, c);
+    if (c.step > 0 || !c.run.empty()) {
+      owner = c.run;
+      break;
+    }
+  std::vector<std::string> foreign_files;
+  for (auto& c : summary->checkpoints) {
+    auto why = c.valid() ? foreign(c, owner) : std::string();
+    print_checkpoint(out, c, why);
+    if (!why.empty())
+      foreign_files.push_back(c.manifest_file + ": " + why);
+  }
   for (auto& f : summary->leftovers)
     out << "leftover " << f << "  (uncommitted or temporary: removed when the store is next opened)\n";
   auto damaged = summary->damaged();
   out << summary->checkpoints.size() << " checkpoint" << (summary->checkpoints.size() == 1 ? "" : "s")
-      << ", " << summary->checkpoints.size() - damaged << " valid, " << damaged << " damaged\n";
-  if (damaged > 0) {
+      << ", " << summary->checkpoints.size() - damaged - foreign_files.size() << " valid, " << damaged
+      << " damaged, " << foreign_files.size() << " foreign\n";
+  for (auto& f : foreign_files)
+    std::cerr << "keel inspect: foreign: " << f << "\n";
+  if (damaged > 0 || !foreign_files.empty()) {
     for (auto& c : summary->checkpoints)
       for (auto& d : c.damage)
         std::cerr << "keel inspect: damaged: " << describe(d.reason) << "\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 
 #include "cli_flags.hpp"
 #include "messages/errors.hpp"
@@ -19,6 +20,31 @@ float default_lr(const std::string& model) {
     return 1.0f;  // the plain trainer's rate (ctr_plain_lr), meant for --optimizer adagrad
   return 0.1f;    // mnist-mlp: with its 5 default epochs, test accuracy >= 0.97
 }
+
+namespace {
+
+// The options that decide model `name`'s data and shape (not where its
+// files are): the run's model_options (job.hpp, training_config).
+std::string options_text(const std::string& name, const model_options& mo) {
+  std::ostringstream s;
+  s.precision(17);
+  if (name == "mnist-mlp" || name == "mnist-softmax")
+    s << "train_limit " << mo.mnist_limits.train << " test_limit " << mo.mnist_limits.test;
+  else if (name == "sparse-lr") {
+    auto& c = mo.sparse_lr;
+    s << "seed " << c.seed << " keys " << c.keys << " train_rows " << c.train_rows << " test_rows "
+      << c.test_rows << " features " << c.min_features << ".." << c.max_features << " zipf " << c.zipf_exponent
+      << " weight_scale " << c.weight_scale << " weight_half_rank " << c.weight_half_rank << " true_bias "
+      << c.true_bias;
+  } else if (name == "probe") {
+    auto& c = mo.probe;
+    s << "dense_keys " << c.dense_keys << " sparse_keys " << c.sparse_keys << " examples " << c.examples
+      << " lr " << c.lr;
+  }
+  return s.str();
+}
+
+}  // namespace
 
 std::optional<int> apply_choices(const job_choices& choices, const model_options& mo,
                                  const std::string& command, job_config& cfg) {
@@ -39,6 +65,7 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     return 1;
   }
   cfg.training_model = *model;
+  cfg.training.model_options = options_text(choices.model, mo);
   cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
   return std::nullopt;
 }

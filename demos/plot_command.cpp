@@ -1,7 +1,9 @@
 // `keel plot REPORT.json -o run.svg`: draws the report `keel train --report`
 // wrote as an SVG picture (demos/run_plot.hpp says what it shows). Exit
 // status: 0 drawn, 1 the report cannot be read or the picture written (one
-// line naming the file and the problem), 2 bad usage.
+// line naming the file and the problem), 2 bad usage (also a REPORT that is
+// not a regular file of at most 64 MiB: a FIFO or /dev/zero is refused at
+// once).
 #include <iostream>
 
 #include "cli_flags.hpp"
@@ -33,6 +35,9 @@ int plot(const args& a) {
     return usage_error("plot", "", "missing REPORT.json");
   if (out_path.empty())
     return usage_error("plot", "", "missing -o FILE.svg (where the picture goes)");
+  // A FIFO, a device or a huge file is refused before it is opened.
+  if (auto err = check_report_file(report_path))
+    return usage_error("plot", "", error_text(err));
   auto report = read_report(report_path);
   if (!report) {
     std::cerr << "keel plot: " << error_text(report.error()) << "\n";

@@ -1,5 +1,6 @@
 #include "run_report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -342,18 +343,44 @@ caf::error write_report(const run_report& r, const std::filesystem::path& path) 
   return {};
 }
 
+caf::error check_report_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);  // stat(2): a FIFO is not opened
+  if (ec || st.type() == std::filesystem::file_type::not_found)
+    return {};
+  if (st.type() != std::filesystem::file_type::regular)
+    return make_error(errc::invalid_argument,
+                      path.string() + ": not a regular file (a report is the JSON file keel train --report wrote)");
+  auto bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > max_report_bytes)
+    return make_error(errc::invalid_argument, path.string() + ": " + std::to_string(bytes) +
+                                                  " bytes; a report is at most " +
+                                                  std::to_string(max_report_bytes >> 20) + " MiB");
+  return {};
+}
+
 caf::expected<run_report> read_report(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return make_error(errc::not_found, path.string() + ": no such file");
   if (std::filesystem::is_directory(path, ec))
     return make_error(errc::io_error, path.string() + ": is a directory, not a report");
+  if (auto err = check_report_file(path))
+    return err;
   std::ifstream f(path, std::ios::binary);
-  std::ostringstream text;
-  text << f.rdbuf();
-  if (!f)
+  // Bounded even if the file grew since it was checked.
+  auto bytes = std::filesystem::file_size(path, ec);
+  std::string text(std::min<uint64_t>(ec ? 0 : bytes, max_report_bytes) + 1, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (f.bad())
     return make_error(errc::io_error, path.string() + ": cannot read the file");
-  return parse_report(text.str(), path.string());
+  text.resize(static_cast<size_t>(f.gcount()));
+  for (char buf[4096]; text.size() <= max_report_bytes && f.read(buf, sizeof buf).gcount() > 0;)
+    text.append(buf, static_cast<size_t>(f.gcount()));  // it grew since
+  if (text.size() > max_report_bytes)
+    return make_error(errc::invalid_argument, path.string() + ": larger than " +
+                                                  std::to_string(max_report_bytes >> 20) + " MiB");
+  return parse_report(text, path.string());
 }
 
 }  // namespace keel::cli

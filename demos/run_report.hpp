@@ -78,9 +78,18 @@ caf::expected<run_report> parse_report(const std::string& text, const std::strin
 // check of the stream. Errors (io_error) name the file.
 caf::error write_report(const run_report& r, const std::filesystem::path& path);
 
+// The largest report read_report reads (a long run's report is a few MB).
+constexpr uint64_t max_report_bytes = uint64_t{64} << 20;
+
+// Why `path` cannot be a report without opening it (so a FIFO never blocks
+// and a device is never read): not a regular file, or larger than
+// max_report_bytes; an error of code invalid_argument naming the file, or
+// none (also when the file does not exist: read_report says not_found).
+caf::error check_report_file(const std::filesystem::path& path);
+
 // Reads the report at `path`. Errors: not_found (no such file), io_error,
-// invalid_field (not JSON, or a field missing or of the wrong type), each
-// naming the file.
+// invalid_argument (check_report_file), invalid_field (not JSON, or a field
+// missing or of the wrong type), each naming the file.
 caf::expected<run_report> read_report(const std::filesystem::path& path);
 
 }  // namespace keel::cli

@@ -1,6 +1,8 @@
 // `keel train`: runs a training job of keel's parameter server in this
 // process and prints its progress and result. With no arguments: MNIST MLP,
 // 2 shards, 2 workers, BSP, checkpoints in a fresh temporary directory.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +34,7 @@ uint64_t default_epochs(const std::string& model) {
 
 // Every value keel train's flags set, before they become a job_config.
 struct train_flags {
+  std::string command = "train";  // whose flags these are, for errors: "train" or "cluster"
   job_choices choices;
   placed_job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
@@ -96,18 +99,51 @@ std::string resume_dir_in(const args& given) {
   return dir;
 }
 
+// Flags that contradict each other or say nothing; an exit status when so.
+std::optional<int> check_conflicts(const train_flags& f, const po::variables_map& vm) {
+  auto given = [&](const char* flag) { return vm.count(flag) > 0 && !vm[flag].defaulted(); };
+  if (given("quiet") && given("verbose"))
+    return usage_error(f.command, "--quiet", "and --verbose contradict each other: choose one");
+  for (auto flag : {"fault-rate", "fault-mix"})
+    if (given(flag) && !given("random-faults"))
+      return usage_error(f.command, std::string("--") + flag, "only shapes --random-faults, which is not given");
+  for (auto [flag, text] : {std::pair{"faults", &f.faults_text}, {"kill", &f.kills_text}})
+    if (given(flag) && text->empty())
+      return usage_error(f.command, std::string("--") + flag, "empty: name at least one fault");
+  return std::nullopt;
+}
+
+// --report and --plot go into a directory that exists, and are not one:
+// found out now, not after the run (whose report would be lost).
+std::optional<int> check_output_paths(const train_flags& f) {
+  for (auto [flag, path] : {std::pair{"--report", f.report_path}, {"--plot", f.plot_path}}) {
+    if (path.empty())
+      continue;
+    std::filesystem::path p(path);
+    auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      return usage_error(f.command, flag, "'" + path + "': directory '" + dir.string() + "' does not exist");
+    if (std::filesystem::is_directory(p, ec))
+      return usage_error(f.command, flag, "'" + path + "' is a directory; name a file");
+    if (::access(dir.c_str(), W_OK) != 0)
+      return usage_error(f.command, flag, "'" + path + "': directory '" + dir.string() + "' is not writable");
+  }
+  return std::nullopt;
+}
+
 // --faults and --kill, in that order; an exit status when one is bad.
 std::optional<int> add_planned_faults(const train_flags& f, job_config& cfg) {
   if (!f.faults_text.empty()) {
     auto plan = parse_fault_plan(f.faults_text);
     if (!plan)
-      return usage_error("train", "--faults", error_text(plan.error()));
+      return usage_error(f.command, "--faults", error_text(plan.error()));
     cfg.faults.plan = *plan;
   }
   if (!f.kills_text.empty()) {
     auto k = parse_kill_shorthand(f.kills_text);
     if (!k)
-      return usage_error("train", "--kill", error_text(k.error()));
+      return usage_error(f.command, "--kill", error_text(k.error()));
     cfg.faults.plan.insert(cfg.faults.plan.end(), k->begin(), k->end());
   }
   return std::nullopt;
@@ -118,7 +154,7 @@ std::optional<int> add_planned_faults(const train_flags& f, job_config& cfg) {
 std::optional<int> add_random_faults(const train_flags& f, bool quiet, placed_job_config& cfg) {
   fault_mix mix;
   if (auto err = parse_fault_families(f.mix_text, mix))
-    return usage_error("train", "--fault-mix", error_text(err));
+    return usage_error(f.command, "--fault-mix", error_text(err));
   mix.faults = static_cast<uint32_t>(std::max(1.0, std::round(f.fault_rate * cfg.training.steps / 100.0)));
   mix.first_step = std::max<uint64_t>(1, cfg.training.steps / 20);
   mix.last_step = std::max<uint64_t>(mix.first_step, cfg.training.steps - 1);
@@ -126,7 +162,7 @@ std::optional<int> add_random_faults(const train_flags& f, bool quiet, placed_jo
   mix.workers = cfg.training.workers;
   mix.nodes = cfg.placement ? cfg.placement->nodes() : 0;
   if (mix.node_faults && mix.nodes == 0)
-    return usage_error("train", "--fault-mix", "the nodes family needs node processes (keel cluster)");
+    return usage_error(f.command, "--fault-mix", "the nodes family needs node processes (keel cluster)");
   auto plan = random_fault_plan(f.random_seed, mix);
   if (!quiet)
     std::cout << "keel train: random faults from seed " << f.random_seed << ": " << to_string(plan)
@@ -157,7 +193,7 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
                                          temp_checkpoint_dir& made) {
   if (!f.resume_dir.empty()) {
     if (checkpoint_dir_given && f.checkpoint_dir != f.resume_dir)
-      return usage_error("train", "--resume", "'" + f.resume_dir + "' and --checkpoint-dir '" +
+      return usage_error(f.command, "--resume", "'" + f.resume_dir + "' and --checkpoint-dir '" +
                                                 f.checkpoint_dir + "' name different directories");
     f.checkpoint_dir = f.resume_dir;
     cfg.checkpoints.resume = true;
@@ -165,7 +201,7 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
   if (f.checkpoint_dir.empty()) {
     char tmpl[] = "/tmp/keel-train-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
-      std::cerr << "keel train: cannot create a temporary checkpoint directory\n";
+      std::cerr << "keel " << f.command << ": cannot create a temporary checkpoint directory\n";
       return 1;
     }
     f.checkpoint_dir = tmpl;
@@ -183,19 +219,37 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   auto& cfg = f.cfg;
   if (vm.count("lr"))
     f.choices.lr = f.lr;
+  if (auto status = check_conflicts(f, vm))
+    return status;
+  if (auto status = check_output_paths(f))
+    return status;
   if (auto status = add_planned_faults(f, cfg))
     return status;
   model_options mo;
   mo.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
   mo.mnist_limits.train = f.train_limit;
   mo.mnist_limits.test = f.test_limit;
-  if (auto status = apply_choices(f.choices, mo, "train", cfg))
+  if (auto status = apply_choices(f.choices, mo, f.command, cfg))
     return status;
+  auto examples = cfg.training_model->num_train_examples();
+  auto spe = steps_per_epoch(examples, cfg.training.workers, cfg.training.batch_size);
+  if (spe == 0)
+    return usage_error(f.command, "",
+                       "batch " + std::to_string(cfg.training.batch_size) + " with " +
+                         std::to_string(cfg.training.workers) + " workers leaves no full batch in " +
+                         std::to_string(examples) + (examples == 1 ? " example" : " examples") +
+                         (f.train_limit > 0 ? " (--train-limit " + std::to_string(f.train_limit) + ")" : ""));
   cfg.training.steps = f.steps;
-  if (cfg.training.steps == 0) {
-    auto spe = steps_per_epoch(cfg.training_model->num_train_examples(), cfg.training.workers, cfg.training.batch_size);
+  if (cfg.training.steps == 0)
     cfg.training.steps = (f.epochs > 0 ? f.epochs : default_epochs(f.choices.model)) * spe;
-  }
+  // The plan's actors exist in this job, checked before a cluster starts
+  // its nodes (its node targets once they have started, below).
+  auto all_but_nodes = cfg.faults.plan;
+  all_but_nodes.erase(std::remove_if(all_but_nodes.begin(), all_but_nodes.end(),
+                                     [](const fault& x) { return x.is_node_fault(); }),
+                      all_but_nodes.end());
+  if (auto err = check_fault_plan(all_but_nodes, cfg.training.shards, cfg.training.workers))
+    return usage_error(f.command, f.faults_text.empty() ? "--kill" : "--faults", error_text(err));
   // A cluster's placement first: random plans may target its nodes.
   if (setup)
     if (auto err = setup(cfg, f.choices.model, mo)) {
@@ -213,6 +267,10 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   if (vm.count("random-faults"))
     if (auto status = add_random_faults(f, vm.count("quiet") > 0, cfg))
       return status;
+  // Every target exists in this job: a usage error now, not a failed run.
+  if (auto err = check_fault_plan(cfg.faults.plan, cfg.training.shards, cfg.training.workers,
+                                  cfg.placement ? cfg.placement->nodes() : 0))
+    return usage_error(f.command, f.faults_text.empty() ? "--kill" : "--faults", error_text(err));
   cfg.recovery.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   return std::nullopt;
 }
@@ -336,14 +394,15 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   if (auto dir = resume_dir_in(given); !dir.empty()) {
     auto recorded = load_train_args(dir);
     if (!recorded) {
-      std::cerr << "keel train: " << describe(recorded.error()) << "\n";
+      std::cerr << program << ": " << describe(recorded.error()) << "\n";
       return 1;
     }
     a = merge_train_args(*recorded, given);
   }
   train_flags f;
+  f.command = program.rfind("keel ", 0) == 0 ? program.substr(5) : program;
   f.resume_dir = resume_dir_in(given);
-  command_flags flags{"train", po::options_description(), {}, {}};
+  command_flags flags{f.command, po::options_description(), {}, {}};
   add_train_flags(flags.visible, f);
   train_metrics metrics;
   metrics.add_options(flags.visible);
@@ -369,13 +428,13 @@ int train_with(const args& given, const std::string& program, const job_setup& s
   if (quiet && metrics.enabled())
     cfg.progress.every = std::max<uint64_t>(1, cfg.training.steps / 100);  // metrics follow progress events
   if (auto err = metrics.start(std::cout); !err.empty()) {
-    std::cerr << "keel train: " << err << "\n";
+    std::cerr << program << ": " << err << "\n";
     return 2;
   }
   announce(f, quiet);
   auto j = start_job(cfg);
   if (!j) {
-    std::cerr << "keel train: " << describe(j.error()) << "\n";
+    std::cerr << program << ": " << describe(j.error()) << "\n";
     metrics.finish(nullptr);  // the file's last line says the job failed
     return 1;
   }
@@ -394,10 +453,10 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     std::cerr << "keel train: " << metrics_error << "\n";
   j->reset();  // the job's actors are gone: nothing writes checkpoints any more
   if (!r) {
-    std::cerr << "keel train: training failed: " << describe(r.error()) << "\n";
+    std::cerr << program << ": training failed: " << describe(r.error()) << "\n";
     if (!made_dir.path.empty()) {
       made_dir.keep = true;
-      std::cerr << "keel train: its checkpoints stay in " << f.checkpoint_dir << " (--resume "
+      std::cerr << program << ": its checkpoints stay in " << f.checkpoint_dir << " (--resume "
                 << f.checkpoint_dir << " continues the run)\n";
     }
     return 1;

@@ -31,6 +31,7 @@ const char* to_string(errc code) {
     case errc::shutting_down: return "shutting_down";
     case errc::start_failed: return "start_failed";
     case errc::not_authenticated: return "not_authenticated";
+    case errc::stale_incarnation: return "stale_incarnation";
   }
   return "unknown_keel_error";
 }

@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   shutting_down,           // the target is stopping and will not answer
   start_failed,            // a supervisor could not start a child
   not_authenticated,       // a peer has not proven the cluster secret (or was refused for good)
+  stale_incarnation,       // a message for one incarnation of an actor reached another (fencing)
 };
 
 // The atom naming keel's error category.

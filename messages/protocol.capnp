@@ -63,6 +63,10 @@ struct Push {
   dense @5 :List(DenseRange);
   sparse @6 :SparseBlock;
   tables @7 :List(TableBlock);  # at most one block a table, table indices increasing
+  # The shard incarnation this push is addressed to (its fencing epoch, from
+  # the job, greater for every new incarnation); 0: none named. A shard with
+  # an epoch refuses a push that names another one.
+  shardEpoch @8 :UInt64;
 }
 
 struct PushAck {
@@ -74,6 +78,7 @@ struct PushAck {
   status @5 :Status;
   reason @6 :Text;           # set when status is rejected or outOfOrder
   expectedSeq @7 :UInt64;    # with outOfOrder: the seq the shard needs next
+  shardEpoch @8 :UInt64;     # the epoch of the incarnation that acknowledged
 
   enum Status {
     applied @0;
@@ -94,6 +99,7 @@ struct PullRequest {
   dense @4 :List(KeyRange);
   sparseKeys @5 :List(UInt64);
   tables @6 :List(TableKeys);   # at most one entry a table, table indices increasing
+  shardEpoch @7 :UInt64;     # as in Push
 }
 
 struct PullReply {
@@ -104,6 +110,7 @@ struct PullReply {
   dense @4 :List(DenseRange);
   sparse @5 :SparseBlock;
   tables @6 :List(TableBlock);  # one per entry of the request's tables, in its order
+  shardEpoch @7 :UInt64;     # as in PushAck
 }
 
 # The checkpointer asks a shard for its state as of now.
@@ -160,6 +167,11 @@ struct ShardSnapshot {
   createdUnixMs @8 :Int64;
   tensors @9 :List(Tensor);
   sections @10 :List(Section);
+  # The run that took it (storage/run_identity.hpp): its id and the hash of
+  # the configuration that decides its result. Empty in snapshots of a keel
+  # from before run identities.
+  runId @11 :Text;
+  configHash @12 :Text;
 }
 
 const snapshotMagic :UInt64 = 0x4b45454c534e4150;  # "KEELSNAP"
@@ -178,6 +190,12 @@ struct CheckpointManifest {
   step @2 :UInt64;
   createdUnixMs @3 :Int64;
   shards @4 :List(ManifestEntry);
+  # The run that committed it: its id, the hash of its configuration, and
+  # that configuration as "field=value" lines (to name a field that differs).
+  # Empty in manifests of a keel from before run identities.
+  runId @5 :Text;
+  configHash @6 :Text;
+  config @7 :Text;
 }
 
 # A stable name now refers to a new incarnation, is restarting, or is gone.

@@ -15,6 +15,7 @@ packages=(
   doctest-dev
   curl
   openssl libssl-dev
+  iproute2 nftables  # the network-namespace cluster tests (scripts/netns-cluster.sh)
 )
 if [ "${KEEL_FUZZ:-0}" = 1 ]; then
   packages+=(clang libclang-rt-14-dev)

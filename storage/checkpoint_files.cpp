@@ -101,6 +101,10 @@ caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::pa
     return bad("holds checkpoint " + std::to_string(root.getCheckpoint()) + " shard " +
                std::to_string(root.getShard()) + ", the manifest says " +
                std::to_string(m.checkpoint) + " shard " + std::to_string(e.shard));
+  if (root.getRunId() != m.run.run_id || root.getConfigHash() != m.run.config_hash)
+    return bad("is of run '" + std::string(root.getRunId().cStr()) + "' (configuration " +
+               root.getConfigHash().cStr() + "), but " + manifest_file + " is of run '" + m.run.run_id +
+               "' (configuration " + m.run.config_hash + ")");
   return snap;
 }
 
@@ -117,6 +121,7 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
   out.checkpoint = r.getCheckpoint();
   out.step = r.getStep();
   out.created_unix_ms = r.getCreatedUnixMs();
+  out.run = {r.getRunId().cStr(), r.getConfigHash().cStr(), r.getConfig().cStr()};
   for (auto e : r.getShards())
     out.shards.push_back({e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c()});
   std::sort(out.shards.begin(), out.shards.end(),
@@ -126,13 +131,16 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
 
 caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::string& name,
                                const checkpoint_manifest& m, const std::string& tmp_tag) {
-  size_t hint = 32;
+  size_t hint = 32 + (m.run.run_id.size() + m.run.config_hash.size() + m.run.config.size()) / 8 + 3;
   for (auto& e : m.shards)
     hint += 6 + e.file.size() / 8;
   auto msg = build<schema::CheckpointManifest>(hint, [&](schema::CheckpointManifest::Builder b) {
     b.setCheckpoint(m.checkpoint);
     b.setStep(m.step);
     b.setCreatedUnixMs(m.created_unix_ms);
+    b.setRunId(m.run.run_id);
+    b.setConfigHash(m.run.config_hash);
+    b.setConfig(m.run.config);
     auto shards = b.initShards(static_cast<unsigned>(m.shards.size()));
     for (unsigned i = 0; i < m.shards.size(); ++i) {
       shards[i].setShard(m.shards[i].shard);

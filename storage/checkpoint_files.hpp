@@ -18,6 +18,7 @@
 #include "messages/buffer_pool.hpp"
 #include "messages/decode.hpp"
 #include "storage/file_io.hpp"
+#include "storage/run_identity.hpp"
 
 namespace keel {
 
@@ -43,6 +44,7 @@ struct checkpoint_manifest {
   uint64_t step = 0;
   int64_t created_unix_ms = 0;
   std::vector<manifest_entry> shards;  // sorted by shard
+  run_identity run;                    // the run that committed it (empty: a keel from before)
 };
 
 // Reads and validates a snapshot file (see the contract above). If
@@ -72,7 +74,8 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesy
 
 // Reads the snapshot that manifest `m` (stored as `manifest_file` in `dir`)
 // names in `entry`, validates it with `mode`, and checks it is the very file
-// that was committed: same size and payload CRC, same checkpoint and shard.
+// that was committed: same size and payload CRC, same checkpoint and shard,
+// same run and configuration hash.
 // A missing file is errc::damaged_snapshot naming both files.
 caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const std::filesystem::path& dir,
                                                        const std::string& manifest_file,

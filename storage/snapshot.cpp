@@ -74,7 +74,8 @@ caf::error check_sections(const std::vector<section_view>& sections) {
 // sees one contiguous buffer, and the write is one stream of pieces.
 size_t size_hint_words(const snapshot_header& h, const std::vector<tensor_view>& tensors,
                        const std::vector<section_view>& sections, size_t chunk_bytes) {
-  size_t words = 32 + 2 * h.applied.size();
+  size_t words = 32 + 2 * h.applied.size() + words_for(h.run_id.size() + 1) +
+                 words_for(h.config_hash.size() + 1);
   for (auto& t : tensors) {
     size_t chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
     words += 8 + words_for(t.name.size() + 1) + t.shape.size() + chunks * 2 + words_for(t.bytes);
@@ -135,6 +136,8 @@ caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
   b.setStep(header.step);
   b.setShardVersion(header.shard_version);
   b.setCreatedUnixMs(header.created_unix_ms);
+  b.setRunId(header.run_id);
+  b.setConfigHash(header.config_hash);
   auto a = b.initApplied(static_cast<unsigned>(applied.size()));
   for (unsigned i = 0; i < applied.size(); ++i) {
     a[i].setWorker(applied[i].worker);

@@ -54,6 +54,8 @@ struct snapshot_header {
   uint64_t shard_version = 0;
   std::vector<applied_seq> applied;  // any order; stored sorted by worker
   int64_t created_unix_ms = 0;
+  std::string run_id;       // the run that takes it (storage/run_identity.hpp); may be empty
+  std::string config_hash;
 };
 
 // Builds the snapshot in memory from `pool`. Fails with

@@ -190,6 +190,8 @@ caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
 
 caf::expected<commit_result> snapshot_store::commit(checkpoint_manifest m) {
   std::lock_guard<std::mutex> guard(commit_mtx_);
+  if (m.run.empty())
+    m.run = opts_.run;
   if (auto err = check_commit(m))
     return err;
   auto name = manifest_name(m.checkpoint);
@@ -215,7 +217,7 @@ caf::expected<commit_result> snapshot_store::commit(checkpoint_manifest m) {
 caf::expected<commit_result> snapshot_store::write_checkpoint(
   uint64_t checkpoint, uint64_t step, int64_t created_unix_ms,
   const std::vector<shard_snapshot_msg>& snapshots) {
-  checkpoint_manifest m{checkpoint, step, created_unix_ms, {}};
+  checkpoint_manifest m{checkpoint, step, created_unix_ms, {}, {}};
   for (auto& s : snapshots) {
     auto entry = write_snapshot_of(s, checkpoint);
     if (!entry) {
@@ -320,6 +322,14 @@ caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint,
 caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint) const {
   std::string bad_file;
   return load(checkpoint, &bad_file);
+}
+
+caf::expected<checkpoint_manifest> snapshot_store::manifest(uint64_t checkpoint) const {
+  auto name = manifest_name(checkpoint);
+  auto m = read_manifest_file(*opts_.io, dir_ / name, *opts_.pool);
+  if (m && m->checkpoint != checkpoint)
+    return damaged(name, "records checkpoint " + std::to_string(m->checkpoint));
+  return m;
 }
 
 caf::expected<stored_snapshot> snapshot_store::read_snapshot(uint64_t checkpoint,

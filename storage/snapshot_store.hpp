@@ -27,6 +27,9 @@ struct store_options {
   size_t keep_last = 3;  // K: committed checkpoints kept; at least 1
   std::shared_ptr<file_io> io = posix_io();
   std::shared_ptr<buffer_pool> pool = buffer_pool::process_default();
+  // The run whose checkpoints this store commits: every manifest it writes
+  // carries it (unless the manifest given to commit has its own).
+  run_identity run;
 };
 
 // A file that failed validation and why (`keel::describe(reason)`).
@@ -104,6 +107,10 @@ class snapshot_store {
   // Reads and validates checkpoint `checkpoint`: its manifest, then every
   // snapshot it names (every CRC, schema, and agreement with the manifest).
   caf::expected<loaded_checkpoint> load(uint64_t checkpoint) const;
+
+  // Reads and validates checkpoint `checkpoint`'s manifest alone (not the
+  // snapshots it names): cheap, for whose run it is.
+  caf::expected<checkpoint_manifest> manifest(uint64_t checkpoint) const;
 
   // Reads one validated snapshot of a committed checkpoint.
   caf::expected<stored_snapshot> read_snapshot(uint64_t checkpoint, uint32_t shard) const;

@@ -21,6 +21,7 @@ snapshot_summary summarize(const stored_snapshot& snap, const manifest_entry& e)
   out.file_bytes = e.bytes;
   out.step = r.getStep();
   out.shard_version = r.getShardVersion();
+  out.run_id = r.getRunId().cStr();
   out.workers = r.getApplied().size();
   for (auto t : r.getTensors())
     out.tensors.push_back({t.getName().cStr(), t.getDtype(), shape_of(t), tensor_bytes(t),
@@ -49,6 +50,7 @@ checkpoint_summary inspect_checkpoint(const fs::path& dir, uint64_t id, verify_m
   }
   out.step = m->step;
   out.created_unix_ms = m->created_unix_ms;
+  out.run = m->run;
   // Every shard is looked at, so one report lists all damaged files.
   for (auto& e : m->shards) {
     auto snap = read_committed_snapshot(io, dir, out.manifest_file, *m, e, pool, mode);

@@ -34,6 +34,7 @@ struct snapshot_summary {
   uint64_t step = 0;
   uint64_t shard_version = 0;
   size_t workers = 0;  // entries in applied[]
+  std::string run_id;  // the run that took it (empty: a keel from before run ids)
   std::vector<tensor_summary> tensors;
   std::vector<std::pair<std::string, uint64_t>> sections;  // name, bytes
 };
@@ -43,6 +44,7 @@ struct checkpoint_summary {
   std::string manifest_file;
   uint64_t step = 0;            // 0 if the manifest is unreadable
   int64_t created_unix_ms = 0;
+  run_identity run;                      // of the manifest (empty: unreadable, or a keel from before)
   std::vector<snapshot_summary> shards;  // the readable ones
   std::vector<damage_report> damage;     // every damaged file, with its reason
   bool valid() const { return damage.empty(); }

@@ -24,5 +24,6 @@ using refresh_atom = caf::atom_constant<caf::atom("refresh")>;    // look the sh
 using expire_atom = caf::atom_constant<caf::atom("expire")>;      // an incomplete checkpoint times out
 using fire_atom = caf::atom_constant<caf::atom("fire")>;          // a fault's trigger has come
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // a request timed by request_deadlines is due
+using fence_atom = caf::atom_constant<caf::atom("fence")>;        // (epoch): a newer incarnation of this shard is up
 
 }  // namespace keel

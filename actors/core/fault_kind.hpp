@@ -14,7 +14,8 @@ namespace keel {
 
 enum class fault_kind : uint8_t {
   kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
-  kill9, stop, cut  // node faults
+  kill9, stop, cut,           // node faults
+  partition, split, oneway    // node faults on the network (network_fault_kinds)
 };
 
 // Every kind, in declaration order (random plans draw from it: the order is
@@ -23,6 +24,16 @@ constexpr fault_kind all_fault_kinds[] = {
   fault_kind::kill,    fault_kind::exit,   fault_kind::raise, fault_kind::drop,  fault_kind::duplicate,
   fault_kind::delay,   fault_kind::reorder, fault_kind::enospc, fault_kind::eio, fault_kind::tear,
   fault_kind::flip,    fault_kind::kill9,  fault_kind::stop,  fault_kind::cut};
+
+// The network's node faults, which only a harness that owns the nodes'
+// network carries out (scripts/netns-cluster.sh, through keel cluster
+// --node-fault-command): `partition` cuts a node off from every peer,
+// `split` from the coordinator only (the other nodes still see both),
+// `oneway` drops what the node sends while it still receives. Each heals
+// after its +MSms. Random plans never draw them (all_fault_kinds above is
+// what a seed means).
+constexpr fault_kind network_fault_kinds[] = {fault_kind::partition, fault_kind::split,
+                                              fault_kind::oneway};
 
 // The kind as a plan spells it ("throw" for raise, "dup" for duplicate).
 const char* to_string(fault_kind k);

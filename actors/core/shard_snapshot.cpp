@@ -134,7 +134,8 @@ class verified_frames {
 }  // namespace
 
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                              int64_t created_unix_ms, bool table_rows) {
+                                              int64_t created_unix_ms, const run_identity& run,
+                                              bool table_rows) {
   const auto& cfg = core.config();
   snapshot_header h;
   h.shard = cfg.shard;
@@ -142,6 +143,8 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   h.step = core.progress_clock();
   h.shard_version = core.version();
   h.created_unix_ms = created_unix_ms;
+  h.run_id = run.run_id;
+  h.config_hash = run.config_hash;
   std::vector<uint64_t> clocks;
   for (uint32_t w = 0; w < cfg.num_workers; ++w) {
     h.applied.push_back({w, core.applied(w)});

@@ -24,12 +24,14 @@
 
 namespace keel {
 
-// With `table_rows` false (a read-out, never restored) the tables' rows stay
-// out: the snapshot holds instead the uint8 tensor "tables.sha256", each
-// table's content_sha256 (32 bytes, table by table), computed here where
-// the rows live.
+// The snapshot carries `run`'s id and configuration hash
+// (storage/run_identity.hpp). With `table_rows` false (a read-out, never
+// restored) the tables' rows stay out: the snapshot holds instead the uint8
+// tensor "tables.sha256", each table's content_sha256 (32 bytes, table by
+// table), computed here where the rows live.
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                              int64_t created_unix_ms, bool table_rows = true);
+                                              int64_t created_unix_ms, const run_identity& run = {},
+                                              bool table_rows = true);
 
 // The name of the read-out's tensor of table digests.
 constexpr const char* table_digests_tensor = "tables.sha256";

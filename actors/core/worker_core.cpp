@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "actors/core/shard_core.hpp"  // default_slot_owners
+#include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "messages/validate.hpp"
 
@@ -14,6 +15,7 @@ using Status = schema::PushAck::Status;
 worker_core::worker_core(worker_core_config cfg) : cfg_(std::move(cfg)) {
   auto n = num_shards();
   incarnation_.assign(n, 0);
+  epoch_.assign(n, 0);
   done_.assign(n, 0);
   shard_keys_.resize(n);
   dense_.assign(cfg_.dense_size, 0.0f);
@@ -83,7 +85,7 @@ worker_core::replay_plan worker_core::replay(uint32_t shard, uint64_t received) 
         std::to_string(cfg_.worker) + ", whose log starts at " + std::to_string(first));
     return plan;
   }
-  plan.resend = log_.after(shard, received);
+  plan.resend = addressed(shard, log_.after(shard, received));
   report_.replayed += plan.resend.size();
   plan.pull_again = phase_ == worker_phase::pulling && !done_[shard];
   return plan;
@@ -159,13 +161,14 @@ void worker_core::begin_pull(const std::vector<uint64_t>& model_keys, const tabl
 
 namespace {
 
-pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t clock, key_range range,
-                                   const std::vector<uint64_t>& keys,
+pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t epoch, uint64_t clock,
+                                   key_range range, const std::vector<uint64_t>& keys,
                                    const std::vector<shard_split>& tables = {}) {
   size_t words = 64 + keys.size();
   for (auto& t : tables) words += 4 + t.count(shard);
   return build<schema::PullRequest>(words, [&](schema::PullRequest::Builder b) {
     b.setWorker(worker);
+    b.setShardEpoch(epoch);
     b.setShard(shard);
     b.setClock(clock);
     if (range.size() > 0) {
@@ -192,8 +195,8 @@ pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t clo
 }  // namespace
 
 pull_request_msg worker_core::pull_request(uint32_t shard) const {
-  return make_pull_request(cfg_.worker, shard, step_, cfg_.parts.at(shard).dense, shard_keys_.at(shard),
-                           table_split_);
+  return make_pull_request(cfg_.worker, shard, epoch_.at(shard), step_, cfg_.parts.at(shard).dense,
+                           shard_keys_.at(shard), table_split_);
 }
 
 std::optional<pull_request_msg> worker_core::early_pull_request(uint32_t shard) const {
@@ -202,7 +205,7 @@ std::optional<pull_request_msg> worker_core::early_pull_request(uint32_t shard) 
       next >= cfg_.total_steps || (cfg_.windowed && next >= window_) || shard >= num_shards())
     return std::nullopt;
   static const std::vector<uint64_t> no_keys;
-  return make_pull_request(cfg_.worker, shard, next, cfg_.parts[shard].dense, no_keys);
+  return make_pull_request(cfg_.worker, shard, epoch_[shard], next, cfg_.parts[shard].dense, no_keys);
 }
 
 bool worker_core::pull_open(uint64_t gen, uint32_t shard) const {
@@ -220,6 +223,8 @@ size_t worker_core::sparse_offset(uint32_t shard) const {
 }
 
 caf::expected<bool> worker_core::pulled(uint32_t shard, schema::PullReply::Reader reply) {
+  if (!from_current(shard, reply.getShardEpoch()))
+    return false;
   auto range = cfg_.parts.at(shard).dense;
   for (auto d : reply.getDense()) {
     auto v = d.getValues();
@@ -328,6 +333,7 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
   b.setSeq(step_ + 1);
   b.setStep(step_);
   b.setShard(shard);
+  b.setShardEpoch(epoch_[shard]);
   if (!empty) {
     if (range.size() > 0) {
       auto d = b.initDense(1)[0];
@@ -383,13 +389,28 @@ bool worker_core::push_open(uint64_t gen, uint32_t shard) const {
 }
 
 std::vector<push_msg> worker_core::unacked(uint32_t shard) const {
-  return log_.after(shard, step_);
+  return addressed(shard, log_.after(shard, step_));
+}
+
+// A logged push names the epoch its shard had when it was built; resent to
+// a newer incarnation it is copied to name that one (rare: replays only).
+std::vector<push_msg> worker_core::addressed(uint32_t shard, std::vector<push_msg> pushes) const {
+  for (auto& m : pushes) {
+    auto d = decode(m);
+    if (!d || d->root().getShardEpoch() == epoch_[shard])
+      continue;
+    frame_builder fb(m.frame()->size_words() + 8);
+    fb.message().setRoot(d->root());
+    fb.message().getRoot<schema::Push>().setShardEpoch(epoch_[shard]);
+    m = push_msg(fb.finish());
+  }
+  return pushes;
 }
 
 caf::expected<worker_core::ack_outcome> worker_core::acked(uint32_t shard,
                                                            schema::PushAck::Reader ack) {
   ack_outcome out;
-  if (phase_ == worker_phase::halted || shard >= num_shards())
+  if (phase_ == worker_phase::halted || !from_current(shard, ack.getShardEpoch()))
     return out;
   switch (ack.getStatus()) {
     case Status::APPLIED:
@@ -409,7 +430,7 @@ caf::expected<worker_core::ack_outcome> worker_core::acked(uint32_t shard,
             std::to_string(cfg_.worker) + ", which its log no longer holds");
         return out;
       }
-      out.resend = log_.after(shard, expected - 1);
+      out.resend = addressed(shard, log_.after(shard, expected - 1));
       return out;
     }
     case Status::REJECTED:

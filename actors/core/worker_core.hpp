@@ -96,6 +96,17 @@ class worker_core {
   // `replay`. Nothing while halted.
   shard_action shard_up(uint32_t shard, uint64_t incarnation);
 
+  // Fencing (actors/ps/parameter_shard.hpp): the epoch of `shard`'s current
+  // incarnation, as its status reply names it (0: none known, or an
+  // unfenced shard). Pushes and pulls name it from then on; the log's
+  // pushes are readdressed to it when resent. An ack or pull reply of
+  // another epoch, from an incarnation that has been replaced, is ignored.
+  void set_shard_epoch(uint32_t shard, uint64_t epoch) { epoch_.at(shard) = epoch; }
+  uint64_t shard_epoch(uint32_t shard) const { return epoch_.at(shard); }
+  bool from_current(uint32_t shard, uint64_t epoch) const {
+    return shard < epoch_.size() && (epoch_[shard] == 0 || epoch == epoch_[shard]);
+  }
+
   // What a restarted shard needs, given the last seq of this worker it
   // holds: the logged pushes after it, and the pull again when the step is
   // still waiting for it. When the shard lacks pushes the log no longer
@@ -158,6 +169,7 @@ class worker_core {
   // Takes `shard`'s pull reply (the caller checked it is open). True when
   // every shard has answered. Fails, naming the shard, when the reply holds
   // keys outside the shard's range or the wrong number of sparse values.
+  // A reply from a replaced incarnation (from_current) is ignored: false.
   caf::expected<bool> pulled(uint32_t shard, schema::PullReply::Reader reply);
   // The step's parameters, once every shard has answered.
   parameter_view parameters() const;
@@ -183,8 +195,9 @@ class worker_core {
     std::vector<push_msg> resend;
     std::optional<std::string> rollback;  // set: halted; ask the job for a rollback, saying this
   };
-  // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted or
-  // for an unknown shard. Fails when the shard rejected the push.
+  // `shard` acknowledged `ack`. Acks are idempotent; ignored while halted,
+  // for an unknown shard or from a replaced incarnation (from_current).
+  // Fails when the shard rejected the push.
   caf::expected<ack_outcome> acked(uint32_t shard, schema::PushAck::Reader ack);
   // A committed checkpoint covers `shard`'s pushes up to seq `covered`. The
   // log drops what the checkpoint before it covered, not more: a shard
@@ -224,7 +237,9 @@ class worker_core {
   uint64_t step_ = 0;
   uint64_t window_ = 0;
   uint64_t generation_ = 0;
+  std::vector<push_msg> addressed(uint32_t shard, std::vector<push_msg> pushes) const;
   std::vector<uint64_t> incarnation_;              // per shard; 0 until the directory names it
+  std::vector<uint64_t> epoch_;                    // per shard: its fencing epoch, 0 until known
   std::vector<char> done_;                         // per shard, in the current phase
   size_t pending_ = 0;                             // shards not yet done
   std::vector<uint64_t> model_keys_;               // the step's sparse keys (model key space)

@@ -105,6 +105,9 @@ caf::error fault_driver::inject_now(const fault& f) {
     case fault_kind::kill9:
     case fault_kind::stop:
     case fault_kind::cut:
+    case fault_kind::partition:
+    case fault_kind::split:
+    case fault_kind::oneway:
       break;  // inject() asks the runtime
     case fault_kind::flip:
       return flip_newest_snapshot(f);
@@ -125,15 +128,27 @@ caf::error fault_driver::inject_now(const fault& f) {
   return {};
 }
 
+namespace {
+
+// What a node fault did, for its event.
+std::string node_fault_text(fault_kind k) {
+  switch (k) {
+    case fault_kind::kill9: return "the node's process killed with SIGKILL";
+    case fault_kind::stop: return "the node's process stopped with SIGSTOP";
+    case fault_kind::partition: return "the node cut off from every peer, to heal later";
+    case fault_kind::split: return "the node cut off from the coordinator, to heal later";
+    case fault_kind::oneway: return "what the node sends dropped, to heal later";
+    default: return "the node's process stopped, to continue later";
+  }
+}
+
+}  // namespace
+
 void fault_driver::record_injection(const fault& f, const caf::error& err) {
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);
   if (f.is_node_fault()) {
     auto e = make_job_event(event_kind::fault, f.target,
-                            err ? "not injected: " + describe(err)
-                                : to_string(f) + ": the node's process " +
-                                    (f.kind == fault_kind::kill9 ? "killed with SIGKILL"
-                                     : f.kind == fault_kind::stop ? "stopped with SIGSTOP"
-                                                                  : "stopped, to continue later"));
+                            err ? "not injected: " + describe(err) : to_string(f) + ": " + node_fault_text(f.kind));
     e.fault = to_string(f);
     e.how = f.kind;
     e.killed = !err;

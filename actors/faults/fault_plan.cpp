@@ -110,7 +110,7 @@ caf::expected<fault> parse_one(const std::string& item) {
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
                "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip, "
-               "kill9, stop, cut)");
+               "kill9, stop, cut, partition, split, oneway)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -151,12 +151,14 @@ caf::expected<fault> parse_one(const std::string& item) {
   uint64_t index = 0;
   bool node = split_indexed(f.target, prefix, index) && prefix == "node";
   if (f.is_node_fault() != node)
-    return bad(node ? "a node takes kill9, stop or cut" : "kill9, stop and cut target node:N");
-  if ((f.kind == fault_kind::delay || f.kind == fault_kind::cut) && f.delay_ms == 0)
-    return bad(f.kind == fault_kind::cut ? "a cut needs +MSms (how long the node is away)"
-                                         : "a delay needs +MSms");
-  if (f.kind != fault_kind::delay && f.kind != fault_kind::cut && f.delay_ms != 0)
-    return bad("only a delay or a cut takes +MSms");
+    return bad(node ? "a node takes kill9, stop, cut, partition, split or oneway"
+                    : "kill9, stop, cut, partition, split and oneway target node:N");
+  bool lasts = f.kind == fault_kind::cut || f.is_network_fault();
+  if ((f.kind == fault_kind::delay || lasts) && f.delay_ms == 0)
+    return bad(lasts ? std::string("a ") + to_string(f.kind) + " needs +MSms (how long the node is away)"
+                     : std::string("a delay needs +MSms"));
+  if (f.kind != fault_kind::delay && !lasts && f.delay_ms != 0)
+    return bad("only a delay, a cut, a partition, a split or a oneway takes +MSms");
   if (!f.is_message_fault() && f.count != 1)
     return bad("only message faults take xCOUNT");
   return f;

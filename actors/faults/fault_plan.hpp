@@ -35,6 +35,13 @@
 //   stop:node:1@40             stop it with SIGSTOP (a hung node) for good
 //   cut:node:1@40+3000ms       stop it for 3000 ms, then SIGCONT: a partition
 //                              that heals after the cluster replaced the node
+//   partition:node:1@40+3000ms cut node 1 off the network for 3000 ms (from
+//                              the coordinator and every node)
+//   split:node:1@40+3000ms     cut it off from the coordinator only: the
+//                              other nodes still reach both
+//   oneway:node:1@40+3000ms    drop what node 1 sends; it still receives
+//                              (these three need a harness that owns the
+//                              nodes' network: scripts/netns-cluster.sh)
 //
 // actors/faults/link_faults.hpp lists the links keel's messages travel.
 
@@ -73,7 +80,12 @@ struct fault {
     return kind == fault_kind::kill || kind == fault_kind::exit || kind == fault_kind::raise;
   }
   bool is_node_fault() const {
-    return kind == fault_kind::kill9 || kind == fault_kind::stop || kind == fault_kind::cut;
+    return kind == fault_kind::kill9 || kind == fault_kind::stop || kind == fault_kind::cut ||
+           is_network_fault();
+  }
+  // partition, split, oneway: a node fault on the network, healing after delay_ms.
+  bool is_network_fault() const {
+    return kind == fault_kind::partition || kind == fault_kind::split || kind == fault_kind::oneway;
   }
 };
 

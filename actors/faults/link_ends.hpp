@@ -88,6 +88,14 @@ class link_ends {
   // Sends `reply` to the requester over the link back.
   template <class Self, class Reply>
   void answer(Self* self, reply_to<Reply>& to, Reply reply);
+  // The same for a handler that may refuse: its error goes back unanswered
+  // by any link fault (a refusal is not a message the link carries).
+  template <class Self, class Reply>
+  void answer(Self* self, reply_to<Reply>& to, caf::expected<Reply> reply) {
+    if (!reply)
+      return to.fail(reply.error());
+    answer(self, to, std::move(*reply));
+  }
 
   // Runs `deliver` as a message of `kind` from numbered peer `peer`, or from
   // the actor named `from`, arrives over the link to this actor.

@@ -8,10 +8,12 @@
 
 #include "actors/job/event_feed.hpp"
 #include "actors/job/job_controller.hpp"
+#include "actors/job/job_identity.hpp"
 #include "actors/job/placed_job.hpp"
 #include "actors/job/placement.hpp"
 #include "messages/errors.hpp"
 #include "messages/register_types.hpp"
+#include "storage/directory_lock.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
@@ -48,16 +50,25 @@ caf::error check(const placed_job_config& c) {
   return {};
 }
 
-// A rollback reads the newest valid checkpoint in the directory: one of an
-// earlier run would put that run's state into this one, unless this run is
-// that run, resumed.
-caf::error check_directory(const job_config& cfg) {
+// Makes the checkpoint directory if needed and takes its lock (one writer
+// at a time), before anything reads or cleans the store: a second process
+// opening the store would remove the first one's files in progress.
+caf::expected<directory_lock> lock_directory(const job_config& cfg) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.checkpoints.dir, ec);
   if (ec)
     return make_error(errc::io_error, "checkpoint directory " + cfg.checkpoints.dir.string() + ": " +
                                         ec.message());
-  auto store = snapshot_store::open(cfg.checkpoints.dir, {cfg.checkpoints.keep});
+  return directory_lock::acquire(cfg.checkpoints.dir);
+}
+
+// A rollback reads the newest valid checkpoint in the directory: one of an
+// earlier run would put that run's state into this one, unless this run is
+// that run, resumed. Returns the run's identity (job_identity.hpp).
+caf::expected<run_identity> check_directory(const job_config& cfg) {
+  store_options opts;
+  opts.keep_last = cfg.checkpoints.keep;
+  auto store = snapshot_store::open(cfg.checkpoints.dir, opts);
   if (!store)
     return store.error();
   auto ids = (*store)->committed();
@@ -72,7 +83,7 @@ caf::error check_directory(const job_config& cfg) {
   if (ids->empty() && cfg.checkpoints.resume)
     return make_error(errc::not_found, "nothing to resume: checkpoint directory " +
                                          cfg.checkpoints.dir.string() + " holds no committed checkpoint");
-  return {};
+  return starting_identity(cfg, **store);
 }
 
 std::unique_ptr<caf::actor_system_config> system_config(const placed_job_config& c) {
@@ -131,6 +142,9 @@ constexpr std::chrono::minutes request_budget{2};
 // What the application holds. Declared in job.hpp, defined only here.
 struct job::impl {
   ~impl();
+  // Held for the run's life, released last (after the actor system, whose
+  // checkpointer writes the directory, is gone).
+  directory_lock lock;
   std::shared_ptr<child_placement> placement;
   std::unique_ptr<caf::actor_system_config> sys_cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -165,13 +179,18 @@ caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
 caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   if (auto err = check(cfg))
     return err;
-  if (auto err = check_directory(cfg))
-    return err;
+  auto lock = lock_directory(cfg);
+  if (!lock)
+    return std::move(lock.error());
+  auto identity = check_directory(cfg);
+  if (!identity)
+    return std::move(identity.error());
   auto p = std::make_unique<job::impl>();
+  p->lock = std::move(*lock);
   p->placement = cfg.placement;
   p->sys_cfg = system_config(cfg);
   p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);
-  p->controller = spawn_job_controller(*p->sys, std::move(cfg), p->feed);
+  p->controller = spawn_job_controller(*p->sys, std::move(cfg), std::move(*identity), p->feed);
   if (p->placement)
     if (auto err = p->placement->attach(*p->sys, p->controller))
       return err;

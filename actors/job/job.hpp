@@ -48,6 +48,12 @@ struct training_config {
   uint32_t batch_size = 32;
   uint64_t steps = 100;                          // global steps each worker runs
   uint64_t seed = 1;
+  // What the model was built from beyond its name and layout (keel train:
+  // its model_options, e.g. "mnist train 0 test 0"), as text. With the
+  // fields above, the model's name and layout, it is the run's
+  // configuration, whose hash every checkpoint carries: a resume of another
+  // configuration is refused, naming the field.
+  std::string model_options;
 };
 
 // Where and how often the run is made durable.
@@ -135,6 +141,10 @@ struct job_result {
                                                  // parameters read (the evaluation not counted)
   double samples_per_second = 0;                 // over the steps this process ran
   uint64_t resumed_at_step = 0;                  // checkpoint_config::resume: the checkpoint's step (0: fresh)
+  // The run's id (random at a fresh start, kept across resumes), which
+  // every checkpoint it wrote carries, and its configuration's hash.
+  std::string run_id;
+  std::string config_hash;
 };
 
 struct placed_job_config;  // not public: keel_cluster's jobs (actors/job/placed_job.hpp)

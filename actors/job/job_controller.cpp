@@ -95,9 +95,13 @@ void run_deferred(controller_actor* self) {
 
 // --- The run begins -------------------------------------------------------
 
-void init(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_feed> feed) {
+void init(controller_actor* self, placed_job_config cfg, run_identity run,
+          std::shared_ptr<event_feed> feed) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  st.run.identity = std::move(run);
+  st.readout.result.run_id = st.run.identity.run_id;
+  st.readout.result.config_hash = st.run.identity.config_hash;
   st.feed = std::move(feed);
   st.hooks.self = self;
   auto& c = st.cfg;
@@ -305,8 +309,9 @@ caf::error controller_failed(std::exception_ptr& ep) {
   return make_error(errc::invalid_argument, "the job controller failed: " + what);
 }
 
-caf::behavior job_controller(controller_actor* self, placed_job_config cfg, std::shared_ptr<event_feed> feed) {
-  init(self, std::move(cfg), std::move(feed));
+caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_identity run,
+                             std::shared_ptr<event_feed> feed) {
+  init(self, std::move(cfg), std::move(run), std::move(feed));
   // What no handler takes (a late answer) is ignored without a reply: an
   // error sent back would end its sender (CAF's default error handler),
   // and the sender may be the tree's event stream. Errors sent here are
@@ -388,12 +393,12 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, std:
 
 }  // namespace
 
-caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg,
+caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg, run_identity run,
                                 std::shared_ptr<event_feed> feed) {
   // See job_controller.hpp: detached where the job's actors train here.
   if (cfg.placement)
-    return sys.spawn(job_controller, std::move(cfg), std::move(feed));
-  return sys.spawn<caf::detached>(job_controller, std::move(cfg), std::move(feed));
+    return sys.spawn(job_controller, std::move(cfg), std::move(run), std::move(feed));
+  return sys.spawn<caf::detached>(job_controller, std::move(cfg), std::move(run), std::move(feed));
 }
 
 uint64_t progress_state::slowest() const {

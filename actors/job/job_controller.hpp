@@ -24,6 +24,7 @@
 // are declared at the end, by the file that defines them; job_controller.cpp
 // is the top: the behaviour and the run's phases.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -49,6 +50,7 @@
 #include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
 #include "actors/ps/checkpointer.hpp"
+#include "storage/run_identity.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/supervisor.hpp"
 
@@ -77,7 +79,9 @@ using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
 using guard_atom = caf::atom_constant<caf::atom("job_guard")>;        // (transition): stop waiting for downs
 
-caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg,
+// `run`: the run's identity (actors/job/job_identity.hpp), which its
+// checkpoints carry and a rollback or resume checks.
+caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg, run_identity run,
                                 std::shared_ptr<event_feed> feed);
 
 // ---------------------------------------------------------------------------
@@ -105,6 +109,7 @@ struct run_state {
   std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint64_t resumed_step = 0;          // checkpoint_config::resume: the step the run resumed at
+  run_identity identity;              // every checkpoint this run writes or restores is of it
   std::optional<rollback_policy> rollbacks;
   // A transition (rollback, drain) waiting for actors to be down: `then`
   // runs once `awaited` is empty, or when guard `transition` times out.
@@ -187,6 +192,9 @@ struct controller_state {
   controller_hooks hooks;
   std::optional<fault_driver> faults;
   caf::actor node_fault_runner;  // runs fault_config::node_faults, on a thread of its own
+  // The last fencing epoch handed to a shard incarnation: every start of any
+  // shard, in any tree of this run, takes the next one (parameter_shard.hpp).
+  std::shared_ptr<std::atomic<uint64_t>> shard_epochs = std::make_shared<std::atomic<uint64_t>>(0);
   static inline const char* name = "keel.job_controller";
 };
 

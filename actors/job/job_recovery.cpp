@@ -6,6 +6,7 @@
 // new tree is launched.
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/job/job_controller.hpp"
+#include "actors/job/job_identity.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "storage/snapshot_store.hpp"
@@ -22,10 +23,19 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   auto& run = self->state.run;
   auto& start_from = run.start_from;
   start_from.clear();
-  auto store = snapshot_store::open(cfg.checkpoints.dir, {cfg.checkpoints.keep});
+  store_options opts;
+  opts.keep_last = cfg.checkpoints.keep;
+  auto store = snapshot_store::open(cfg.checkpoints.dir, opts);
   if (!store)
     return store.error();
   auto latest = (*store)->latest_valid();
+  // A checkpoint of another run (copied in) or another configuration is
+  // never this run's state: refused by name, before anything is discarded.
+  if (latest)
+    if (auto err = check_same_run(run.identity, latest->checkpoint.manifest.run,
+                                  "checkpoint " + std::to_string(latest->checkpoint.manifest.checkpoint) +
+                                    " in " + cfg.checkpoints.dir.string()))
+      return err;
   // What is newer than the checkpoint restored failed validation, and the
   // restarted run will write those ids again.
   auto keep = latest ? latest->checkpoint.manifest.checkpoint : 0;
@@ -40,11 +50,11 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   }
   if (!latest)
     return uint64_t{0};
+  auto& m = latest->checkpoint.manifest;
   for (auto& d : latest->skipped)
     record(self, make_job_event(event_kind::damaged, d.file, describe(d.reason)));
   for (auto& s : latest->checkpoint.snapshots)
     start_from.push_back(s.source());
-  auto& m = latest->checkpoint.manifest;
   run.restored_checkpoint = m.checkpoint;
   return m.step;
 }
@@ -103,6 +113,11 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
   self->state.progress.checkpoints->start_at(*step);
   self->state.faults->skip_through(*step);
   run.resumed_step = *step;
+  // Progress points up to the resumed step were the first run's: the next
+  // one is the first this run reaches (else it reported the step it resumed
+  // at, with no steps run: "samples/s 0").
+  if (auto every = self->state.cfg.progress.every; every > 0)
+    self->state.progress.last_progress = *step - *step % every;
   auto e = make_job_event(event_kind::restored, "root",
                           "resuming from checkpoint " + std::to_string(restored_checkpoint) +
                             " at step " + std::to_string(*step));

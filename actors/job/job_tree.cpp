@@ -69,9 +69,16 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto validate = shard_validator(cfg);
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
+  auto epochs = j.shard_epochs;
+  auto run = j.run.identity;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
+    // Fencing: a greater epoch than any earlier incarnation of any shard, so
+    // one that outlives its replacement (a healed partition) is refused.
+    o.epoch = ++*epochs;
+    o.run_id = run.run_id;
+    o.config_hash = run.config_hash;
     // The supervisor hands over a snapshot its validator (validate: every
     // CRC) accepted; the restore need not check the CRCs again.
     auto snapshot = ctx.from.as<frame>();
@@ -165,6 +172,9 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   co.num_shards = cfg.training.shards;
   co.job = job;
   co.incomplete_timeout = cfg.checkpoints.timeout;
+  co.run_id = j.run.identity.run_id;
+  co.config_hash = j.run.identity.config_hash;
+  co.config = j.run.identity.config;
   checkpointer_env env;
   env.io = j.faults->disk();
   env.detached = !cfg.placement;  // see checkpointer_env::detached

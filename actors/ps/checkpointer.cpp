@@ -97,6 +97,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
                                              checkpointer_env env) {
   store_options so;
   so.keep_last = cfg.keep_last;
+  so.run = {cfg.run_id, cfg.config_hash, cfg.config};
   if (env.io)
     so.io = env.io;
   auto store = snapshot_store::open(cfg.dir, so);

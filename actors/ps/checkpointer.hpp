@@ -45,6 +45,11 @@ struct checkpointer_config {
   // A checkpoint still missing a shard's snapshot this long after its first
   // one arrived is lost (the snapshot was): reported as checkpoint_failed.
   std::chrono::milliseconds incomplete_timeout{5000};
+  // The run it commits checkpoints of: every manifest carries it
+  // (storage/run_identity.hpp).
+  std::string run_id;
+  std::string config_hash;
+  std::string config;
 };
 
 // What this process gives its checkpointer beside the config.
@@ -60,7 +65,7 @@ struct checkpointer_env {
 template <class I>
 typename I::result_type inspect(I& f, checkpointer_config& x) {
   return f(caf::meta::type_name("keel.checkpointer_config"), x.dir, x.keep_last, x.num_shards, x.job,
-           x.incomplete_timeout);
+           x.incomplete_timeout, x.run_id, x.config_hash, x.config);
 }
 
 // Sent to `job` after each durable commit.

@@ -78,6 +78,8 @@ struct shard_state {
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
   std::optional<shard_snapshot_msg> newest;  // the last periodic snapshot taken
   link_ends links;  // to the workers and the checkpointer, where link faults act
+  uint64_t epoch = 0;  // this incarnation's fencing epoch (0: unfenced)
+  run_identity run;    // stamped on every snapshot (only the id and the hash)
 };
 
 int64_t now_unix_ms() {
@@ -96,6 +98,7 @@ caf::expected<pull_reply_msg> read_reply(shard_state& st, schema::PullRequest::R
   frame_builder fb(256 + req.getSparseKeys().size() * 2);
   auto reply = fb.message().initRoot<schema::PullReply>();
   reply.setVersion(schema::PROTOCOL_VERSION);
+  reply.setShardEpoch(st.epoch);
   if (auto err = st.core.read(req, reply, &fb))
     return err;
   pull_reply_msg out(fb.finish());
@@ -105,8 +108,9 @@ caf::expected<pull_reply_msg> read_reply(shard_state& st, schema::PullRequest::R
 }
 
 push_ack_msg make_ack(uint32_t worker, uint64_t seq, const push_outcome& o, uint64_t version,
-                      uint32_t shard) {
+                      uint32_t shard, uint64_t epoch) {
   return build<schema::PushAck>(32 + o.reason.size() / 8, [&](schema::PushAck::Builder b) {
+    b.setShardEpoch(epoch);
     b.setWorker(worker);
     b.setSeq(seq);
     b.setShard(shard);
@@ -118,6 +122,24 @@ push_ack_msg make_ack(uint32_t worker, uint64_t seq, const push_outcome& o, uint
 }
 
 using shard_actor = caf::stateful_actor<shard_state>;
+
+// Fencing: a request naming epoch `named` is for this incarnation when it
+// names none, or this one. A newer one means the job has replaced this
+// incarnation: it stops, so it never applies or acknowledges anything again.
+caf::error check_addressed(shard_actor* self, uint64_t named) {
+  auto own = self->state.epoch;
+  if (named == 0 || own == 0 || named == own)
+    return {};
+  auto name = to_string(actor_id::shard(self->state.core.config().shard));
+  auto err = make_error(errc::stale_incarnation,
+                        name + " epoch " + std::to_string(own) + " refused a message for epoch " +
+                            std::to_string(named));
+  if (named > own)
+    self->quit(make_error(errc::stale_incarnation,
+                          name + " epoch " + std::to_string(own) + " was replaced by epoch " +
+                              std::to_string(named)));
+  return err;
+}
 
 // Serves every held pull that the rule now allows, in arrival order.
 void serve_pulls(shard_actor* self) {
@@ -155,7 +177,7 @@ void maybe_snapshot(shard_actor* self) {
   if (id <= st.last_snapshot_id)
     return;
   st.last_snapshot_id = id;
-  auto snap = snapshot_of(st.core, id, now_unix_ms());
+  auto snap = snapshot_of(st.core, id, now_unix_ms(), st.run);
   if (!snap)
     return;
   st.newest = std::move(*snap);
@@ -181,12 +203,14 @@ void on_checkpointer(shard_actor* self, const supervision::directory_update& u) 
 // A push: the core applies it (or refuses it, saying why) and the ack says
 // which. A push that completes a step may make a snapshot due and lets held
 // pulls through.
-push_ack_msg on_push(shard_actor* self, decoded<schema::Push> push) {
+caf::expected<push_ack_msg> on_push(shard_actor* self, decoded<schema::Push> push) {
   auto& st = self->state;
+  if (auto err = check_addressed(self, push.root().getShardEpoch()))
+    return err;
   auto worker = push.root().getWorker();
   auto seq = push.root().getSeq();
   auto o = st.core.offer(std::move(push));
-  auto ack = make_ack(worker, seq, o, st.core.version(), st.core.config().shard);
+  auto ack = make_ack(worker, seq, o, st.core.version(), st.core.config().shard, st.epoch);
   if (o.status == schema::PushAck::Status::APPLIED || o.steps_applied > 0) {
     maybe_snapshot(self);
     serve_pulls(self);
@@ -198,6 +222,8 @@ push_ack_msg on_push(shard_actor* self, decoded<schema::Push> push) {
 // until a push moves the shard far enough (serve_pulls).
 void on_pull(shard_actor* self, decoded<schema::PullRequest> req, reply_to<pull_reply_msg> to) {
   auto& st = self->state;
+  if (auto err = check_addressed(self, req.root().getShardEpoch()))
+    return to.fail(std::move(err));
   auto clock = req.root().getClock();
   if (!st.core.can_serve(clock)) {
     st.pulls.push_back({clock, std::move(req), std::move(to)});
@@ -210,15 +236,16 @@ void on_pull(shard_actor* self, decoded<schema::PullRequest> req, reply_to<pull_
 }
 
 // A worker asks what this shard has of it (after a restart of either).
-caf::result<uint64_t, uint64_t, uint64_t> on_status(shard_actor* self, uint32_t worker) {
+caf::result<uint64_t, uint64_t, uint64_t, uint64_t> on_status(shard_actor* self,
+                                                               uint32_t worker) {
   auto& st = self->state;
   if (worker >= st.core.config().num_workers)
     return make_error(errc::invalid_argument,
                       "worker " + std::to_string(worker) + " is not one of this job's workers");
-  auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t>();
+  auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t, uint64_t>();
   st.links.receive(self, worker, msg_kind::status, [self, rp, worker]() mutable {
     auto& core = self->state.core;
-    rp.deliver(core.received(worker), core.applied(worker), core.bsp_clock());
+    rp.deliver(core.received(worker), core.applied(worker), core.bsp_clock(), self->state.epoch);
   });
   return rp;
 }
@@ -226,6 +253,7 @@ caf::result<uint64_t, uint64_t, uint64_t> on_status(shard_actor* self, uint32_t 
 caf::behavior shard_behavior(shard_actor* self) {
   return {
     [self](const push_msg& m) -> caf::result<push_ack_msg> {
+      // (A refused push is answered with its error: see check_addressed.)
       return self->state.links.request(
         self, m, [self](decoded<schema::Push> push) { return on_push(self, std::move(push)); });
     },
@@ -236,14 +264,15 @@ caf::behavior shard_behavior(shard_actor* self) {
         });
     },
     [self](status_atom, uint32_t worker) { return on_status(self, worker); },
+    [self](fence_atom, uint64_t epoch) { check_addressed(self, epoch); },
     [self](const snapshot_request_msg& m) -> caf::result<shard_snapshot_msg> {
       auto req = decode(m);
       if (!req)
         return req.error();
-      return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms());
+      return snapshot_of(self->state.core, req->root().getCheckpoint(), now_unix_ms(), self->state.run);
     },
     [self](params_atom) -> caf::result<shard_snapshot_msg> {
-      return snapshot_of(self->state.core, 0, now_unix_ms(), false);  // tables as digests
+      return snapshot_of(self->state.core, 0, now_unix_ms(), self->state.run, false);  // tables as digests
     },
     [self](const supervision::directory_update& u) { on_checkpointer(self, u); },
     [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
@@ -275,9 +304,13 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto every = cfg.snapshot_every_steps;
   auto directory = cfg.directory;
   auto faults = env.faults;
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory,
-                    faults](shard_actor* self) mutable {
+  auto epoch = cfg.epoch;
+  run_identity run{cfg.run_id, cfg.config_hash, {}};
+  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch,
+                    run](shard_actor* self) mutable {
     self->state.core = std::move(*c);
+    self->state.epoch = epoch;
+    self->state.run = run;
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     // A restored shard has its checkpoint already; do not send it again.

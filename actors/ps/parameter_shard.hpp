@@ -6,7 +6,8 @@
 //   pull_request_msg          -> pull_reply_msg once the consistency rule
 //                                allows (the reply waits until then)
 //   snapshot_request_msg      -> shard_snapshot_msg of its state now
-//   (status_atom, worker)     -> (received seq, applied seq, bsp clock)
+//   (status_atom, worker)     -> (received seq, applied seq, bsp clock, epoch)
+//   (fence_atom, epoch)       -> nothing; a newer epoch than its own stops it
 //   (params_atom)             -> shard_snapshot_msg (the final read-out;
 //                                its tables as digests, not rows)
 // Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
@@ -20,6 +21,13 @@
 // snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
 // where the job's link faults, if any, act.
 //
+// Fencing: each incarnation has an epoch (`epoch`, from the job, greater for
+// every incarnation it starts; 0: unfenced). Its acks and pull replies carry
+// it; a push or pull that names another epoch is refused with
+// errc::stale_incarnation, neither applied nor acknowledged, and one that
+// names a newer epoch (or a fence_atom with one) tells this incarnation it
+// has been replaced: it stops. A push or pull naming epoch 0 names none.
+//
 // A shard is described by one parameter_shard_config, the same for a shard
 // started in this process and for one a node agent starts for another
 // process (actors/cluster/node_protocol.hpp carries it as is); the link
@@ -28,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -49,6 +58,11 @@ struct parameter_shard_config {
   shard_snapshot_msg snapshot;       // restart from this snapshot when not empty
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
+  uint64_t epoch = 0;                // this incarnation's fencing epoch (0: unfenced)
+  // The run its snapshots belong to (storage/run_identity.hpp): every
+  // snapshot it takes carries them.
+  std::string run_id;
+  std::string config_hash;
 };
 
 // What this process gives its shard beside the config.
@@ -73,7 +87,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory);
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.epoch,
+           x.run_id, x.config_hash);
 }
 
 }  // namespace keel

@@ -239,6 +239,8 @@ void on_update(worker_actor* self, const supervision::directory_update& u) {
   // so a new handle, not a higher number, marks a new incarnation.
   if (u.handle == st.shards[shard])
     return;
+  if (st.shards[shard])
+    st.replaced[shard] = st.shards[shard];
   st.shards[shard] = u.handle;
   switch (st.core.shard_up(shard, u.incarnation)) {
     case worker_core::shard_action::resume:
@@ -424,6 +426,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
     st.early.resize(shards);
     st.scratch = env.training_model->make_scratch();
     st.shards.resize(shards);
+    st.replaced.resize(shards);
     st.links = link_ends(env.faults, to_string(actor_id::worker(cfg.core.worker)));
     self->set_exception_handler(exception_as_error);
     // The directory answers each watch with the name's current entry, then

@@ -36,6 +36,21 @@ void perform_replay(worker_actor* self, uint32_t shard, uint64_t received) {
 
 }  // namespace
 
+
+// Fencing: `shard`'s current incarnation named its epoch. Pushes and pulls
+// name it from now on, and the incarnation before it, if still running
+// somewhere (a partition that healed), learns it was replaced and stops.
+void learned_epoch(worker_actor* self, uint32_t shard, uint64_t epoch) {
+  auto& st = self->state;
+  if (epoch == st.core.shard_epoch(shard))
+    return;
+  st.core.set_shard_epoch(shard, epoch);
+  if (auto& old = st.replaced[shard]) {
+    self->send(old, fence_atom::value, epoch);
+    old = caf::actor{};
+  }
+}
+
 // A shard has a new incarnation, restored from some checkpoint: ask it what
 // it holds of this worker, then perform the core's replay plan.
 void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
@@ -43,9 +58,10 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto handle = st.shards[shard];
   self->request(handle, st.cfg.request_timeout, status_atom::value, st.cfg.core.worker)
       .then(
-          [self, shard, handle](uint64_t received, uint64_t, uint64_t) {
+          [self, shard, handle](uint64_t received, uint64_t, uint64_t, uint64_t epoch) {
             if (handle != self->state.shards[shard])
               return;  // yet another incarnation took over
+            learned_epoch(self, shard, epoch);
             perform_replay(self, shard, received);
           },
           [self, shard, handle, attempt](caf::error&) {
@@ -63,10 +79,13 @@ void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt) {
 void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
   auto& st = self->state;
   auto gen = st.core.generation();
-  self->request(st.shards[shard], st.cfg.request_timeout, status_atom::value, st.cfg.core.worker)
+  auto handle = st.shards[shard];
+  self->request(handle, st.cfg.request_timeout, status_atom::value, st.cfg.core.worker)
       .then(
-          [self, shard, gen](uint64_t received, uint64_t, uint64_t) {
+          [self, shard, gen, handle](uint64_t received, uint64_t, uint64_t, uint64_t epoch) {
             auto& st = self->state;
+            if (handle == st.shards[shard])
+              learned_epoch(self, shard, epoch);
             switch (st.core.status_received(gen, shard, received)) {
               case worker_core::resume_outcome::pending:
                 return;

@@ -26,6 +26,7 @@ struct worker_state {
   worker_core core;  // the decisions; the actor performs them
   std::unique_ptr<model_scratch> scratch;
   std::vector<caf::actor> shards;           // the current incarnation of each shard
+  std::vector<caf::actor> replaced;         // the one before it, until fenced (worker_recovery.cpp)
   std::vector<uint64_t> batch, model_keys;  // the step's batch, reused
   table_key_lists table_keys;               // the step's rows of each table, reused
   gradient_buffer grad;
@@ -64,5 +65,7 @@ void ask_for_rollback(worker_actor* self, const std::string& why);  // the core 
 void replay_to(worker_actor* self, uint32_t shard, uint32_t attempt);
 void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt);
 void resume(worker_actor* self);
+// `shard`'s current incarnation has fencing epoch `epoch`: address it, fence its predecessor.
+void learned_epoch(worker_actor* self, uint32_t shard, uint64_t epoch);
 
 }  // namespace keel::worker_detail

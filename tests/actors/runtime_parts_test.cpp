@@ -270,3 +270,26 @@ TEST_CASE("node faults: kill9, stop and cut target node:N, and a job in one proc
   REQUIRE(err);
   CHECK(describe(err).find("one process") != std::string::npos);
 }
+
+TEST_CASE("network node faults: partition, split and oneway target node:N and heal after +MSms") {
+  auto p = plan("partition:node:1@50+2000ms,split:node:0@3000ms+500ms,oneway:node:2@push=9+700ms");
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].kind == fault_kind::partition);
+  CHECK(p[1].kind == fault_kind::split);
+  CHECK(p[2].kind == fault_kind::oneway);
+  for (auto& f : p) {
+    CHECK(f.is_node_fault());
+    CHECK(f.is_network_fault());
+  }
+  CHECK(p[0].delay_ms == 2000);
+  CHECK(to_string(p) == "partition:node:1@50+2000ms,split:node:0@3000ms+500ms,oneway:node:2@push=9+700ms");
+  CHECK(!check_fault_plan(p, 2, 2, 3));
+  CHECK(check_fault_plan(p, 2, 2, 0));
+  for (auto bad : {"partition:node:1@4", "split:shard:0@4+10ms", "oneway:worker:1@4+10ms"}) {
+    CAPTURE(bad);
+    CHECK(!parse_fault_plan(bad));
+  }
+  auto why = parse_fault_plan("partition:node:1@4");
+  REQUIRE(!why);
+  CHECK(describe(why.error()).find("a partition needs +MSms") != std::string::npos);
+}

@@ -16,9 +16,12 @@
 
 namespace keel::test {
 
-// Worker `worker`'s push `seq` (step seq - 1) of gradient g for both parameters.
-inline push_msg two_param_push(uint32_t worker, uint64_t seq, float g) {
+// Worker `worker`'s push `seq` (step seq - 1) of gradient g for both
+// parameters, addressed to the shard incarnation of fencing epoch `epoch`
+// (0: none named).
+inline push_msg two_param_push(uint32_t worker, uint64_t seq, float g, uint64_t epoch = 0) {
   return build<schema::Push>(64, [&](schema::Push::Builder b) {
+    b.setShardEpoch(epoch);
     b.setWorker(worker);
     b.setSeq(seq);
     b.setStep(seq - 1);
@@ -35,10 +38,18 @@ struct two_param_shard {
   std::unique_ptr<caf::actor_system> sys;
   caf::actor shard;
 
-  two_param_shard() {
+  // `epoch`: the shard's fencing epoch (0: unfenced).
+  explicit two_param_shard(uint64_t epoch = 0) {
     register_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
+    shard = spawn(epoch);
+  }
+
+  // Another incarnation of the same shard in the same system (its
+  // successor or predecessor), at its initial values.
+  caf::actor spawn(uint64_t epoch) {
     parameter_shard_config o;
+    o.epoch = epoch;
     o.core.num_workers = 1;
     o.core.dense = {0, 2};
     o.core.rule = {consistency_kind::asp, 0};
@@ -46,15 +57,16 @@ struct two_param_shard {
     o.initial_dense = {0.0f, 0.0f};
     auto s = spawn_parameter_shard(*sys, std::move(o));
     REQUIRE(s);
-    shard = *s;
+    return *s;
   }
   ~two_param_shard() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
 
-  // The first parameter's value now, read from the shard.
-  float param0() {
+  // The first parameter's value now, read from the shard (or `of`).
+  float param0() { return param0(shard); }
+  float param0(const caf::actor& of) {
     caf::scoped_actor self{*sys};
     float v[2] = {-1, -1};
-    self->request(shard, std::chrono::seconds(10), params_atom::value)
+    self->request(of, std::chrono::seconds(10), params_atom::value)
       .receive(
         [&](const shard_snapshot_msg& m) {
           auto d = decode(m);

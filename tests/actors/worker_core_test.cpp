@@ -87,8 +87,9 @@ decoded<schema::PullReply> reply(const worker_core& c, uint32_t shard) {
 }
 
 decoded<schema::PushAck> ack(uint32_t shard, uint64_t seq, Status status = Status::APPLIED,
-                             uint64_t expected = 0, std::string reason = "") {
+                             uint64_t expected = 0, std::string reason = "", uint64_t epoch = 0) {
   auto m = build<schema::PushAck>(64, [&](schema::PushAck::Builder b) {
+    b.setShardEpoch(epoch);
     b.setWorker(7);
     b.setShard(shard);
     b.setSeq(seq);
@@ -698,4 +699,44 @@ TEST_CASE(
   CHECK(r.pushes_acked == 6);
   CHECK(r.last_loss == 0.5);
   CHECK(c.shard_up(0, 2) == worker_core::shard_action::replay);  // a finished worker still replays
+}
+
+TEST_CASE("a worker ignores an ack from a replaced shard incarnation and readdresses its log to the new one") {
+  auto c = started();
+  answer_pulls(c);
+  c.set_shard_epoch(0, 1);
+  c.set_shard_epoch(1, 1);
+  c.begin_push(gradient(c, 1.0f));
+  auto epoch_of = [](const push_msg& m) { return decode(m)->root().getShardEpoch(); };
+  REQUIRE(c.unacked(0).size() == 1);
+  CHECK(epoch_of(c.unacked(0)[0]) == 1);
+  // Shard 0 is replaced by epoch 5 (its status reply named it).
+  CHECK(c.shard_up(0, 2) == worker_core::shard_action::replay);
+  c.set_shard_epoch(0, 5);
+  // The old incarnation's ack of the step's push does not count.
+  auto stale = c.acked(0, ack(0, 1, Status::APPLIED, 0, "", 1).root());
+  REQUIRE(stale);
+  CHECK_FALSE(stale->step_complete);
+  auto plan = c.replay(0, 0);
+  REQUIRE(plan.resend.size() == 1);
+  CHECK(epoch_of(plan.resend[0]) == 5);
+  CHECK(epoch_of(c.unacked(0)[0]) == 5);
+  // The new incarnation's ack and shard 1's complete the step.
+  auto fresh = c.acked(0, ack(0, 1, Status::APPLIED, 0, "", 5).root());
+  REQUIRE(fresh);
+  CHECK_FALSE(fresh->step_complete);
+  auto other = c.acked(1, ack(1, 1, Status::APPLIED, 0, "", 1).root());
+  REQUIRE(other);
+  CHECK(other->step_complete);
+}
+
+TEST_CASE("a pull reply from a replaced shard incarnation is ignored, and pulls name the current epoch") {
+  auto c = started();
+  c.set_shard_epoch(0, 2);
+  CHECK(decode(c.pull_request(0))->root().getShardEpoch() == 2);
+  auto old = reply(c, 0);  // names epoch 0: not the current one
+  auto all = c.pulled(0, old.root());
+  REQUIRE(all);
+  CHECK_FALSE(*all);
+  CHECK(c.pull_open(c.generation(), 0));
 }

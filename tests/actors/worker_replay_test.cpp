@@ -101,7 +101,7 @@ struct replay_fixture {
   uint64_t received(const caf::actor& shard) {
     uint64_t out = 0;
     (*job)->request(shard, 5s, status_atom::value, uint32_t{0})
-      .receive([&](uint64_t r, uint64_t, uint64_t) { out = r; },
+      .receive([&](uint64_t r, uint64_t, uint64_t, uint64_t) { out = r; },
                [&](caf::error& e) { FAIL(describe(e)); });
     return out;
   }

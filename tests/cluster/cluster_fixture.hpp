@@ -3,6 +3,8 @@
 // (heartbeat 200 ms, connection timeout 800 ms), a cluster secret in a file,
 // and `keel node` processes started on 127.0.0.1 with OS-picked ports.
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,9 +30,14 @@ inline std::filesystem::path make_temp_dir() {
   return tmpl;
 }
 
+// Created 0600, as keel cluster creates its own: a secret is never readable by others.
 inline std::string write_secret(const std::filesystem::path& dir, const std::string& name, const std::string& bytes) {
   auto file = dir / name;
-  std::ofstream(file) << bytes << "\n";
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  auto text = bytes + "\n";
+  REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  ::close(fd);
   return file.string();
 }
 

@@ -4,6 +4,9 @@
 // its port, and a coordinator killed with SIGKILL and resumed. Every run
 // must end with every acknowledged push applied exactly once and, under BSP,
 // with the params_sha256 of the same run in one process without faults.
+#include <fstream>
+#include <iterator>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -238,4 +241,60 @@ TEST_CASE("a job over nodes refuses node faults nothing would carry out, before 
   CHECK_MESSAGE(describe(j.error()).find("'kill9:node:0@5': nothing carries out node faults here") !=
                   std::string::npos,
                 describe(j.error()));
+}
+
+namespace {
+
+// The keel-cluster-* directories in /tmp that hold a cluster.secret.
+std::set<std::filesystem::path> cluster_secret_dirs() {
+  std::set<std::filesystem::path> out;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/tmp", ec))
+    if (e.path().filename().string().rfind("keel-cluster-", 0) == 0 &&
+        std::filesystem::exists(e.path() / "cluster.secret", ec))
+      out.insert(e.path());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("keel cluster's secret is created 0600, and after the coordinator's kill -9 the next keel cluster removes it") {
+  auto before = cluster_secret_dirs();
+  cluster_fixture f;
+  auto ckpt = f.dir / "run";
+  std::vector<std::string> argv_s = {KEEL_BINARY, "cluster", "--nodes", "1", "--model", "probe", "--steps",
+                                     "100000000", "--checkpoint-every", "10", "--checkpoint-dir",
+                                     ckpt.string(), "--quiet"};
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  bool running = wait_until([&] { return committed_checkpoints(ckpt) >= 1; }, 60s, 5ms);
+  std::vector<std::filesystem::path> made;
+  for (auto& d : cluster_secret_dirs())
+    if (!before.count(d))
+      made.push_back(d);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(running);
+  REQUIRE(made.size() >= 1);
+  // Whichever of the new ones is this coordinator's: it is still there.
+  std::filesystem::path mine;
+  for (auto& d : made) {
+    std::ifstream lock(d / "keel.lock");
+    std::string text((std::istreambuf_iterator<char>(lock)), {});
+    if (text.find("pid " + std::to_string(pid) + " ") != std::string::npos)
+      mine = d;
+  }
+  REQUIRE_MESSAGE(!mine.empty(), "no new keel-cluster-* directory names pid " << pid);
+  auto perms = std::filesystem::status(mine / "cluster.secret").permissions();
+  CHECK((perms & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  CHECK(std::filesystem::exists(mine / "cluster.secret"));
+
+  auto next = run_keel("cluster --nodes 1 --model probe --steps 20 --quiet");
+  REQUIRE_MESSAGE(next.status == 0, next.out);
+  CHECK_MESSAGE(!std::filesystem::exists(mine), mine << " was left behind");
 }

@@ -121,7 +121,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   CHECK(pull_dense(self, *shard, 1) == std::vector<float>{0, 1, 2, 3});
 
   self->request(*shard, patience, status_atom::value, uint32_t{0})
-    .receive([&](uint64_t received, uint64_t applied, uint64_t clock) {
+    .receive([&](uint64_t received, uint64_t applied, uint64_t clock, uint64_t) {
                CHECK(received == 1);
                CHECK(applied == 1);
                CHECK(clock == 1);

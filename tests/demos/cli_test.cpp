@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "../actors/job_fixture.hpp"
@@ -29,10 +30,11 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Runs `keel ARGUMENTS` with stdout and stderr captured apart.
-run_result run_keel(const temp_dir& dir, const std::string& arguments) {
+// Runs `keel ARGUMENTS` with stdout and stderr captured apart (behind
+// `wrapper`, e.g. "timeout 20 ", when given).
+run_result run_keel(const temp_dir& dir, const std::string& arguments, const std::string& wrapper = "") {
   auto out = dir.path() / "stdout", err = dir.path() / "stderr";
-  std::string cmd = std::string(KEEL_CLI_PATH) + " " + arguments + " >" + out.string() + " 2>" +
+  std::string cmd = wrapper + std::string(KEEL_CLI_PATH) + " " + arguments + " >" + out.string() + " 2>" +
                     err.string() + " </dev/null";
   int raw = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(raw));
@@ -227,4 +229,80 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   CHECK(has(all, "auc"));
   CHECK(has(all, "pushes acked 40, applied 40"));
   CHECK(has(all, "params_sha256 "));
+}
+
+TEST_CASE("keel plot refuses a report that is not a regular file at once, exit 2, without reading it") {
+  temp_dir dir;
+  auto d = dir.path().string();
+  auto fifo = dir.path() / "pipe.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // `timeout` bounds the old behaviour (reading /dev/zero for ever, or
+  // blocking in open() on a FIFO with no writer): 124 is a failure here.
+  for (auto file : {std::string("/dev/zero"), fifo.string()}) {
+    CAPTURE(file);
+    auto r = run_keel(dir, "plot " + file + " -o " + d + "/x.svg", "timeout 20 ");
+    CAPTURE(r.err);
+    CHECK(r.status == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(has(r.err, "keel plot: " + file + ": not a regular file"));
+    CHECK(!std::filesystem::exists(dir.path() / "x.svg"));
+  }
+}
+
+TEST_CASE("keel train refuses before training: output paths, impossible batches, plan targets, conflicting flags") {
+  temp_dir dir;
+  auto d = dir.path().string();
+  const std::pair<std::string, std::string> cases[] = {
+    {"train --model probe --steps 10 --report " + d + "/missing/r.json",
+     "keel train: --report: '" + d + "/missing/r.json': directory '" + d + "/missing' does not exist"},
+    {"train --model probe --steps 10 --plot " + d + "/missing/r.svg", "keel train: --plot: "},
+    {"train --model probe --steps 10 --report " + d, "is a directory; name a file"},
+    {"train --model sparse-lr --batch 1000000",
+     "keel train: batch 1000000 with 2 workers leaves no full batch in "},
+    {"train --model probe --steps 10 --faults kill:shard:99@10", "keel train: --faults: fault 'kill:shard:99@10': the job has no shard:99"},
+    {"train --model probe --steps 10 --faults kill9:node:0@5", "keel train: --faults: fault 'kill9:node:0@5': the job has no nodes"},
+    {"train --model probe --steps 10 --kill worker:7@5", "keel train: --kill: "},
+    {"train --model probe --steps 10 --fault-rate 3", "keel train: --fault-rate: only shapes --random-faults"},
+    {"train --model probe --steps 10 --fault-mix kills", "keel train: --fault-mix: only shapes --random-faults"},
+    {"train --model probe --steps 10 --quiet --verbose", "keel train: --quiet: and --verbose contradict each other"},
+    {"train --model probe --steps 10 --faults ''", "keel train: --faults: empty"},
+    {"cluster --nodes 1 --shards x", "keel cluster: --shards: 'x' is not a number (see keel cluster --help)"},
+    {"cluster --nodes 0", "keel cluster: --nodes: '0' is not a number in 1..64"},
+    {"cluster --nodes 2 --faults partition:node:1@5+100ms", "keel cluster: partition, split and oneway need --node-fault-command"},
+    {"cluster --nodes 2 --model probe --steps 10 --faults kill:shard:99@10", "keel cluster: --faults: "},
+  };
+  for (auto& [arguments, expected] : cases) {
+    CAPTURE(arguments);
+    auto r = run_keel(dir, arguments);
+    CAPTURE(r.err);
+    CAPTURE(r.out);
+    CHECK(r.status == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(has(r.err, expected));
+    CHECK_FALSE(has(r.out, "checkpoints in"));  // refused before a temp dir or a job
+    CHECK_FALSE(has(r.err, "--resume"));
+    CHECK_FALSE(has(r.out, "keel cluster: node:"));  // no node started
+  }
+}
+
+TEST_CASE("keel train names a --train-limit that leaves no full batch at start, leaving nothing behind") {
+  temp_dir dir;
+  auto r = run_keel(dir, "train --model mnist-softmax --train-limit 1");
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(has(r.err, "keel train: batch 32 with 2 workers leaves no full batch in 1 example (--train-limit 1)"));
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("keel cluster --connect names itself, not keel train, when the nodes cannot be reached") {
+  temp_dir dir;
+  auto secret = dir.path() / "secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef\n";
+  auto r = run_keel(dir, "cluster --connect 127.0.0.1:1 --secret-file " + secret.string() +
+                           " --model probe --steps 10 --quiet");
+  CAPTURE(r.err);
+  CHECK(r.status != 0);
+  CHECK(has(r.err, "keel cluster: "));
+  CHECK_FALSE(has(r.err, "keel train:"));
 }

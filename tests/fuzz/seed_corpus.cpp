@@ -271,7 +271,7 @@ std::map<std::string, seed_file> snapshot_seeds() {
   // A snapshot with a section and tensors no shard has: read, then refused by restore.
   auto w = values(6, 1.0f);
   auto section = std::string("lr=0.1");
-  auto other = make_snapshot({3, 7, 70, 140, {{0, 9}, {1, 8}}, 1700000000000},
+  auto other = make_snapshot({3, 7, 70, 140, {{0, 9}, {1, 8}}, 1700000000000, "", ""},
                              {{"w", schema::DType::FLOAT32, {2, 3}, w.data(), w.size() * 4}},
                              {{"optimizer", section.data(), section.size()}}, 8);
   if (!other || !write_snapshot_file(io, "/seed", "other", *other, "seed"))
@@ -283,11 +283,12 @@ std::map<std::string, seed_file> snapshot_seeds() {
 std::map<std::string, seed_file> manifest_seeds() {
   std::map<std::string, seed_file> out;
   memory_io io;
-  checkpoint_manifest none{3, 30, 1700000000000, {}};
+  checkpoint_manifest none{3, 30, 1700000000000, {}, {}};
   checkpoint_manifest three{4, 40, 1700000000000,
                             {{0, "ckpt-4.shard-0.snap", 1024, 0x1234},
                              {1, "ckpt-4.shard-1.snap", 2048, 0x5678},
-                             {5, "ckpt-4.shard-5.snap", 512, 0x9abc}}};
+                             {5, "ckpt-4.shard-5.snap", 512, 0x9abc}},
+                            {}};
   for (auto& [name, m] : {std::pair{"empty", none}, std::pair{"three-shards", three}}) {
     if (auto err = write_manifest_file(io, "/seed", name, m, "seed"))
       throw std::runtime_error("seed corpus: " + describe(err));

@@ -47,7 +47,7 @@ TEST_CASE("snapshots written through the asynchronous API from futures commit an
   std::vector<std::future<caf::expected<manifest_entry>>> pending;
   for (uint32_t s = 0; s < 4; ++s)
     pending.push_back(async.write_snapshot(sample_snapshot(1, s)));
-  checkpoint_manifest m{1, 10, 0, {}};
+  checkpoint_manifest m{1, 10, 0, {}, {}};
   for (auto& f : pending) {
     auto e = f.get();
     REQUIRE_MESSAGE(e, describe(e.error()));

@@ -46,7 +46,7 @@ TEST_CASE("a checkpoint round-trips: every shard's snapshot comes back as writte
 TEST_CASE("snapshots written one by one become a checkpoint only when the manifest is committed") {
   temp_dir dir;
   auto store = open_store(dir.path());
-  checkpoint_manifest m{7, 70, 1, {}};
+  checkpoint_manifest m{7, 70, 1, {}, {}};
   for (uint32_t s = 0; s < 2; ++s) {
     auto e = store->write_snapshot(sample_snapshot(7, s));
     REQUIRE_MESSAGE(e, describe(e.error()));
@@ -76,7 +76,7 @@ TEST_CASE("a store refuses checkpoint ids that are not newer than the newest com
   auto entry = store->write_snapshot(sample_snapshot(6, 0));
   REQUIRE(entry);
   entry->bytes += 1;
-  auto bad = store->commit({6, 60, 0, {*entry}});
+  auto bad = store->commit({6, 60, 0, {*entry}, {}});
   REQUIRE(!bad);
   CHECK(contains(describe(bad.error()), "bytes"));
   CHECK(*store->committed() == std::vector<uint64_t>{5});
