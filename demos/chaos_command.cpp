@@ -56,6 +56,7 @@ std::optional<int> set_up(const args& a, chaos_flags& f, chaos_options& opts) {
   mo.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
   mo.sparse_lr.train_rows = 20000;  // short runs: a smaller synthetic data set
   mo.sparse_lr.test_rows = 2000;
+  mo.probe.table_keys = 4;  // the probe with its embedding table: rows are checked too
   job_choices choices;
   choices.model = f.model_name;
   choices.consistency = f.consistency_text;

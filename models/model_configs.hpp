@@ -55,6 +55,10 @@ struct probe_config {
   uint64_t sparse_keys = 8;    // "probe.sparse": a few sparse keys, all in every batch
   uint64_t examples = 1024;    // training examples (they carry no data)
   float lr = 1.0f;             // the SGD learning rate the shards apply
+  // "probe.table" (rows of probe_table_dim): the rows a batch touches, drawn
+  // from a pool of table_pool 64-bit keys (0: no table, the default).
+  uint64_t table_keys = 0;
+  uint64_t table_pool = 256;
 };
 
 }  // namespace keel

@@ -27,7 +27,7 @@ typename I::result_type inspect(I& f, sparse_lr_config& x) {
 template <class I>
 typename I::result_type inspect(I& f, probe_config& x) {
   return f(caf::meta::type_name("keel.probe_config"), x.dense_keys, x.sparse_keys, x.examples,
-           wire::bits(x.lr));
+           wire::bits(x.lr), x.table_keys, x.table_pool);
 }
 template <class I>
 typename I::result_type inspect(I& f, ctr_config& x) {

@@ -5,7 +5,8 @@
 // failures, tears and bit flips; at steps, times or message counts), and
 // checks keel's promises on every run:
 //   1. exactly once: with the probe model every parameter equals the pushes
-//      its shard acknowledged, and every push acknowledged was applied;
+//      its shard acknowledged (every table row, initial + the pushes that
+//      touched it), and every push acknowledged was applied;
 //   2. BSP runs end with the params_sha256 of the fault-free run;
 //   3. no hang: every run ends within its time bound, without an error;
 //   4. storage: no damaged snapshot is used (restores validate every CRC
@@ -50,6 +51,15 @@ struct chaos_run {
   double seconds = 0;
   bool ok() const { return exactly_once && bit_identical && finished; }
 };
+
+// For a job of the probe model (models/probe_model.hpp; no error for
+// another model): every dense and sparse value equals the pushes each shard
+// acknowledged, and with the probe's table, each shard's rows are exactly
+// those the schedule touched, each at initial + the batches that touched it
+// (compared through params_sha256: the rows' digests computed on the
+// shards against those of the expected rows, so no rows are gathered).
+// The error names the first dense or sparse key that differs, or the table.
+caf::error check_probe(const job_config& cfg, const job_result& r);
 
 // Runs seeds [first, first + count), calling `each` after every run. Under
 // BSP it first runs the configuration without faults for the reference hash.

@@ -40,7 +40,7 @@ void summarise(const std::vector<chaos_run>& runs) {
 }
 
 chaos_options probe_options(const temp_dir& dir, consistency rule) {
-  return chaos_setup(probe(), dir, rule, 60, 10, 5, std::chrono::milliseconds(200));
+  return chaos_setup(probe_with_table(), dir, rule, 60, 10, 5, std::chrono::milliseconds(200));
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ void check_all(const std::vector<chaos_run>& runs, uint64_t expected) {
 
 TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-identical, no hang") {
   temp_dir dir;
-  check_all(run_chaos(options(probe(), dir, {consistency_kind::bsp, 0}), 1, 200), 200);
+  check_all(run_chaos(options(probe_with_table(), dir, {consistency_kind::bsp, 0}), 1, 200), 200);
 }
 
 // A slice of the slow tier's 2000-seed run (chaos_slow_test.cpp): its setup
@@ -59,20 +59,43 @@ TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-iden
 // runs side by side.
 TEST_CASE("the long chaos run's first 100 seeds against BSP probe runs, 5 faults each") {
   temp_dir dir;
-  auto o = chaos_setup(probe(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
+  auto o = chaos_setup(probe_with_table(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
   check_all(run_chaos(o, 10000, 100), 100);
 }
 
 TEST_CASE("the long chaos run's next 100 seeds against BSP probe runs, 5 faults each") {
   temp_dir dir;
-  auto o = chaos_setup(probe(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
+  auto o = chaos_setup(probe_with_table(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
   check_all(run_chaos(o, 10100, 100), 100);
 }
 
 TEST_CASE("fault plans against ASP and SSP probe runs apply every acknowledged push exactly once") {
   temp_dir dir;
-  check_all(run_chaos(options(probe(), dir, {consistency_kind::asp, 0}), 1001, 25), 25);
-  check_all(run_chaos(options(probe(), dir, {consistency_kind::ssp, 2}), 2001, 25), 25);
+  check_all(run_chaos(options(probe_with_table(), dir, {consistency_kind::asp, 0}), 1001, 25), 25);
+  check_all(run_chaos(options(probe_with_table(), dir, {consistency_kind::ssp, 2}), 2001, 25), 25);
+}
+
+TEST_CASE("the probe's table rows are checked against the schedule, rows the run did not push refused") {
+  temp_dir dir;
+  auto c = options(probe_with_table(), dir, {consistency_kind::bsp, 0}).base;
+  c.training.steps = 20;
+  auto j = job::start(c);
+  REQUIRE(j);
+  auto r = (*j)->wait(std::chrono::minutes(1));
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  auto err = check_probe(c, *r);
+  CHECK_MESSAGE(!err, describe(err));
+  // The same run judged as if its batches had touched other rows (fewer a
+  // batch; another pool): the dense and sparse values still match, the
+  // rows do not.
+  for (auto [keys, pool] : {std::pair<uint64_t, uint64_t>{3, 256}, {4, 255}}) {
+    probe_config other;
+    other.table_keys = keys;
+    other.table_pool = pool;
+    auto judged = c;
+    judged.training_model = *probe_model::make(other);
+    CHECK(describe(check_probe(judged, *r)).find("table rows differ") != std::string::npos);
+  }
 }
 
 TEST_CASE("fault plans against BSP sparse-model runs end bit-identical to the fault-free run") {
@@ -159,7 +182,7 @@ TEST_CASE("seeded kill storms beyond the restart intensity escalate, naming who 
       plan += (plan.empty() ? "" : ",") + how + ":" + victim + "@" + std::to_string(first + 2 * k);
     CAPTURE(plan);
     temp_dir dir;
-    auto c = options(probe(), dir, {consistency_kind::bsp, 0}).base;
+    auto c = options(probe_with_table(), dir, {consistency_kind::bsp, 0}).base;
     c.training.steps = 100;
     c.recovery.max_restarts = 2;
     c.recovery.restart_period = std::chrono::seconds(60);

@@ -41,6 +41,16 @@ inline std::shared_ptr<const model> probe() {
   return *m;
 }
 
+// The probe with its embedding table: 4 rows a batch from a pool of 256 keys.
+inline std::shared_ptr<const model> probe_with_table() {
+  probe_config c;
+  c.table_keys = 4;
+  c.table_pool = 256;
+  auto m = probe_model::make(c);
+  REQUIRE(m);
+  return *m;
+}
+
 inline std::shared_ptr<const model> small_sparse_lr() {
   sparse_lr_config c;
   c.keys = 1 << 14;
@@ -77,9 +87,8 @@ inline caf::expected<job_result> run(job_config c) {
 inline void check_exactly_once(const job_config& c, const job_result& r) {
   CHECK(r.pushes_acked == uint64_t{c.training.workers} * c.training.shards * c.training.steps);
   CHECK(r.pushes_applied == r.pushes_acked);
-  auto p = std::dynamic_pointer_cast<const probe_model>(c.training_model);
-  REQUIRE(p);
-  auto err = p->check({r.dense, r.sparse}, r.pushes_acked / c.training.shards);
+  REQUIRE(std::dynamic_pointer_cast<const probe_model>(c.training_model));
+  auto err = check_probe(c, r);  // dense, sparse and table rows
   CHECK_MESSAGE(!err, describe(err));
 }
 

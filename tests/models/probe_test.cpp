@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <vector>
 
 #include "messages/errors.hpp"
@@ -100,4 +103,102 @@ TEST_CASE("the probe is selectable by name with its options") {
   CHECK((*m)->name() == "probe");
   CHECK((*m)->layout().dense_size() == 10);
   CHECK((*m)->layout().sparse_key_count() == 3);
+}
+
+namespace {
+
+// Rows of the probe's table as a shard holds them: created at initial_rows
+// on first push, then w -= lr * g per push.
+using probe_rows = std::map<uint64_t, std::vector<float>>;
+
+void push_rows(const probe_model& m, uint64_t seed, const table_key_lists& keys,
+               model_scratch& scratch, span<const uint64_t> batch, float lr, probe_rows& rows) {
+  const uint32_t d = probe_model::table_dim;
+  std::vector<float> pulled(keys[0].size() * d);
+  for (size_t i = 0; i < keys[0].size(); ++i) {
+    auto [it, fresh] = rows.try_emplace(keys[0][i], std::vector<float>(d));
+    if (fresh)
+      REQUIRE(!m.initial_rows(seed, 0, {&keys[0][i], 1}, it->second));
+    std::copy(it->second.begin(), it->second.end(), pulled.begin() + i * d);
+  }
+  std::vector<float> dense(m.layout().dense_size());
+  std::vector<uint64_t> sparse_keys(m.layout().sparse_key_count());
+  for (uint64_t k = 0; k < sparse_keys.size(); ++k) sparse_keys[k] = k;
+  std::vector<float> sparse(sparse_keys.size());
+  table_rows view_rows{keys[0], pulled};
+  gradient_buffer g;
+  REQUIRE(!m.gradient(batch, {dense, sparse_keys, sparse, {&view_rows, 1}}, scratch, g));
+  REQUIRE(g.tables.size() == 1);
+  REQUIRE(g.tables[0].keys == keys[0]);
+  REQUIRE(g.tables[0].rows.size() == keys[0].size() * d);
+  for (size_t i = 0; i < keys[0].size(); ++i)
+    for (uint32_t j = 0; j < d; ++j) rows[keys[0][i]][j] -= lr * g.tables[0].rows[i * d + j];
+}
+
+}  // namespace
+
+TEST_CASE("each probe push adds exactly 1 to every element of every row it touches") {
+  probe_config c;
+  c.table_keys = 4;
+  c.table_pool = 64;
+  c.lr = 0.5f;
+  auto m = probe_model::make(c);
+  REQUIRE(m);
+  REQUIRE((*m)->layout().tables().size() == 1);
+  CHECK((*m)->layout().tables()[0].dim == probe_model::table_dim);
+  auto scratch = (*m)->make_scratch();
+  const uint64_t seed = 5, steps = 40;  // 2.5 epochs of 16 batches of 64
+  probe_rows rows;
+  std::vector<uint64_t> batch;
+  table_key_lists keys;
+  bool wide = false;
+  for (uint64_t step = 0; step < steps; ++step) {
+    REQUIRE(!(*m)->batch_indices({seed, step / 16, step % 16, 0, 1, 64}, batch));
+    REQUIRE(!(*m)->table_keys(batch, *scratch, keys));
+    REQUIRE(keys.size() == 1);
+    CHECK(!keys[0].empty());
+    CHECK(keys[0].size() <= c.table_keys);
+    CHECK(std::is_sorted(keys[0].begin(), keys[0].end()));
+    CHECK(std::adjacent_find(keys[0].begin(), keys[0].end()) == keys[0].end());
+    for (uint64_t k : keys[0]) wide = wide || k > (uint64_t{1} << 48);
+    push_rows(**m, seed, keys, *scratch, batch, c.lr, rows);
+  }
+  CHECK(wide);  // keys spread over the 64-bit space
+  auto touches = (*m)->table_touches(seed, 1, 64, steps);
+  REQUIRE(touches);
+  REQUIRE(touches->size() == rows.size());
+  uint64_t repeated = 0;
+  std::vector<float> initial(probe_model::table_dim);
+  for (auto& [key, n] : *touches) {
+    REQUIRE(rows.count(key) == 1);
+    repeated += n > 1;
+    REQUIRE(!(*m)->initial_rows(seed, 0, {&key, 1}, initial));
+    for (uint32_t j = 0; j < probe_model::table_dim; ++j) {
+      CHECK(initial[j] == std::floor(initial[j]));
+      CHECK(rows[key][j] == initial[j] + static_cast<float>(n));
+    }
+  }
+  CHECK(repeated > 0);  // rows recur across batches
+  CHECK(rows.size() <= c.table_pool);
+}
+
+TEST_CASE("the probe has no table by default, and a table needs a pool") {
+  auto plain = probe_model::make({});
+  REQUIRE(plain);
+  CHECK((*plain)->layout().tables().empty());
+  CHECK(!(*plain)->has_table());
+  auto touches = (*plain)->table_touches(1, 2, 16, 10);
+  REQUIRE(touches);
+  CHECK(touches->empty());
+  probe_config c;
+  c.table_keys = 4;
+  c.table_pool = 0;
+  auto m = probe_model::make(c);
+  REQUIRE(!m);
+  CHECK(describe(m.error()).find("table_pool") != std::string::npos);
+  c.table_pool = 8;
+  auto ok = probe_model::make(c);
+  REQUIRE(ok);
+  auto bad = (*ok)->table_touches(1, 4, 512, 10);  // a worker's share is under one batch
+  CHECK(!bad);
 }
