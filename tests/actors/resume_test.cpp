@@ -282,7 +282,7 @@ void copy_checkpoint(const std::filesystem::path& from, const std::filesystem::p
 
 TEST_CASE("a resumed run keeps its run id, which every checkpoint carries, and a fresh run gets a new one") {
   temp_dir dir;
-  auto c = probe_run(dir);
+  auto c = held_after_checkpoint(probe_run(dir), 3);
   run_until_checkpoint(c, 3);
   auto first_id = manifest_in(dir.path(), 3).run.run_id;
   CHECK(first_id.size() == 32);
@@ -301,7 +301,7 @@ TEST_CASE("a resumed run keeps its run id, which every checkpoint carries, and a
 
 TEST_CASE("resume refuses a checkpoint of another configuration, naming the field that differs") {
   temp_dir dir;
-  auto c = probe_run(dir);
+  auto c = held_after_checkpoint(probe_run(dir), 3);
   run_until_checkpoint(c, 3);
   c.training.seed = 7;
   c.checkpoints.resume = true;
@@ -314,10 +314,10 @@ TEST_CASE("resume refuses a checkpoint of another configuration, naming the fiel
 
 TEST_CASE("resume refuses a directory into which another run's checkpoint was copied, and keel inspect flags it") {
   temp_dir mine_dir, theirs_dir;
-  run_until_checkpoint(probe_run(mine_dir), 3);
+  run_until_checkpoint(held_after_checkpoint(probe_run(mine_dir), 3), 3);
   auto theirs_cfg = probe_run(theirs_dir);
   theirs_cfg.checkpoints.keep = 5;
-  run_until_checkpoint(theirs_cfg, 5);
+  run_until_checkpoint(held_after_checkpoint(theirs_cfg, 5), 5);
   auto theirs = manifest_in(theirs_dir.path(), 5).run.run_id;
   auto mine = manifest_in(mine_dir.path(), 3).run.run_id;
   REQUIRE(theirs != mine);
@@ -340,7 +340,7 @@ TEST_CASE("resume refuses a directory into which another run's checkpoint was co
 
 TEST_CASE("resume refuses checkpoints without a run identity (a keel from before run ids), saying so") {
   temp_dir dir;
-  auto c = probe_run(dir);
+  auto c = held_after_checkpoint(probe_run(dir), 3);
   run_until_checkpoint(c, 3);
   for (auto& entry : std::filesystem::directory_iterator(dir.path())) {
     auto name = parse_store_file_name(entry.path().filename().string());
