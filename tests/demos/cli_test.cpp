@@ -231,6 +231,29 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   CHECK(has(all, "params_sha256 "));
 }
 
+// The configuration hash of the run a checkpoint belongs to (keel inspect's
+// "configuration HASH" of its newest checkpoint).
+std::string configuration_in(const temp_dir& dir, const std::string& store) {
+  auto r = run_keel(dir, "inspect " + store);
+  auto at = r.out.find("configuration ");
+  REQUIRE_MESSAGE(at != std::string::npos, r.out);
+  return r.out.substr(at + 14, 16);
+}
+
+TEST_CASE("the click log's size is part of a ctr run's identity: runs on different rows have different configurations") {
+  temp_dir dir;
+  std::vector<std::string> hashes;
+  for (const char* rows : {"3000", "3001", "3000"}) {
+    auto store = (dir.path() / ("ck-" + std::to_string(hashes.size()))).string();
+    auto r = run_keel(dir, std::string("train --model ctr-lr --optimizer adagrad --train-limit ") + rows +
+                               " --test-limit 200 --steps 6 --checkpoint-every 3 --quiet --checkpoint-dir " + store);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    hashes.push_back(configuration_in(dir, store));
+  }
+  CHECK(hashes[0] != hashes[1]);
+  CHECK(hashes[0] == hashes[2]);
+}
+
 TEST_CASE("keel plot refuses a report that is not a regular file at once, exit 2, without reading it") {
   temp_dir dir;
   auto d = dir.path().string();
