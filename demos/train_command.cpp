@@ -39,6 +39,7 @@ struct train_flags {
   placed_job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
   std::string mix_text = "all";
+  std::string scorers = "workers";
   uint64_t random_seed = 0;
   double fault_rate = 2.0;
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
@@ -82,6 +83,8 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("data-dir", text_flag(&f.data_dir, "DIR", false), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")
     ("train-limit", number_flag(&f.train_limit, "N"), "use only this many training examples (0: all)")
     ("test-limit", number_flag(&f.test_limit, "N"), "evaluate on only this many test examples (0: all)")
+    ("scorers", text_flag(&f.scorers, "WHO"), "who scores the held-out slices of ctr-lr and ctr-fm: "
+                                               "workers (each pulls only its slices' rows) | coordinator")
     ("timeout", number_flag<uint64_t>(&f.timeout_s, "SECONDS", 1, 1000000000), "give up after this many seconds")
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
@@ -225,6 +228,9 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
     return status;
   if (auto status = add_planned_faults(f, cfg))
     return status;
+  if (f.scorers != "workers" && f.scorers != "coordinator")
+    return usage_error(f.command, "--scorers", "'" + f.scorers + "': say workers or coordinator");
+  cfg.evaluation.on_workers = f.scorers == "workers";
   model_options mo;
   mo.data_dir = f.data_dir.empty() ? default_data_dir() : std::filesystem::path(f.data_dir);
   mo.mnist_limits.train = f.train_limit;
@@ -328,8 +334,11 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
     figure("log loss", *r.quality.log_loss);
   for (auto& m : r.quality.metrics)
     figure(m.name, m.value);
-  std::cout << " over " << r.quality.examples
-            << " examples\nkeel train: pushes acked " << r.pushes_acked << ", applied "
+  std::cout << " over " << r.quality.examples << " examples";
+  if (cfg.training_model->evaluates_slices())
+    std::cout << ", scored in " << r.evaluation_seconds << " s by the "
+              << (cfg.evaluation.on_workers ? "workers" : "coordinator");
+  std::cout << "\nkeel train: pushes acked " << r.pushes_acked << ", applied "
             << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {
     std::cout << program << ": planned faults: " << r.faults_injected << " injected, "

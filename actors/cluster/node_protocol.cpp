@@ -1,6 +1,7 @@
 #include "actors/cluster/node_protocol.hpp"
 
 #include "actors/core/job_event.hpp"
+#include "actors/core/slice_wire.hpp"
 #include "actors/ps/worker.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -22,6 +23,8 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_event>("keel.job_event");
   cfg.add_message_type<step_report>("keel.step_report");
   cfg.add_message_type<worker_report>("keel.worker_report");
+  cfg.add_message_type<slice_task>("keel.slice_task");
+  cfg.add_message_type<slice_score>("keel.slice_score");
 }
 
 spawn_request make_spawn_request(parameter_shard_config s, uint64_t incarnation, model_spec model) {

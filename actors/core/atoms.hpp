@@ -25,5 +25,6 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;      // an incomple
 using fire_atom = caf::atom_constant<caf::atom("fire")>;          // a fault's trigger has come
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // a request timed by request_deadlines is due
 using fence_atom = caf::atom_constant<caf::atom("fence")>;        // (epoch): a newer incarnation of this shard is up
+using score_atom = caf::atom_constant<caf::atom("score")>;        // (slice_task): a worker scores a held-out slice
 
 }  // namespace keel

@@ -106,6 +106,10 @@ class worker_core {
   bool from_current(uint32_t shard, uint64_t epoch) const {
     return shard < epoch_.size() && (epoch_[shard] == 0 || epoch == epoch_[shard]);
   }
+  // The job's slot map of the model's tables, as the step's pulls route
+  // rows (null for a model without tables); a held-out slice's pulls
+  // (actors/ps/worker_scoring.cpp) route the same way.
+  const slot_map* table_slots() const { return slots_ ? &*slots_ : nullptr; }
 
   // What a restarted shard needs, given the last seq of this worker it
   // holds: the logged pushes after it, and the pull again when the step is

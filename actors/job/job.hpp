@@ -101,6 +101,18 @@ struct progress_config {
   bool accuracy = false;                         // progress events score the held-out set too
 };
 
+// Who scores the held-out set of a model with embedding tables
+// (model::evaluates_slices), at the end of the run and at scored progress
+// points: the workers, slice by slice, each pulling only the rows its
+// slices need (a worker that fails or does not answer a slice within
+// `slice_deadline` loses it to another, and with none left the coordinator
+// scores the rest), or, with `on_workers` off, the coordinator alone. The
+// evaluation is the same bit for bit either way.
+struct evaluation_config {
+  bool on_workers = true;
+  std::chrono::milliseconds slice_deadline{10000};
+};
+
 struct job_config {
   std::shared_ptr<const model> training_model;  // required
   training_config training;
@@ -108,6 +120,7 @@ struct job_config {
   recovery_config recovery;
   fault_config faults;
   progress_config progress;
+  evaluation_config evaluation;
   size_t scheduler_threads = 2;                  // CAF's worker threads for the job's actors
 };
 
@@ -140,6 +153,10 @@ struct job_result {
   double seconds = 0;                            // this process's share of the run, to the final
                                                  // parameters read (the evaluation not counted)
   double samples_per_second = 0;                 // over the steps this process ran
+  double evaluation_seconds = 0;                 // scoring the held-out set at the end of the run
+  // Held-out slices each scorer scored ("worker:0", ..., "job" for the
+  // coordinator), over every evaluation of the run (evaluation_config).
+  std::map<std::string, uint64_t> slices_scored;
   uint64_t resumed_at_step = 0;                  // checkpoint_config::resume: the checkpoint's step (0: fresh)
   // The run's id (random at a fresh start, kept across resumes), which
   // every checkpoint it wrote carries, and its configuration's hash.

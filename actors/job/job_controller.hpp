@@ -167,6 +167,7 @@ struct readout_state {
   // follows the kill that caused it).
   std::deque<size_t> node_fault_marks;
   bool final_reading = false;       // the final read is in flight
+  std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 
 struct controller_state;

@@ -217,6 +217,7 @@ void finish(controller_actor* self, parameters_read read) {
   result.fault_plan = st.faults->injected();
   result.faults_not_injected = st.faults->close_run();
   result.faults_injected = st.faults->planned_injected();
+  st.readout.evaluating_since = std::chrono::steady_clock::now();
   if (cfg.training_model->evaluates_slices())
     return evaluate_by_slices(self, result.dense, [self](caf::expected<evaluation> q) { scored(self, std::move(q)); });
   auto scratch = cfg.training_model->make_scratch();
@@ -231,6 +232,8 @@ void scored(controller_actor* self, caf::expected<evaluation> q) {
   if (!q)
     return end_job(self, q.error());
   result.quality = *q;
+  result.evaluation_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - st.readout.evaluating_since).count();
   auto resumed = st.run.resumed_step;
   result.resumed_at_step = resumed;
   result.samples_per_second =

@@ -12,8 +12,6 @@
 #include "actors/core/atoms.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
-#include "actors/core/request_timer.hpp"
-#include "actors/data_plane/data_plane.hpp"
 #include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -90,25 +88,6 @@ void start_step(worker_actor* self) {
     if (st.core.accepts_pull_reply(i, r->root().getClock()))
       on_pulled(self, i, r->root());
   }
-}
-
-// A request to a shard: over the data plane when it routes to the shard's
-// process, else straight to the shard through CAF. The answer (or error) is
-// the shard's either way. Timed by the worker's request_deadlines rather
-// than CAF's clock (see actors/core/request_deadlines.hpp): a timeout reaches
-// `on_error` as CAF's request_timeout all the same.
-template <class Reply, class Msg, class OnReply, class OnError>
-void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_reply,
-               OnError on_error) {
-  auto& st = self->state;
-  auto& dest = st.shards[shard];
-  auto via = st.env.plane ? st.env.plane->route(dest) : caf::actor{};
-  if (via)
-    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, via, std::move(on_reply),
-                         std::move(on_error), dp_forward_atom::value, dest, m);
-  else
-    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, dest, std::move(on_reply),
-                         std::move(on_error), m);
 }
 
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt) {
@@ -390,6 +369,7 @@ caf::behavior running(worker_actor* self) {
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) { on_window(self, limit); },
+      [self](score_atom, slice_task& t) { return score_slice(self, std::move(t)); },
       [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
       [](crash_atom) { throw std::runtime_error("injected exception"); },
   };

@@ -19,6 +19,12 @@
 // worker. The decisions live in worker_core (actors/core/worker_core.hpp); the
 // actor performs them.
 //
+// While it trains (or once finished), a worker also scores held-out slices
+// the job hands it, (score_atom, slice_task) -> slice_score
+// (actors/core/slice_wire.hpp): it pulls the rows the slice needs from the
+// shards at clock 0, as its steps pull, and scores them
+// (worker_scoring.cpp); the step loop goes on meanwhile.
+//
 // A worker is described by one worker_config, the same for a worker started
 // in this process (spawn_worker) and for one a node agent starts for another
 // process (actors/cluster/node_protocol.hpp carries it as is): its core's

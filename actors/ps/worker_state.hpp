@@ -12,7 +12,10 @@
 
 #include "actors/core/job_event.hpp"
 #include "actors/core/request_deadlines.hpp"
+#include "actors/core/request_timer.hpp"
+#include "actors/core/slice_wire.hpp"
 #include "actors/core/worker_core.hpp"
+#include "actors/data_plane/data_plane.hpp"
 #include "actors/faults/link_ends.hpp"
 #include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
@@ -59,6 +62,30 @@ void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt);
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt);
 void on_update(worker_actor* self, const supervision::directory_update& u);
 void refresh(worker_actor* self, uint32_t shard);
+
+// A request to a shard: over the data plane when it routes to the shard's
+// process, else straight to the shard through CAF. The answer (or error) is
+// the shard's either way. Timed by the worker's request_deadlines rather
+// than CAF's clock (see actors/core/request_deadlines.hpp): a timeout reaches
+// `on_error` as CAF's request_timeout all the same.
+template <class Reply, class Msg, class OnReply, class OnError>
+void ask_shard(worker_actor* self, uint32_t shard, const Msg& m, OnReply on_reply,
+               OnError on_error) {
+  auto& st = self->state;
+  auto& dest = st.shards[shard];
+  auto via = st.env.plane ? st.env.plane->route(dest) : caf::actor{};
+  if (via)
+    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, via, std::move(on_reply),
+                         std::move(on_error), dp_forward_atom::value, dest, m);
+  else
+    timed_request<Reply>(self, st.deadlines, st.cfg.request_timeout, dest, std::move(on_reply),
+                         std::move(on_error), m);
+}
+
+// worker_scoring.cpp: a held-out slice scored with rows pulled from the
+// shards over ask_shard, answered with its score or an error naming this
+// worker, the slice and what failed.
+caf::result<slice_score> score_slice(worker_actor* self, slice_task task);
 
 // worker_recovery.cpp
 void ask_for_rollback(worker_actor* self, const std::string& why);  // the core has halted

@@ -84,3 +84,94 @@ TEST_CASE("a ctr-fm job (rows of 5) with a shard killed ends bit-identical, and 
   CHECK(r->pushes_applied == r->pushes_acked);
   CHECK(r->params_sha256 == clean->params_sha256);
 }
+
+namespace {
+
+// The figures of two evaluations, which must agree bit for bit.
+void check_same_quality(const evaluation& a, const evaluation& b) {
+  CHECK(a.examples == b.examples);
+  REQUIRE(a.log_loss);
+  REQUIRE(b.log_loss);
+  CHECK(*a.log_loss == *b.log_loss);
+  CHECK(a.accuracy == b.accuracy);
+  REQUIRE(a.metric("auc"));
+  CHECK(*a.metric("auc") == *b.metric("auc"));
+  CHECK(*a.metric("auc_tie_bound") == *b.metric("auc_tie_bound"));
+}
+
+uint64_t slices_by(const job_result& r, const std::string& scorer) {
+  auto it = r.slices_scored.find(scorer);
+  return it == r.slices_scored.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+TEST_CASE("a ctr-fm job's workers score its held-out slices, equal bit for bit to the coordinator's scoring") {
+  auto model = small_ctr("ctr-fm");
+  temp_dir coordinator_dir, workers_dir;
+  auto by_coordinator = ctr_config_for(model, coordinator_dir);
+  by_coordinator.training.steps = 24;
+  by_coordinator.evaluation.on_workers = false;
+  auto reference = run(by_coordinator);
+  REQUIRE_MESSAGE(reference, describe(reference.error()));
+  CHECK(slices_by(*reference, "job") == 2);  // 5000 examples: a slice of 4096 and one of 904
+  CHECK(reference->slices_scored.size() == 1);
+  auto by_workers = by_coordinator;
+  by_workers.checkpoints.dir = workers_dir.path();
+  by_workers.evaluation.on_workers = true;
+  auto r = run(by_workers);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  REQUIRE(r->params_sha256 == reference->params_sha256);
+  check_same_quality(r->quality, reference->quality);
+  CHECK(slices_by(*r, "job") == 0);
+  CHECK(slices_by(*r, "worker:0") + slices_by(*r, "worker:1") == 2);
+  CHECK(count(*r, event_kind::retry, "job") == 0);
+}
+
+TEST_CASE("workers that do not answer a slice within the deadline lose it to the coordinator; the evaluation is equal") {
+  auto model = small_ctr("ctr-lr");
+  temp_dir coordinator_dir, workers_dir;
+  auto by_coordinator = ctr_config_for(model, coordinator_dir);
+  by_coordinator.training.steps = 16;
+  by_coordinator.evaluation.on_workers = false;
+  auto reference = run(by_coordinator);
+  REQUIRE_MESSAGE(reference, describe(reference.error()));
+  auto late = by_coordinator;
+  late.checkpoints.dir = workers_dir.path();
+  late.evaluation.on_workers = true;
+  // Far less than a slice takes to generate, pull and score: every answer is late.
+  late.evaluation.slice_deadline = std::chrono::milliseconds(1);
+  auto r = run(late);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  REQUIRE(r->params_sha256 == reference->params_sha256);
+  check_same_quality(r->quality, reference->quality);
+  CHECK(slices_by(*r, "job") == 2);
+  CHECK(slices_by(*r, "worker:0") + slices_by(*r, "worker:1") == 0);
+  // Each failure is on the timeline, naming the worker and the slice.
+  bool named = false;
+  for (auto& e : r->events)
+    if (e.kind == event_kind::retry && e.actor == "job")
+      named = named || (e.detail.find("worker:") != std::string::npos && e.detail.find("slice [") != std::string::npos);
+  CHECK(named);
+}
+
+TEST_CASE("progress points scored by the workers while they train leave BSP bit-identity alone") {
+  auto model = small_ctr("ctr-lr");
+  temp_dir plain_dir, scored_dir;
+  auto plain = ctr_config_for(model, plain_dir);
+  plain.training.steps = 24;
+  auto reference = run(plain);
+  REQUIRE_MESSAGE(reference, describe(reference.error()));
+  auto scored = plain;
+  scored.checkpoints.dir = scored_dir.path();
+  scored.progress.every = 6;
+  scored.progress.accuracy = true;
+  auto r = run(scored);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  CHECK(r->params_sha256 == reference->params_sha256);
+  CHECK(r->pushes_applied == r->pushes_acked);
+  check_same_quality(r->quality, reference->quality);
+  // Four progress points and the end, two slices each, all by workers.
+  CHECK(slices_by(*r, "worker:0") + slices_by(*r, "worker:1") >= 8);
+  CHECK(slices_by(*r, "job") == 0);
+}
