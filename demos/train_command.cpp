@@ -335,9 +335,11 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
   for (auto& m : r.quality.metrics)
     figure(m.name, m.value);
   std::cout << " over " << r.quality.examples << " examples";
-  if (cfg.training_model->evaluates_slices())
-    std::cout << ", scored in " << r.evaluation_seconds << " s by the "
-              << (cfg.evaluation.on_workers ? "workers" : "coordinator");
+  if (cfg.training_model->evaluates_slices()) {
+    std::cout << ", scored in " << r.evaluation_seconds << " s; slices scored in the run:";
+    for (auto& [by, n] : r.slices_scored)
+      std::cout << " " << (by == "job" ? "coordinator" : by) << " " << n;
+  }
   std::cout << "\nkeel train: pushes acked " << r.pushes_acked << ", applied "
             << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {

@@ -298,3 +298,34 @@ TEST_CASE("keel cluster's secret is created 0600, and after the coordinator's ki
   REQUIRE_MESSAGE(next.status == 0, next.out);
   CHECK_MESSAGE(!std::filesystem::exists(mine), mine << " was left behind");
 }
+
+namespace {
+
+// keel train's line of test figures, up to its timing ("test accuracy ...
+// over N examples").
+std::string test_figures(const std::string& out) {
+  auto lines = lines_with(out, "keel train: test ");
+  REQUIRE_MESSAGE(lines.size() == 1, out);
+  return lines[0].substr(0, lines[0].find(", scored in"));
+}
+
+}  // namespace
+
+TEST_CASE("workers on 3 nodes score ctr-fm's held-out slices, equal bit for bit to the coordinator scoring them in one process") {
+  const std::string train =
+    "--model ctr-fm --train-limit 4096 --test-limit 10000 --steps 60 --checkpoint-every 20 --quiet";
+  auto reference = run_keel("train " + train + " --scorers coordinator");
+  REQUIRE_MESSAGE(reference.status == 0, reference.out);
+  CHECK_MESSAGE(reference.out.find("slices scored in the run: coordinator 3\n") != std::string::npos,
+                reference.out);
+  for (std::string plane : {"", "--no-data-plane "}) {
+    CAPTURE(plane);
+    auto r = run_keel("cluster --nodes 3 " + plane + train + " --scorers workers");
+    REQUIRE_MESSAGE(r.status == 0, r.out);
+    CHECK(sha_in(r.out) == sha_in(reference.out));
+    CHECK(test_figures(r.out) == test_figures(reference.out));
+    // Every slice scored by a worker, none by the coordinator.
+    CHECK_MESSAGE(r.out.find(" coordinator ") == std::string::npos, r.out);
+    CHECK_MESSAGE(r.out.find("slices scored in the run: worker:") != std::string::npos, r.out);
+  }
+}
