@@ -74,6 +74,14 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     return 1;
   }
   cfg.training_model = *model;
+  if ((*model)->layout().tables().empty()) {
+    if (cfg.training.tables.capacity_rows > 0)
+      return usage_error(command, "--table-capacity", "is for models with embedding tables, and " + choices.model +
+                                                          " has none (ctr-lr and ctr-fm have)");
+    if (cfg.training.tables.admit_after > 1)
+      return usage_error(command, "--admit-after", "is for models with embedding tables, and " + choices.model +
+                                                       " has none (ctr-lr and ctr-fm have)");
+  }
   cfg.training.model_options = options_text(choices.model, mo);
   cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
   return std::nullopt;
