@@ -206,7 +206,7 @@ TEST_CASE("a ctr-fm job's workers score its held-out slices, equal bit for bit t
   CHECK(count(*r, event_kind::retry, "job") == 0);
 }
 
-TEST_CASE("workers that do not answer a slice within the deadline lose it to the coordinator; the evaluation is equal") {
+TEST_CASE("workers that do not answer a slice within the deadline lose it to the coordinator, and the evaluation is equal") {
   auto model = small_ctr("ctr-lr");
   temp_dir coordinator_dir, workers_dir;
   auto by_coordinator = ctr_config_for(model, coordinator_dir);

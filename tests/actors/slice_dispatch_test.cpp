@@ -119,14 +119,14 @@ struct outcome {
 // Runs dispatch_slices on an actor of its own; the caller scores with the
 // initial rows too (or fails when `here_fails`).
 outcome dispatch(caf::actor_system& sys, std::shared_ptr<const model> m, std::vector<slice_scorer> workers,
-                 bool here_fails = false) {
+                 std::chrono::milliseconds deadline, bool here_fails = false) {
   caf::scoped_actor self{sys};
   auto dense = dense_of(*m);
   slice_plan plan;
   plan.examples = m->num_test_examples();
   plan.dense = dense;
   plan.workers = std::move(workers);
-  plan.deadline = 300ms;
+  plan.deadline = deadline;
   plan.score_here = [m, dense, here_fails](test_slice s, slice_done cb) {
     if (here_fails)
       return cb(make_error(errc::not_found, "shard 1 is not up"));
@@ -144,7 +144,7 @@ outcome dispatch(caf::actor_system& sys, std::shared_ptr<const model> m, std::ve
     });
   });
   bool done = false;
-  self->receive([&](done_atom) { done = true; }, caf::after(30s) >> [] {});
+  self->receive([&](done_atom) { done = true; }, caf::after(120s) >> [] {});
   REQUIRE(done);
   return *out;
 }
@@ -162,7 +162,7 @@ TEST_CASE("slices scored by workers merge to the evaluation of the whole set, bi
   auto expected = reference(*m, dense_of(*m));
   CHECK(expected.examples == 10'000);
   auto a = sys.spawn(answering, m), b = sys.spawn(answering, m);
-  auto out = dispatch(sys, m, {{"worker:0", a}, {"worker:1", b}});
+  auto out = dispatch(sys, m, {{"worker:0", a}, {"worker:1", b}}, 60s);
   REQUIRE_MESSAGE(out.quality, describe(out.quality.error()));
   check_same(*out.quality, expected);
   CHECK(out.scored_by.size() == 3);
@@ -172,13 +172,13 @@ TEST_CASE("slices scored by workers merge to the evaluation of the whole set, bi
   caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("a worker killed while scoring loses its slice to another worker; the evaluation is equal") {
+TEST_CASE("a worker killed while scoring loses its slice to another worker, and the evaluation is equal") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto m = small_ctr();
   auto killed = sys.spawn(dying);
   auto a = sys.spawn(answering, m);
-  auto out = dispatch(sys, m, {{"worker:0", killed}, {"worker:1", a}});
+  auto out = dispatch(sys, m, {{"worker:0", killed}, {"worker:1", a}}, 60s);
   REQUIRE_MESSAGE(out.quality, describe(out.quality.error()));
   check_same(*out.quality, reference(*m, dense_of(*m)));
   CHECK(count_of(out.scored_by, "worker:1") == 3);
@@ -188,12 +188,12 @@ TEST_CASE("a worker killed while scoring loses its slice to another worker; the 
   caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("with every worker dead, silent or wrong the coordinator scores the slices itself; the evaluation is equal") {
+TEST_CASE("with every worker dead, silent or wrong the coordinator scores the slices itself, and the evaluation is equal") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto m = small_ctr();
   auto killed = sys.spawn(dying), mute = sys.spawn(silent), wrong = sys.spawn(confused, m);
-  auto out = dispatch(sys, m, {{"worker:0", killed}, {"worker:1", mute}, {"worker:2", wrong}});
+  auto out = dispatch(sys, m, {{"worker:0", killed}, {"worker:1", mute}, {"worker:2", wrong}}, 300ms);
   REQUIRE_MESSAGE(out.quality, describe(out.quality.error()));
   check_same(*out.quality, reference(*m, dense_of(*m)));
   CHECK(out.scored_by.size() == 3);
@@ -206,15 +206,15 @@ TEST_CASE("with every worker dead, silent or wrong the coordinator scores the sl
   caf::anon_send_exit(wrong, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("without workers the caller scores every slice; its failure ends the evaluation naming the slice") {
+TEST_CASE("without workers the caller scores every slice, and its failure ends the evaluation naming the slice") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto m = small_ctr();
-  auto out = dispatch(sys, m, {});
+  auto out = dispatch(sys, m, {}, 300ms);
   REQUIRE_MESSAGE(out.quality, describe(out.quality.error()));
   check_same(*out.quality, reference(*m, dense_of(*m)));
   CHECK(count_of(out.scored_by, "here") == 3);
-  auto failed = dispatch(sys, m, {}, true);
+  auto failed = dispatch(sys, m, {}, 300ms, true);
   REQUIRE(!failed.quality);
   CHECK(describe(failed.quality.error()).find("slice [0, 4096)") != std::string::npos);
   CHECK(describe(failed.quality.error()).find("shard 1 is not up") != std::string::npos);
