@@ -47,6 +47,8 @@ section "the plain CTR trainer, issue 26's reference (bench/training/ctr_plain_b
 "$b/training/ctr_plain_bench"
 section "keel's CTR training beside the plain trainer, issue 26 (bench/training/ctr_training_bench)"
 "$b/training/ctr_training_bench" all "$((quick ? 1 : 2))"
+section "a CTR model's end-of-run evaluation scored by the coordinator and by the workers (bench/training/ctr_eval_bench)"
+"$b/training/ctr_eval_bench" ctr-fm "$((quick ? 1 : 3))"
 section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
 section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"
