@@ -233,6 +233,7 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   CHECK(has(all, "auc"));
   CHECK(has(all, "pushes acked 40, applied 40"));
   CHECK(has(all, "params_sha256 "));
+  CHECK(has(all, "slices scored in the run: worker:"));  // the workers scored the held-out set
   // 26 tables of at most 100 rows on each of 2 shards, most of 10 x 2 x 32 x 26 keys evicted again.
   CHECK(has(all, "keel train: 26 embedding tables, 5200 rows, "));
   CHECK(has(all, "bytes a byte); rows evicted "));
@@ -304,6 +305,7 @@ TEST_CASE("keel train refuses before training: output paths, impossible batches,
     {"train --model probe --steps 10 --fault-mix kills", "keel train: --fault-mix: only shapes --random-faults"},
     {"train --model probe --steps 10 --quiet --verbose", "keel train: --quiet: and --verbose contradict each other"},
     {"train --model probe --steps 10 --faults ''", "keel train: --faults: empty"},
+    {"train --model ctr-lr --steps 10 --scorers nobody", "keel train: --scorers: 'nobody': say workers or coordinator"},
     {"cluster --nodes 1 --shards x", "keel cluster: --shards: 'x' is not a number (see keel cluster --help)"},
     {"cluster --nodes 0", "keel cluster: --nodes: '0' is not a number in 1..64"},
     {"cluster --nodes 2 --faults partition:node:1@5+100ms", "keel cluster: partition, split and oneway need --node-fault-command"},
