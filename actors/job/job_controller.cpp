@@ -297,34 +297,25 @@ caf::expected<uint32_t> table_index(controller_actor* self, const std::string& n
                                        " has no embedding table '" + name + "'");
 }
 
-void rows_now(controller_actor* self, std::string table, std::vector<uint64_t> keys, caf::response_promise rp) {
-  if (held(self, [=] { rows_now(self, table, keys, rp); }))
+// job::rows (with `keys`) and job::table (without), once the run runs.
+void table_request(controller_actor* self, std::string table, std::optional<std::vector<uint64_t>> keys,
+                   caf::response_promise rp) {
+  if (held(self, [=] { table_request(self, table, keys, rp); }))
     return;
   if (self->state.run.now != run_phase::running)
     return rp.deliver(not_running());
   auto t = table_index(self, table);
   if (!t)
     return rp.deliver(t.error());
-  read_rows(self, *t, std::move(keys), [rp](caf::expected<std::vector<float>> r) mutable {
+  auto answer = [rp](auto r) mutable {
     if (!r)
       return rp.deliver(r.error());
     rp.deliver(std::move(*r));
-  });
-}
-
-void table_now(controller_actor* self, std::string table, caf::response_promise rp) {
-  if (held(self, [=] { table_now(self, table, rp); }))
-    return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
-  auto t = table_index(self, table);
-  if (!t)
-    return rp.deliver(t.error());
-  read_table(self, *t, [rp](caf::expected<job::table_now> r) mutable {
-    if (!r)
-      return rp.deliver(r.error());
-    rp.deliver(std::move(*r));
-  });
+  };
+  if (keys)
+    read_rows(self, *t, std::move(*keys), answer);
+  else
+    read_table(self, *t, answer);
 }
 
 void kill_request(controller_actor* self, const fault& f, caf::response_promise rp) {
@@ -383,12 +374,12 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     },
     [=](rows_atom, const std::string& table, const std::vector<uint64_t>& keys) -> caf::result<std::vector<float>> {
       auto rp = promise();
-      rows_now(self, table, keys, rp);
+      table_request(self, table, keys, rp);
       return rp;
     },
     [=](table_atom, const std::string& table) -> caf::result<job::table_now> {
       auto rp = promise();
-      table_now(self, table, rp);
+      table_request(self, table, std::nullopt, rp);
       return rp;
     },
     [=](kill_atom, const fault& f) -> caf::result<caf::ok_atom> {
