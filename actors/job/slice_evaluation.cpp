@@ -8,9 +8,9 @@
 
 #include "actors/core/hash_slots.hpp"
 #include "actors/core/slice_rows.hpp"
+#include "actors/job/row_read.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
-#include "supervision/directory.hpp"
 
 namespace keel {
 
@@ -23,7 +23,6 @@ struct here_scorer {
   std::shared_ptr<const model> m;
   std::unique_ptr<model_scratch> scratch;
   std::vector<float> dense;
-  caf::actor directory;
   std::vector<caf::actor> shards;  // empty until found
   std::optional<slot_map> slots;
   slice_rows rows;
@@ -66,31 +65,16 @@ void pull_slice(const here_ptr& h) {
   }
 }
 
-// Each shard's current incarnation (once), then `then`.
-void find_shards(const here_ptr& h, uint32_t i, std::function<void()> then) {
-  if (i == h->slots->shard_count())
-    return then();
-  auto name = to_string(actor_id::shard(i));
-  h->self->request(h->directory, std::chrono::seconds(2), supervision::lookup_atom::value, name)
-    .then(
-      [h, i, name, then](const supervision::directory_update& u) {
-        if (u.state != supervision::name_state::up)
-          return fail(h, make_error(errc::not_found, "evaluation: " + name + " is not up"));
-        h->shards.push_back(u.handle);
-        find_shards(h, i + 1, then);
-      },
-      [h, name](caf::error& err) {
-        fail(h, make_error(errc::not_found, "evaluation: " + name + " not found: " + describe(err)));
-      });
-}
-
 void score_here(const here_ptr& h, test_slice slice, slice_done done) {
   h->failed = false;
   h->done = std::move(done);
-  if (h->shards.size() != h->slots->shard_count()) {
-    h->shards.clear();
-    return find_shards(h, 0, [h, slice] { score_here(h, slice, h->done); });
-  }
+  if (h->shards.empty())  // each shard's current incarnation, once
+    return lookup_shards(h->self, [h, slice](caf::expected<std::vector<caf::actor>> found) {
+      if (!found)
+        return fail(h, make_error(errc::not_found, "evaluation: " + describe(found.error())));
+      h->shards = std::move(*found);
+      score_here(h, slice, h->done);
+    });
   if (auto err = h->rows.prepare(*h->m, *h->slots, slice, *h->scratch))
     return fail(h, err);
   pull_slice(h);
@@ -119,7 +103,6 @@ void evaluate_by_slices(controller_actor* self, std::vector<float> dense,
   h->m = st.cfg.training_model;
   h->scratch = h->m->make_scratch();
   h->dense = dense;
-  h->directory = st.run.tree->directory();
   uint32_t shards = st.cfg.training.shards;
   auto map = slot_map::from_owners(st.run.shard_cfgs.empty() ? default_slot_owners(shards)
                                                              : st.run.shard_cfgs[0].table_slot_owners,
