@@ -33,17 +33,25 @@ struct here_scorer {
 
 using here_ptr = std::shared_ptr<here_scorer>;
 
+// Hands the slice's outcome on. The continuation leaves `h` first: it holds
+// the dispatch, which holds `h` (a cycle of shared pointers otherwise).
+void deliver(const here_ptr& h, caf::expected<partial_evaluation> part) {
+  auto done = std::move(h->done);
+  h->done = nullptr;
+  done(std::move(part));
+}
+
 void fail(const here_ptr& h, caf::error err) {
   if (h->failed)
     return;
   h->failed = true;
-  h->done(std::move(err));
+  deliver(h, std::move(err));
 }
 
 void pull_slice(const here_ptr& h) {
   h->pending = h->rows.shards().size();
   if (h->pending == 0)
-    return h->done(h->rows.score(*h->m, h->dense, *h->scratch));
+    return deliver(h, h->rows.score(*h->m, h->dense, *h->scratch));
   for (auto s : h->rows.shards()) {
     h->self->request(h->shards[s], std::chrono::seconds(10), h->rows.request(s, 0, 0))
       .then(
@@ -56,7 +64,7 @@ void pull_slice(const here_ptr& h) {
           if (auto err = h->rows.take(s, d->root()))
             return fail(h, err);
           if (--h->pending == 0)
-            h->done(h->rows.score(*h->m, h->dense, *h->scratch));
+            deliver(h, h->rows.score(*h->m, h->dense, *h->scratch));
         },
         [h, s](caf::error& err) {
           fail(h, make_error(errc::not_found, "evaluation: shard " + std::to_string(s) +
