@@ -51,6 +51,8 @@ void schedule_tick(controller_actor* self) {
   auto now = steady_clock::now();
   if (auto due = st.progress.checkpoints->next_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
+  if (auto due = storage_deadline(st))
+    wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (wait >= none)
     return;
   wait = std::max(wait, milliseconds(0));
@@ -72,7 +74,9 @@ void follow_up(controller_actor* self) {
   if (st.readout.scoring.empty())  // else once the score is in (readout_state)
     st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
   watch_window(self);
-  schedule_tick(self);
+  watch_storage(self);
+  if (st.run.now == run_phase::running)
+    schedule_tick(self);
 }
 
 namespace {
@@ -195,9 +199,8 @@ void on_rollback_request(controller_actor* self, uint32_t epoch, const std::stri
 }
 
 void on_job_event(controller_actor* self, job_event& e) {
-  auto& st = self->state;
-  if (e.kind == event_kind::checkpoint_failed && st.progress.checkpoints->given_up(e.step))
-    widen_window(self);  // the previous checkpoint stays in force; go on
+  if (e.kind == event_kind::checkpoint_failed)
+    return on_checkpoint_failed(self, std::move(e));
   record(self, std::move(e));
 }
 
