@@ -202,12 +202,18 @@ void on_rollback_request(controller_actor* self, uint32_t epoch, const std::stri
 void on_job_event(controller_actor* self, job_event& e) {
   if (e.kind == event_kind::checkpoint_failed)
     return on_checkpoint_failed(self, std::move(e));
+  if (e.kind == event_kind::backpressure)
+    self->state.storage.paused.insert(e.actor);
+  else if (e.kind == event_kind::resumed)
+    self->state.storage.paused.erase(e.actor);
   record(self, std::move(e));
 }
 
 void on_supervision_event(controller_actor* self, const supervision::event& e) {
-  if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start)
+  if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start) {
     self->state.faults->back(e.child);
+    self->state.storage.paused.erase(e.child);  // a new incarnation starts unpaused
+  }
   record(self, from_supervision(e));
 }
 

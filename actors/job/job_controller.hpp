@@ -178,11 +178,14 @@ struct readout_state {
 // storage_state: how the checkpoints' storage fares. Repeated identical
 // checkpoint failures reach the timeline summarised (failure_series); write
 // failures since the last commit that outlast checkpoint_config::
-// storage_deadline fail the job, naming the last good checkpoint.
+// storage_deadline fail the job, naming the last good checkpoint. So do
+// lost checkpoints while a worker is paused by backpressure: it waits for a
+// commit that, with a snapshot lost, would never come.
 struct storage_state {
   failure_series failures;
   std::optional<std::chrono::steady_clock::time_point> failing_since;  // first write failure since the last commit
   std::string last_failure;      // the newest failure's text
+  std::set<std::string> paused;  // workers paused by backpressure (their events say)
   uint64_t last_good = 0;        // the newest committed checkpoint (0: none) and its step
   uint64_t last_good_step = 0;
 };

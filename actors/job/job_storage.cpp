@@ -41,7 +41,8 @@ void on_checkpoint_failed(controller_actor* self, job_event e) {
     widen_window(self);  // the previous checkpoint stays in force; go on
   auto& storage = st.storage;
   storage.last_failure = e.detail;
-  if (e.failed && !storage.failing_since)
+  bool stuck = e.failed || !storage.paused.empty();  // see storage_state
+  if (stuck && !storage.failing_since)
     storage.failing_since = std::chrono::steady_clock::now();
   record_lines(self, e, storage.failures.failed(e.detail, elapsed_ms(st)));
 }

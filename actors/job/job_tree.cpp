@@ -216,6 +216,7 @@ void launch_tree(controller_actor* self) {
   auto& st = self->state;
   st.run.handles.clear();
   st.progress.done.clear();
+  st.storage.paused.clear();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
   st.run.now = run_phase::starting;
@@ -300,9 +301,7 @@ void watch_window(controller_actor* self) {
                             std::to_string(st.cfg.checkpoints.timeout.count()) +
                             " ms while every worker waited for it");
   e.step = *lost;
-  record(self, std::move(e));
-  if (st.progress.checkpoints->given_up(*lost))
-    widen_window(self);
+  on_checkpoint_failed(self, std::move(e));  // given up: the window moves
 }
 
 void on_committed(controller_actor* self, const checkpoint_committed& c) {

@@ -112,6 +112,15 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_
          "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
 }
 
+// The backoff after a failed write of `id` has passed.
+void write_again(checkpointer_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (!st.retained || st.retained->first != id || id <= st.last_committed)
+    return;  // written since, or replaced by a newer checkpoint
+  auto shards = std::move(st.retained->second);
+  write_checkpoint(self, id, shards);
+}
+
 }  // namespace
 
 caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointer_config cfg,
@@ -137,13 +146,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     self->set_exception_handler(exception_as_error);
     return {
       [](crash_atom) { throw std::runtime_error("injected exception"); },
-      [self](retry_atom, uint64_t id) {
-        auto& st = self->state;
-        if (!st.retained || st.retained->first != id || id <= st.last_committed)
-          return;  // written since, or replaced by a newer checkpoint
-        auto shards = std::move(st.retained->second);
-        write_checkpoint(self, id, shards);
-      },
+      [self](retry_atom, uint64_t id) { write_again(self, id); },
       [self](expire_atom, uint64_t id) {
         auto& st = self->state;
         auto it = st.pending.find(id);

@@ -130,6 +130,22 @@ TEST_CASE("storage broken past the deadline fails the job naming the last good c
   CHECK(resumed->pushes_applied == resumed->pushes_acked);
 }
 
+TEST_CASE("checkpoints lost while the workers are paused fail the job at the storage deadline, not hang") {
+  temp_dir dir;
+  // From step 15 on, shard 0's snapshots never reach the checkpointer:
+  // each later checkpoint is lost, and the paused workers wait for one.
+  auto c = probe_run(dir, "drop:shard:0>checkpointer@15x1000");
+  c.checkpoints.max_log_bytes = 1;
+  c.checkpoints.timeout = std::chrono::milliseconds(200);
+  c.checkpoints.storage_deadline = std::chrono::milliseconds(1000);
+  auto r = run(c);
+  REQUIRE(!r);
+  auto why = describe(r.error());
+  CAPTURE(why);
+  CHECK(has(why, "past the storage deadline of 1.0 s"));
+  CHECK(has(why, "lost, only shard(s) 1 of 2 sent a snapshot"));
+}
+
 TEST_CASE("50 identical checkpoint failures reach the timeline as 3 events: the first, the 10th, the total") {
   temp_dir dir;
   auto c = probe_run(dir, "enospc:write@5x50");
