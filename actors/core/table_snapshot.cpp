@@ -36,18 +36,69 @@ struct header {
   uint64_t full_refused = 0;
 };
 
-// Appends little-endian fixed-width values (this build's host order; keel
-// runs on little-endian machines only, as its wire formats do).
-struct writer {
-  std::vector<unsigned char>& out;
+// Writes little-endian fixed-width values (this build's host order; keel
+// runs on little-endian machines only, as its wire formats do) into
+// consecutive spans, and keeps the CRC32C of what it wrote, extended every
+// crc_block bytes while they are still in cache: the bytes are passed over
+// once. The spans must hold what is written (checked by the caller).
+class span_writer {
+ public:
+  explicit span_writer(const std::vector<byte_span>& out) : spans_(out) {}
+
   template <class T>
   void put(T v) {
+    if (static_cast<size_t>(end_ - at_) >= sizeof v) {
+      std::memcpy(at_, &v, sizeof v);
+      at_ += sizeof v;
+      if (static_cast<size_t>(at_ - crc_from_) >= crc_block)
+        fold();
+      return;
+    }
     put_bytes(&v, sizeof v);
   }
+
   void put_bytes(const void* p, size_t n) {
     auto* b = static_cast<const unsigned char*>(p);
-    out.insert(out.end(), b, b + n);
+    while (n > 0) {
+      if (at_ == end_)
+        next_span();
+      size_t k = std::min(n, static_cast<size_t>(end_ - at_));
+      std::memcpy(at_, b, k);
+      at_ += k, b += k, n -= k;
+      if (static_cast<size_t>(at_ - crc_from_) >= crc_block)
+        fold();
+    }
   }
+
+  // The CRC32C of every byte written so far.
+  uint32_t crc() {
+    fold();
+    return crc_;
+  }
+
+ private:
+  static constexpr size_t crc_block = size_t{64} << 10;
+
+  void fold() {
+    if (at_ != crc_from_)
+      crc_ = crc32c_extend(crc_, crc_from_, static_cast<size_t>(at_ - crc_from_));
+    crc_from_ = at_;
+  }
+  void next_span() {
+    fold();
+    if (next_ == spans_.size())
+      throw std::logic_error("encode_table_into: the spans are shorter than the snapshot");
+    at_ = crc_from_ = spans_[next_].data;
+    end_ = at_ + spans_[next_].size;
+    ++next_;
+  }
+
+  const std::vector<byte_span>& spans_;
+  size_t next_ = 0;
+  unsigned char* at_ = nullptr;
+  unsigned char* end_ = nullptr;
+  unsigned char* crc_from_ = nullptr;
+  uint32_t crc_ = crc32c_empty;
 };
 
 // Reads them back; the caller checked the length first.
@@ -62,7 +113,7 @@ struct reader {
   }
 };
 
-void put_header(writer& w, const header& h) {
+void put_header(span_writer& w, const header& h) {
   w.put(h.magic), w.put(h.version), w.put(h.dtype), w.put(h.optimizer);
   w.put(h.dim), w.put(h.state_slots), w.put(h.slot_count), w.put(h.rows);
   w.put(h.capacity_rows), w.put(h.min_pushes), w.put(h.sketch_depth), w.put(h.sketch_width);
@@ -129,8 +180,9 @@ class table_codec {
     std::sort(rows.begin(), rows.end());
     return rows;
   }
+  // Empty without a capacity (no ranks are stored then).
   static std::vector<uint32_t> recency_ranks(const embedding_table& t) {
-    std::vector<uint32_t> rank(t.rows_, 0);
+    std::vector<uint32_t> rank(t.cfg_.capacity_rows > 0 ? t.rows_ : 0, 0);
     uint32_t next = 0;
     if (t.cfg_.capacity_rows > 0)
       for (uint32_t r = t.head_; r != embedding_table::no_row; r = t.link(r, 1)) rank[r] = next++;
@@ -142,7 +194,8 @@ class table_codec {
   static const count_min_sketch& sketch(const embedding_table& t) { return t.sketch_; }
   static const table_counters& stats(const embedding_table& t) { return t.stats_; }
 
-  static std::vector<unsigned char> encode(const embedding_table& t);
+  static uint64_t encoded_bytes(const embedding_table& t);
+  static uint32_t encode(const embedding_table& t, const std::vector<byte_span>& out);
   static table_error restore_rows(embedding_table& t, reader& in, uint64_t rows);
   static table_error restore_rest(embedding_table& t, reader& in, const header& h);
 };
@@ -168,34 +221,52 @@ header header_of(const embedding_table& t) {
 
 }  // namespace
 
-std::vector<unsigned char> table_codec::encode(const embedding_table& t) {
+uint64_t table_codec::encoded_bytes(const embedding_table& t) {
+  return table_snapshot_header_bytes + sizes_of(header_of(t), SIZE_MAX).total + 4;
+}
+
+uint32_t table_codec::encode(const embedding_table& t, const std::vector<byte_span>& out) {
   header h = header_of(t);
   h.evictions = t.stats_.evictions;
   h.admissions_refused = t.stats_.admissions_refused;
   h.full_refused = t.stats_.full_refused;
-  body_sizes s = sizes_of(h, SIZE_MAX);
-  std::vector<unsigned char> out;
-  out.reserve(table_snapshot_header_bytes + s.total + 4);
-  writer w{out};
+  span_writer w{out};
   put_header(w, h);
   w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
   for (uint64_t word : t.cfg_.slots.words()) w.put(word);
   const auto ranks = recency_ranks(t);
-  const size_t floats = size_t{t.cfg_.dim} * (1 + t.state_slots_);
+  const size_t row_bytes = size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float);
   for (const auto& [key, r] : rows_by_key(t)) {
     w.put(key);
     if (h.capacity_rows > 0)
       w.put(ranks[r]);
-    w.put_bytes(values(t, r), floats * sizeof(float));
+    w.put_bytes(values(t, r), row_bytes);
   }
   if (h.min_pushes > 1)
     w.put_bytes(t.sketch_.counters().data(), t.sketch_.counters().size() * sizeof(uint16_t));
-  w.put(crc32c(out.data(), out.size()));
-  return out;
+  w.put(w.crc());
+  return w.crc();
+}
+
+uint64_t encoded_table_bytes(const embedding_table& table) {
+  return table_codec::encoded_bytes(table);
+}
+
+uint32_t encode_table_into(const embedding_table& table, const std::vector<byte_span>& out) {
+  uint64_t room = 0;
+  for (const auto& s : out) room += s.size;
+  const uint64_t need = table_codec::encoded_bytes(table);
+  if (room != need)
+    throw std::invalid_argument("encode_table_into: table '" + table.name() + "' encodes to " +
+                                std::to_string(need) + " bytes, the spans hold " +
+                                std::to_string(room));
+  return table_codec::encode(table, out);
 }
 
 std::vector<unsigned char> encode_table(const embedding_table& table) {
-  return table_codec::encode(table);
+  std::vector<unsigned char> out(table_codec::encoded_bytes(table));
+  table_codec::encode(table, {{out.data(), out.size()}});
+  return out;
 }
 
 table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t rows) {
