@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "storage/crc32c.hpp"
@@ -223,4 +224,29 @@ TEST_CASE("the content hash depends on the keys and values only, and combining k
   auto ha = content_sha256(*a), hb = content_sha256(*b);
   CHECK(combine_digests({ha, hb}) != combine_digests({hb, ha}));
   CHECK(combine_digests({ha, hb}) == combine_digests({ha, hb}));
+}
+
+TEST_CASE("a table encoded into spans of any sizes holds the bytes encode_table gives, and says their CRC") {
+  const table_config c = full_config();
+  std::mt19937_64 rng(5);
+  embedding_table t = trained(c, 20, rng);
+  const auto whole = encode_table(t);
+  REQUIRE(encoded_table_bytes(t) == whole.size());
+  // Spans that cut the header, a key, a row and the trailing CRC, and an empty one.
+  std::vector<unsigned char> into(whole.size(), 0xee);
+  std::vector<byte_span> spans;
+  size_t at = 0;
+  for (size_t len : {size_t{1}, size_t{7}, size_t{0}, size_t{90}, size_t{333}, size_t{4097}}) {
+    spans.push_back({into.data() + at, len});
+    at += len;
+  }
+  REQUIRE(at + 2 < whole.size());
+  spans.push_back({into.data() + at, whole.size() - at - 2});
+  spans.push_back({into.data() + whole.size() - 2, 2});
+  CHECK(encode_table_into(t, spans) == crc32c(whole.data(), whole.size()));
+  CHECK(into == whole);
+  // Spans of the wrong total are refused before anything is written.
+  std::vector<unsigned char> small(whole.size() - 1, 0xee);
+  CHECK_THROWS_AS(encode_table_into(t, {{small.data(), small.size()}}), std::invalid_argument);
+  CHECK(small == std::vector<unsigned char>(whole.size() - 1, 0xee));
 }
