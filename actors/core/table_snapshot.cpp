@@ -174,11 +174,12 @@ bool all_finite(const float* v, size_t n) {
 // The friend of embedding_table that reads and rebuilds its arena.
 class table_codec {
  public:
-  static std::vector<std::pair<uint64_t, uint32_t>> rows_by_key(const embedding_table& t) {
-    std::vector<std::pair<uint64_t, uint32_t>> rows(t.rows_);
-    for (uint32_t r = 0; r < t.rows_; ++r) rows[r] = {t.key_at(r), r};
-    std::sort(rows.begin(), rows.end());
-    return rows;
+  static std::vector<std::pair<uint64_t, uint32_t>> rows_by_key(const embedding_table& t);
+  // Asks for row r's bytes ahead of their use: rows are read in key order,
+  // which is random in memory.
+  static void prefetch(const embedding_table& t, uint32_t r) {
+    const char* row = reinterpret_cast<const char*>(t.row_at(r));
+    for (size_t b = 0; b < t.stride_ * sizeof(float); b += 64) __builtin_prefetch(row + b);
   }
   // Empty without a capacity (no ranks are stored then).
   static std::vector<uint32_t> recency_ranks(const embedding_table& t) {
@@ -199,6 +200,46 @@ class table_codec {
   static table_error restore_rows(embedding_table& t, reader& in, uint64_t rows);
   static table_error restore_rest(embedding_table& t, reader& in, const header& h);
 };
+
+namespace {
+
+// Rows read ahead of the one being written (prefetch distance).
+constexpr size_t rows_ahead = 8;
+
+// Sorts `keys` (with their rows) ascending. Keys spread over their range,
+// as hashed IDs are, are first dealt into 2^16 buckets by their highest
+// varying bits (one counting pass, one scatter), then each bucket is sorted
+// on its own, in cache: several times faster than one sort of the whole, and
+// never worse in kind (keys bunched into one bucket are sorted as before).
+std::vector<std::pair<uint64_t, uint32_t>> sorted_by_key(const std::vector<uint64_t>& keys) {
+  const size_t n = keys.size();
+  std::vector<std::pair<uint64_t, uint32_t>> out(n);
+  if (n == 0)
+    return out;
+  uint64_t lo = keys[0], hi = keys[0];
+  for (uint64_t k : keys) lo = std::min(lo, k), hi = std::max(hi, k);
+  // The keys agree above bit `varying`; the 16 bits below it order them.
+  const int varying = lo == hi ? 0 : 64 - __builtin_clzll(lo ^ hi);
+  const int shift = varying > 16 ? varying - 16 : 0;
+  auto bucket = [shift](uint64_t k) { return static_cast<size_t>((k >> shift) & 0xffff); };
+  std::vector<uint32_t> start(65537, 0);
+  for (uint64_t k : keys) ++start[bucket(k) + 1];
+  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  std::vector<uint32_t> next(start.begin(), start.end() - 1);
+  for (size_t r = 0; r < n; ++r) out[next[bucket(keys[r])]++] = {keys[r], static_cast<uint32_t>(r)};
+  for (size_t b = 0; b + 1 < start.size(); ++b)
+    if (start[b + 1] - start[b] > 1)
+      std::sort(out.begin() + start[b], out.begin() + start[b + 1]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<uint64_t, uint32_t>> table_codec::rows_by_key(const embedding_table& t) {
+  std::vector<uint64_t> keys(t.rows_);
+  for (uint32_t r = 0; r < t.rows_; ++r) keys[r] = t.key_at(r);
+  return sorted_by_key(keys);
+}
 
 namespace {
 
@@ -236,7 +277,11 @@ uint32_t table_codec::encode(const embedding_table& t, const std::vector<byte_sp
   for (uint64_t word : t.cfg_.slots.words()) w.put(word);
   const auto ranks = recency_ranks(t);
   const size_t row_bytes = size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float);
-  for (const auto& [key, r] : rows_by_key(t)) {
+  const auto order = rows_by_key(t);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i + rows_ahead < order.size())
+      prefetch(t, order[i + rows_ahead].second);
+    const auto [key, r] = order[i];
     w.put(key);
     if (h.capacity_rows > 0)
       w.put(ranks[r]);
@@ -470,7 +515,11 @@ table_digest content_sha256(const embedding_table& table) {
   h.add(name.data(), name.size());
   h.add_value(table.dim());
   h.add_value(table.rows());
-  for (const auto& [key, r] : table_codec::rows_by_key(table)) {
+  const auto order = table_codec::rows_by_key(table);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i + rows_ahead < order.size())
+      table_codec::prefetch(table, order[i + rows_ahead].second);
+    const auto [key, r] = order[i];
     h.add_value(key);
     h.add(table_codec::values(table, r), size_t{table.dim()} * sizeof(float));
   }
