@@ -35,6 +35,8 @@ section "P2: shard apply (bench/actors/apply_bench)"
 "$b/actors/apply_bench" 32 5
 section "embedding tables: push, pull and bytes per parameter (bench/tables/table_bench)"
 "$b/tables/table_bench" 300 "$((quick ? 1 : 3))"
+section "embedding tables: a table put into a shard snapshot (bench/tables/table_snapshot_bench)"
+"$b/tables/table_snapshot_bench" 1000000 "$((quick ? 3 : 5))"
 section "P3: snapshot write and validated read (bench/storage/snapshot_bench)"
 "$b/storage/snapshot_bench" "$snap_mb" "$snap_reps"
 section "P3: shard recovery from its snapshot (bench/actors/recovery_bench)"
