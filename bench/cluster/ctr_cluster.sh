@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# A CTR model bigger than one process was meant to hold (issue 26, item 4):
+# ctr-fm (rows of d = 17 floats, AdaGrad: as many accumulator floats) trained
+# with `keel cluster --nodes 4` (4 shards, 4 workers, batch 256) on the first
+# TRAIN_EXAMPLES rows of the click log, three ways in each repetition:
+#  - killed:  node:1 (a shard and a worker) killed with kill -9 mid-run,
+#             checkpoints every EVERY steps, the last one at the last step;
+#  - clean:   the same without the fault (its params_sha256 must equal the
+#             killed run's: BSP bit-identity through the kill);
+#  - nockpt:  the same without checkpoints (--checkpoint-every 0): what the
+#             coordinator holds when no snapshot passes through it.
+# The model's size is counted from what the shards reported: the killed
+# run's final checkpoint (bench/cluster/checkpoint_model_size reads each
+# table's rows, d and optimizer slots from the shards' snapshots). Peak RSS
+# is keel's own figure (keel cluster prints getrusage for itself and wait4's
+# for every node process it reaped, the killed one included: the kernel's
+# counts, exact). Rows pushed come from the run's batch schedule
+# (bench/cluster/ctr_rows_pushed: the distinct keys of each worker's batch,
+# per table, summed; replays not counted), divided by the run's own time.
+# The reference, independent of the model's size: the plain single-process
+# trainer (build/bench/training/ctr_plain_bench) on PLAIN_EXAMPLES rows, a
+# model small enough for one process; its rows/s is its examples/s times the
+# rows per example of its own schedule (one worker, batch 256).
+# The nodes run with a heartbeat of 1 s and a connection timeout of 30 s,
+# not the defaults (200 / 800 ms): a node busy moving a snapshot of a shard
+# this size through CAF's middleman (a checkpoint, or a restarted shard's
+# spawn request) misses heartbeats, and at 800 ms healthy nodes were
+# declared lost again and again (a run of 128 M parameters on this loaded
+# 2-core machine never finished). kill -9 closes the node's sockets, so its
+# loss is still seen at once.
+#   bench/cluster/ctr_cluster.sh [KEEL_BINARY] [TRAIN_EXAMPLES=450000] [RUNS=1] [PLAIN_EXAMPLES=200000]
+# With CTR_CLUSTER_LOGS=DIR the runs' logs are kept there (run-N.killed.log, ...).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+keel="${1:-$root/build/demos/keel}"
+examples="${2:-450000}"
+runs="${3:-1}"
+plain_examples="${4:-200000}"
+bench="$(dirname "$keel")/../bench"
+sizer="$bench/cluster/checkpoint_model_size"
+pushed="$bench/cluster/ctr_rows_pushed"
+plain="$bench/training/ctr_plain_bench"
+for b in "$keel" "$sizer" "$pushed" "$plain"; do
+  [ -x "$b" ] || { echo "ctr_cluster: no $b (build first: bash scripts/build.sh)" >&2; exit 1; }
+done
+
+workers=4
+batch=256
+spe=$((examples / workers / batch))
+every=$((spe / 4))
+[ "$every" -ge 2 ] || { echo "ctr_cluster: TRAIN_EXAMPLES $examples is too few for 4 checkpoints of 4 x 256" >&2; exit 2; }
+steps=$((every * 4))  # a checkpoint at the last step holds the final model
+kill_at=$((every * 5 / 2))
+common=(--model ctr-fm --optimizer adagrad --shards 4 --workers "$workers" --batch "$batch"
+        --train-limit "$examples" --test-limit 10000 --steps "$steps")
+tmp="$(mktemp -d /tmp/ctr_cluster.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "ctr_cluster: $1" >&2
+  [ -n "${2:-}" ] && tail -40 "$2" >&2
+  exit 1
+}
+field() { sed -n "s|.*$1.*|\\1|p" "$2" | head -1; }
+mb() { awk -v k="$1" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+# Runs keel cluster as $1 with the extra flags after it; the log in $tmp/$1.log.
+run_cluster() {
+  local label="$1"
+  shift
+  "$keel" cluster --nodes 4 --node-heartbeat-ms 1000 --node-timeout-ms 30000 "${common[@]}" "$@" >"$tmp/$label.log" 2>&1 || fail "$label run failed:" "$tmp/$label.log"
+  local log="$tmp/$label.log"
+  local acked applied
+  acked="$(field 'pushes acked \([0-9]*\),.*' "$log")"
+  applied="$(field 'pushes acked [0-9]*, applied \([0-9]*\),.*' "$log")"
+  [ -n "$acked" ] && [ "$acked" = "$applied" ] || fail "$label run: pushes acked $acked, applied $applied" "$log"
+}
+
+rate() { field 'done in [0-9.]* s, \([0-9.e+]*\) samples/s.*' "$1"; }
+secs() { field 'done in \([0-9.e+]*\) s,.*' "$1"; }
+sha() { field 'params_sha256 \([0-9a-f]*\).*' "$1"; }
+# "kB label" lines of a log's peak RSS report.
+peaks() { sed -n 's/^keel cluster: peak RSS \([0-9]*\) kB: \(.*\)$/\1 \2/p' "$1"; }
+
+rows_pushed="$("$pushed" ctr-fm "$examples" "$workers" "$batch" "$steps" | sed -n 's/^rows_pushed \([0-9]*\) .*/\1/p')"
+plain_steps=$((plain_examples / batch))
+plain_rows_per_example="$("$pushed" ctr-fm "$plain_examples" 1 "$batch" "$plain_steps" | sed -n 's/.*rows_per_example \([0-9.]*\).*/\1/p')"
+
+for ((i = 1; i <= runs; i++)); do
+  run_cluster killed --checkpoint-every "$every" --checkpoint-dir "$tmp/killed-ckpt" --faults "kill9:node:1@$kill_at"
+  run_cluster clean --checkpoint-every "$every" --checkpoint-dir "$tmp/clean-ckpt" --quiet
+  run_cluster nockpt --checkpoint-every 0 --quiet
+  [ "$(sha "$tmp/killed.log")" = "$(sha "$tmp/clean.log")" ] ||
+    fail "the killed run ended with params_sha256 $(sha "$tmp/killed.log"), the fault-free one $(sha "$tmp/clean.log")" "$tmp/killed.log"
+  [ "$(sha "$tmp/clean.log")" = "$(sha "$tmp/nockpt.log")" ] ||
+    fail "the run without checkpoints ended with another params_sha256 than the one with" "$tmp/nockpt.log"
+  "$sizer" "$tmp/killed-ckpt" >"$tmp/size.txt" || fail "cannot size the model from the checkpoint" "$tmp/size.txt"
+  [ "$(sed -n 's/^checkpoint [0-9]* step \([0-9]*\) .*/\1/p' "$tmp/size.txt")" = "$steps" ] ||
+    fail "the newest checkpoint is not at the last step $steps" "$tmp/size.txt"
+  read -r model_rows params values state model_bytes < <(awk '/^total/ { print $3, $5, $7, $9, $11 }' "$tmp/size.txt")
+  "$plain" ctr-fm "$plain_examples" >"$tmp/plain.txt" 2>/dev/null || fail "ctr_plain_bench failed" "$tmp/plain.txt"
+  plain_rate="$(awk '$1 == "ctr-fm" { print $8 }' "$tmp/plain.txt")"
+  model_mb="$(awk -v b="$model_bytes" 'BEGIN { printf "%.0f", b / 1e6 }')"
+
+  if [ -n "${CTR_CLUSTER_LOGS:-}" ]; then
+    mkdir -p "$CTR_CLUSTER_LOGS"
+    for f in killed clean nockpt; do cp "$tmp/$f.log" "$CTR_CLUSTER_LOGS/run-$i.$f.log"; done
+    cp "$tmp/size.txt" "$CTR_CLUSTER_LOGS/run-$i.size.txt"
+  fi
+  echo "== run $i of $runs: ctr-fm (d = 17) with AdaGrad, keel cluster --nodes 4, 4 shards, 4 workers, batch 256,"
+  echo "   $examples training rows, $steps steps, checkpoints every $every steps (none in the nockpt run)"
+  echo "model, counted from the shards' snapshots in the final checkpoint (step $steps): $model_rows rows over 26 tables,"
+  echo "   $params parameters = $values values + $state AdaGrad state, $model_mb MB of float32"
+  printf '%-58s %12s %9s %7s  %s\n' "process (run)" "peak RSS MB" "model MB" ratio goal
+  for run in killed clean nockpt; do
+    while read -r kb who; do
+      goal="each node well under 0.5"
+      case "$who" in the\ coordinator*) goal="a small fraction" ;; esac
+      printf '%-58s %12s %9s %7s  %s\n' "${who%% (pid*} ($run)" "$(mb "$kb")" "$model_mb" "$(ratio "$((kb * 1024))" "$model_bytes")" "$goal"
+    done < <(peaks "$tmp/$run.log")
+  done
+  printf '\n%-58s %11s %13s %11s %7s\n' measurement examples/s "rows pushed/s" "reference" ratio
+  for run in clean killed nockpt; do
+    r="$(rate "$tmp/$run.log")"
+    rps="$(awk -v n="$rows_pushed" -v s="$(secs "$tmp/$run.log")" 'BEGIN { printf "%.0f", n / s }')"
+    printf '%-58s %11.0f %13s %11.0f %7s\n' "keel cluster, 4 node processes ($run)" "$r" "$rps" "$plain_rate" "$(ratio "$r" "$plain_rate")"
+  done
+  printf '%-58s %11.0f %13.0f %11s %7s\n' "plain trainer, one thread, $plain_examples rows (the reference)" "$plain_rate" \
+    "$(awk -v r="$plain_rate" -v x="$plain_rows_per_example" 'BEGIN { print r * x }')" - -
+  grep -F "node:1 kill9:node:1@$kill_at:" "$tmp/killed.log" | grep -qF 'serving again' ||
+    fail "no recovery line for the kill" "$tmp/killed.log"
+  echo
+  echo "kill -9 of node:1 (planned at step $kill_at of $steps; keel's recovery timeline, a rollback included if the"
+  echo "killed node's worker lost pushes a restored shard needed):"
+  sed -n '/^keel train: recoveries:/,/^keel cluster:/p' "$tmp/killed.log" | grep '^  '
+  echo "  pushes acked $(field 'pushes acked \([0-9]*\),.*' "$tmp/killed.log") == applied; params_sha256 equal to the fault-free run's: yes"
+  echo "  $(grep -F 'checkpoints committed' "$tmp/killed.log")"
+  echo
+done
