@@ -36,10 +36,19 @@ std::string options_text(const std::string& name, const model_options& mo) {
       << c.test_rows << " features " << c.min_features << ".." << c.max_features << " zipf " << c.zipf_exponent
       << " weight_scale " << c.weight_scale << " weight_half_rank " << c.weight_half_rank << " true_bias "
       << c.true_bias;
+  } else if (name == "ctr-lr" || name == "ctr-fm") {
+    auto& c = mo.ctr;
+    s << "seed " << c.seed << " vocabulary " << c.vocabulary << " train_examples " << c.train_examples
+      << " test_examples " << c.test_examples << " zipf " << c.zipf_exponent << " fm_factors " << c.fm_factors
+      << " planted_factors " << c.planted_factors << " weight_scale " << c.weight_scale << " factor_scale "
+      << c.factor_scale << " weight_half_rank " << c.weight_half_rank << " numeric_scale " << c.numeric_scale
+      << " true_bias " << c.true_bias;
   } else if (name == "probe") {
     auto& c = mo.probe;
     s << "dense_keys " << c.dense_keys << " sparse_keys " << c.sparse_keys << " examples " << c.examples
       << " lr " << c.lr;
+    if (c.table_keys > 0)
+      s << " table_keys " << c.table_keys << " table_pool " << c.table_pool;
   }
   return s.str();
 }
@@ -65,6 +74,14 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
     return 1;
   }
   cfg.training_model = *model;
+  if ((*model)->layout().tables().empty()) {
+    if (cfg.training.tables.capacity_rows > 0)
+      return usage_error(command, "--table-capacity", "is for models with embedding tables, and " + choices.model +
+                                                          " has none (ctr-lr and ctr-fm have)");
+    if (cfg.training.tables.admit_after > 1)
+      return usage_error(command, "--admit-after", "is for models with embedding tables, and " + choices.model +
+                                                       " has none (ctr-lr and ctr-fm have)");
+  }
   cfg.training.model_options = options_text(choices.model, mo);
   cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
   return std::nullopt;

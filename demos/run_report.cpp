@@ -180,6 +180,31 @@ recovery recovery_from(const json& j, const std::string& path) {
   return r;
 }
 
+json table_json(const table_stats& t) {
+  return {{"name", t.name},
+          {"dim", t.dim},
+          {"rows", t.rows},
+          {"evictions", t.evictions},
+          {"admissions_refused", t.admissions_refused},
+          {"full_refused", t.full_refused},
+          {"bytes", t.bytes},
+          {"parameter_bytes", t.parameter_bytes}};
+}
+
+table_stats table_from(const json& j, const std::string& path) {
+  object_reader in(j, path);
+  table_stats t;
+  t.name = in.text("name");
+  t.dim = static_cast<uint32_t>(in.whole("dim", std::numeric_limits<uint32_t>::max()));
+  t.rows = in.whole("rows");
+  t.evictions = in.whole("evictions");
+  t.admissions_refused = in.whole("admissions_refused");
+  t.full_refused = in.whole("full_refused");
+  t.bytes = in.whole("bytes");
+  t.parameter_bytes = in.whole("parameter_bytes");
+  return t;
+}
+
 template <class T, class F>
 std::vector<T> list_from(const object_reader& in, const char* key, F read_one) {
   std::vector<T> out;
@@ -235,6 +260,7 @@ run_report make_report(const job_config& cfg, const std::string& model_name, con
     out.progress.push_back(p);
   }
   out.recoveries = recoveries(r.events);
+  out.tables = r.tables;
   return out;
 }
 
@@ -251,6 +277,9 @@ void to_json(json& j, const run_report& r) {
     events.push_back(event_json(e));
   for (auto& rec : r.recoveries)
     recovered.push_back(recovery_json(rec));
+  json tables = json::array();
+  for (auto& t : r.tables)
+    tables.push_back(table_json(t));
   json named = json::object();
   for (auto& [name, v] : r.test_metrics)
     named[name] = number_or_null(v);
@@ -275,7 +304,8 @@ void to_json(json& j, const run_report& r) {
        {"restarts", r.restarts},
        {"progress", progress},
        {"events", events},
-       {"recoveries", recovered}};
+       {"recoveries", recovered},
+       {"tables", tables}};
 }
 
 void from_json(const json& j, run_report& r) {
@@ -314,6 +344,9 @@ void from_json(const json& j, run_report& r) {
   r.progress = list_from<progress_point>(in, "progress", progress_from);
   r.events = list_from<job_event>(in, "events", event_from);
   r.recoveries = list_from<recovery>(in, "recoveries", recovery_from);
+  r.tables.clear();
+  if (j.contains("tables"))  // reports written before tables were counted have none
+    r.tables = list_from<table_stats>(in, "tables", table_from);
 }
 
 std::string report_json(const run_report& r) {

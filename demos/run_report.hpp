@@ -56,6 +56,7 @@ struct run_report {
   std::vector<progress_point> progress;
   std::vector<job_event> events;    // every event but progress, in time order
   std::vector<recovery> recoveries;
+  std::vector<keel::table_stats> tables;  // the model's embedding tables at the end (none: no tables)
 };
 
 // The report of a finished job run with `cfg` on the model named `model_name`.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -62,6 +63,11 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("steps", number_flag<uint64_t>(&f.steps, "N", 1, uint64_t{1} << 40, false),
      "global steps per worker (default: --epochs worth)")
     ("seed", number_flag(&c.training.seed, "N"), "seed of data order and initial values")
+    ("table-capacity", number_flag<uint64_t>(&c.training.tables.capacity_rows, "ROWS", 0, 4294967294ull),
+     "rows each shard keeps of each embedding table (ctr-lr, ctr-fm); past it the least recently updated "
+     "row is evicted (0: no bound)")
+    ("admit-after", number_flag<uint32_t>(&c.training.tables.admit_after, "N", 0, max_admit_after),
+     "a key becomes an embedding row at its N-th push; its earlier pushes are dropped (0 or 1: at its first)")
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
@@ -307,6 +313,30 @@ std::function<void(const job_event&)> event_printer(bool verbose) {
   };
 }
 
+// The embedding tables' line: rows, memory beside the bytes of values and
+// optimizer state, and what capacity and admission dropped.
+void print_tables(const std::vector<table_stats>& tables) {
+  table_stats sum;
+  for (auto& t : tables) {
+    sum.rows += t.rows;
+    sum.bytes += t.bytes;
+    sum.parameter_bytes += t.parameter_bytes;
+    sum.evictions += t.evictions;
+    sum.admissions_refused += t.admissions_refused;
+    sum.full_refused += t.full_refused;
+  }
+  auto mb = [](uint64_t b) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(b) / 1e6);
+    return std::string(text);
+  };
+  std::cout << "keel train: " << tables.size() << " embedding tables, " << sum.rows << " rows, "
+            << mb(sum.parameter_bytes) << " MB of values and optimizer state held in " << mb(sum.bytes)
+            << " MB (" << (sum.parameter_bytes ? static_cast<double>(sum.bytes) / sum.parameter_bytes : 0.0)
+            << " bytes a byte); rows evicted " << sum.evictions << ", pushed rows refused by admission "
+            << sum.admissions_refused << " and by full tables " << sum.full_refused << "\n";
+}
+
 // The result's lines; 1 if the probe's exactly-once check failed, else 0.
 int print_result(const job_config& cfg, const job_result& r, const std::string& program, bool quiet) {
   uint64_t restarts = 0;
@@ -331,6 +361,8 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
   std::cout << " over " << r.quality.examples
             << " examples\nkeel train: pushes acked " << r.pushes_acked << ", applied "
             << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
+  if (!r.tables.empty())
+    print_tables(r.tables);
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {
     std::cout << program << ": planned faults: " << r.faults_injected << " injected, "
               << r.faults_not_injected.size() << " not\n";

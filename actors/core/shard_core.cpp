@@ -66,12 +66,16 @@ slot_set owned_slots(const std::vector<uint32_t>& slot_owners, uint32_t shard) {
   return s;
 }
 
+static_assert(max_admit_after == count_min_sketch::max_count, "table_limits' bound is the sketch's");
+
 table_config shard_table_config(const shard_config& cfg, uint32_t t) {
   table_config tc;
   tc.name = cfg.tables.at(t).name;
   tc.dim = cfg.tables.at(t).dim;
   tc.optimizer = cfg.optimizer;
   tc.slots = owned_slots(cfg.table_slot_owners, cfg.shard);
+  tc.capacity_rows = cfg.limits.capacity_rows;
+  tc.admission.min_pushes = cfg.limits.admit_after;
   return tc;
 }
 

@@ -33,6 +33,7 @@
 #include "actors/core/embedding_table.hpp"
 #include "actors/core/optimizer.hpp"
 #include "actors/core/row_block_sum.hpp"
+#include "actors/core/table_limits.hpp"
 #include "actors/core/partition.hpp"
 #include "messages/decode.hpp"
 #include "models/parameter_layout.hpp"
@@ -58,13 +59,14 @@ struct shard_config {
   optimizer_config optimizer;
   std::vector<table_spec> tables;           // the layout's tables; table t is tables[t]
   std::vector<uint32_t> table_slot_owners;  // the slot map: the shard of each hash slot (empty without tables)
+  table_limits limits;                      // of every table
 };
 
 // The field order is the wire format (a remote shard's spawn carries it).
 template <class I>
 typename I::result_type inspect(I& f, shard_config& x) {
   return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
-           x.optimizer, x.tables, x.table_slot_owners);
+           x.optimizer, x.tables, x.table_slot_owners, x.limits);
 }
 
 // The job's slot map for its tables: default_slot_count slots, shard s owning

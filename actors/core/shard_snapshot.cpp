@@ -174,7 +174,13 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   tensors.push_back(i64(t_counters, counters));
   std::vector<std::vector<unsigned char>> table_bytes;
   table_bytes.reserve(core.tables().size() + 1);
+  std::vector<uint64_t> table_counts;  // the read-out's table_counters, table by table
   if (!table_rows && !core.tables().empty()) {
+    for (auto& table : core.tables()) {
+      auto c = table.counters();
+      table_counts.insert(table_counts.end(), {c.rows, c.evictions, c.admissions_refused, c.full_refused, c.bytes});
+    }
+    tensors.push_back(i64(table_counters_tensor, table_counts));
     table_bytes.emplace_back();
     for (auto& table : core.tables()) {
       auto digest = content_sha256(table);

@@ -28,13 +28,18 @@ namespace keel {
 // (storage/run_identity.hpp). With `table_rows` false (a read-out, never
 // restored) the tables' rows stay out: the snapshot holds instead the uint8
 // tensor "tables.sha256", each table's content_sha256 (32 bytes, table by
-// table), computed here where the rows live.
+// table), computed here where the rows live, and "tables.counters" (below).
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms, const run_identity& run = {},
                                               bool table_rows = true);
 
 // The name of the read-out's tensor of table digests.
 constexpr const char* table_digests_tensor = "tables.sha256";
+// The read-out also carries int64 "tables.counters" [tables x 5]: each
+// table's table_counters rows, evictions, admissions_refused, full_refused,
+// bytes (embedding_table.hpp), table by table.
+constexpr const char* table_counters_tensor = "tables.counters";
+constexpr size_t table_counter_fields = 5;
 
 // `mode` structure skips the CRCs: only for a frame check_shard_snapshot
 // accepted already (frames are immutable).

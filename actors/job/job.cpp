@@ -36,6 +36,13 @@ caf::error check(const placed_job_config& c) {
   if (c.training.shards > dense + c.training_model->layout().sparse_key_count())
     return bad("job: " + std::to_string(c.training.shards) + " shards for only " + std::to_string(dense) +
                " parameters");
+  auto& limits = c.training.tables;
+  if ((limits.capacity_rows > 0 || limits.admit_after > 1) && c.training_model->layout().tables().empty())
+    return bad("job: table limits (a capacity or an admission filter) for " + c.training_model->name() +
+               ", a model without embedding tables");
+  if (limits.admit_after > max_admit_after)
+    return bad("job: admission after " + std::to_string(limits.admit_after) + " pushes: at most " +
+               std::to_string(max_admit_after));
   // The fault plan: every target exists, every fault can fire.
   if (auto err = check_fault_plan(c.faults.plan, c.training.shards, c.training.workers, c.placement ? c.placement->nodes() : 0))
     return err;

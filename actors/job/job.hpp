@@ -32,6 +32,7 @@
 #include "actors/core/consistency.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/optimizer.hpp"
+#include "actors/core/table_limits.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "models/model.hpp"
 
@@ -48,6 +49,9 @@ struct training_config {
   uint32_t batch_size = 32;
   uint64_t steps = 100;                          // global steps each worker runs
   uint64_t seed = 1;
+  // Bounds on every embedding table of every shard (a model with tables):
+  // capacity with eviction, admission filter. Counted in job_result::tables.
+  table_limits tables;
   // What the model was built from beyond its name and layout (keel train:
   // its model_options, e.g. "mnist train 0 test 0"), as text. With the
   // fields above, the model's name and layout, it is the run's
@@ -111,6 +115,19 @@ struct job_config {
   size_t scheduler_threads = 2;                  // CAF's worker threads for the job's actors
 };
 
+// One embedding table at the end of a run, summed over the shards that hold
+// its rows (read where they live; no rows travel).
+struct table_stats {
+  std::string name;
+  uint32_t dim = 0;
+  uint64_t rows = 0;
+  uint64_t evictions = 0;           // rows evicted to make room (training.tables.capacity_rows)
+  uint64_t admissions_refused = 0;  // pushed rows dropped by the admission filter
+  uint64_t full_refused = 0;        // pushed rows dropped: a shard's table full of the push's own rows
+  uint64_t bytes = 0;               // memory the shards' tables hold for it
+  uint64_t parameter_bytes = 0;     // rows x dim x (1 + optimizer slots) x 4: values and optimizer state
+};
+
 struct job_result {
   evaluation quality;                            // on the model's held-out set
   uint64_t steps = 0;                            // global steps each worker completed
@@ -137,6 +154,7 @@ struct job_result {
   message_fault_hits messages_hit;                    // by the plan's message faults
   std::vector<float> dense;                      // final dense parameters
   std::vector<float> sparse;                     // final sparse parameters (key k at k)
+  std::vector<table_stats> tables;               // the model's embedding tables, in layout order
   double seconds = 0;                            // this process's share of the run, to the final
                                                  // parameters read (the evaluation not counted)
   double samples_per_second = 0;                 // over the steps this process ran

@@ -120,6 +120,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
     sc.optimizer = c.training.optimizer;
     sc.tables = layout.tables();
     sc.table_slot_owners = slot_owners;
+    sc.limits = c.training.tables;
     st.run.shard_cfgs.push_back(sc);
   }
   st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);

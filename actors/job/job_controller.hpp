@@ -144,6 +144,7 @@ struct parameters_read {
   uint64_t pushes_applied = 0; // the shards' applied seqs, summed
   bool complete = true;        // every shard has applied every worker's last push
   std::vector<table_digest> table_digests;  // each shard's tables' content_sha256, shard by shard
+  std::vector<table_counters> table_counts; // by table, summed over the shards
 };
 
 // readout_state: the result as the run assembles it (counters and the

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -64,6 +65,8 @@ std::string layout_text(const parameter_layout& l) {
   }
   if (l.sparse_key_count() > 0)
     out += (out.empty() ? "" : "; ") + l.sparse_name() + " sparse " + std::to_string(l.sparse_key_count());
+  for (auto& t : l.tables())
+    out += (out.empty() ? "" : "; ") + t.name + " table of rows of " + std::to_string(t.dim);
   return out;
 }
 
@@ -82,6 +85,10 @@ std::string run_configuration(const job_config& cfg) {
   field("consistency", to_string(t.rule));
   field("optimizer", optimizer_text(t.optimizer));
   field("batch", std::to_string(t.batch_size));
+  // Only when set: the configurations of runs without them stay as they were.
+  if (t.tables.capacity_rows > 0 || t.tables.admit_after > 1)
+    field("table_limits", "capacity " + std::to_string(t.tables.capacity_rows) + " rows, admission after " +
+                              std::to_string(std::max<uint32_t>(1, t.tables.admit_after)) + " pushes");
   return out;
 }
 

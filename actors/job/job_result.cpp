@@ -11,6 +11,7 @@
 
 #include "actors/faults/link_faults.hpp"
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/core/update_rules.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/slice_evaluation.hpp"
 #include "messages/decode.hpp"
@@ -109,6 +110,19 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
     if (auto err = find_tensor(s, table_digests_tensor, digests.data(), tables * 32))
       return err;
     r.out.table_digests.insert(r.out.table_digests.end(), digests.begin(), digests.end());
+    std::vector<uint64_t> counts(tables * table_counter_fields);
+    if (auto err = find_tensor(s, table_counters_tensor, counts.data(), counts.size() * 8))
+      return err;
+    r.out.table_counts.resize(tables);
+    for (size_t t = 0; t < tables; ++t) {
+      const uint64_t* c = counts.data() + t * table_counter_fields;
+      auto& sum = r.out.table_counts[t];
+      sum.rows += c[0];
+      sum.evictions += c[1];
+      sum.admissions_refused += c[2];
+      sum.full_refused += c[3];
+      sum.bytes += c[4];
+    }
   }
   for (auto a : s.getApplied()) {
     r.out.pushes_applied += a.getSeq();
@@ -188,6 +202,25 @@ void find_shard(const read_ptr& r) {
 
 void scored(controller_actor* self, caf::expected<evaluation> q);
 
+std::vector<table_stats> table_results(const job_config& cfg, const std::vector<table_counters>& counts) {
+  std::vector<table_stats> out;
+  auto& specs = cfg.training_model->layout().tables();
+  const uint64_t floats_per_value = 1 + slots_per_parameter(cfg.training.optimizer.kind);
+  for (size_t t = 0; t < specs.size() && t < counts.size(); ++t) {
+    table_stats s;
+    s.name = specs[t].name;
+    s.dim = specs[t].dim;
+    s.rows = counts[t].rows;
+    s.evictions = counts[t].evictions;
+    s.admissions_refused = counts[t].admissions_refused;
+    s.full_refused = counts[t].full_refused;
+    s.bytes = counts[t].bytes;
+    s.parameter_bytes = s.rows * s.dim * floats_per_value * sizeof(float);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // Completes the result from the final read, evaluates, stops the tree and
 // ends the job with the result.
 void finish(controller_actor* self, parameters_read read) {
@@ -213,6 +246,7 @@ void finish(controller_actor* self, parameters_read read) {
   result.params_sha256 = read.table_digests.empty()
                            ? params_sha256(result.dense, result.sparse)
                            : params_sha256(result.dense, result.sparse, read.table_digests);
+  result.tables = table_results(cfg, read.table_counts);
   result.messages_hit = st.faults->links()->hits();
   result.fault_plan = st.faults->injected();
   result.faults_not_injected = st.faults->close_run();

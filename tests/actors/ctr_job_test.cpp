@@ -84,3 +84,81 @@ TEST_CASE("a ctr-fm job (rows of 5) with a shard killed ends bit-identical, and 
   CHECK(r->pushes_applied == r->pushes_acked);
   CHECK(r->params_sha256 == clean->params_sha256);
 }
+
+TEST_CASE("a ctr-lr job with a table capacity and an admission filter counts its evictions and refusals, and a killed run ends bit-identical") {
+  auto model = small_ctr("ctr-lr");
+  temp_dir plain_dir;
+  auto plain = run(ctr_config_for(model, plain_dir));
+  REQUIRE_MESSAGE(plain, describe(plain.error()));
+  REQUIRE(plain->tables.size() == 26);
+  uint64_t unbounded_rows = 0;
+  for (auto& t : plain->tables) {
+    CHECK(t.dim == 1);
+    CHECK(t.evictions == 0);
+    CHECK(t.admissions_refused == 0);
+    CHECK(t.parameter_bytes == t.rows * 2 * 4);  // a value and AdaGrad's accumulator a row
+    CHECK(t.bytes >= t.parameter_bytes);
+    unbounded_rows += t.rows;
+  }
+  CHECK(plain->tables[0].name == "ctr_lr.c1");
+
+  const uint64_t capacity = 300;  // rows a shard keeps of each table: far fewer than the run touches
+  auto bounded_cfg = [&](const temp_dir& dir, uint32_t admit_after) {
+    auto c = ctr_config_for(model, dir);
+    c.training.tables.capacity_rows = capacity;
+    c.training.tables.admit_after = admit_after;
+    return c;
+  };
+  temp_dir clean_dir;
+  auto clean = run(bounded_cfg(clean_dir, 0));
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  uint64_t evictions = 0;
+  for (auto& t : clean->tables) {
+    CHECK(t.rows <= capacity * 2);  // 2 shards
+    evictions += t.evictions;
+  }
+  CHECK(evictions > 0);
+  CHECK(clean->params_sha256 != plain->params_sha256);  // evicted rows start over from their initial values
+
+  temp_dir killed_dir;
+  auto c = bounded_cfg(killed_dir, 0);
+  c.faults.plan = {kill_at("shard:1", 23)};
+  auto killed = run(c);
+  REQUIRE_MESSAGE(killed, describe(killed.error()));
+  check_faults_fired(c, *killed);
+  CHECK(killed->pushes_applied == killed->pushes_acked);
+  CHECK(killed->params_sha256 == clean->params_sha256);  // recency is in the snapshot and replays alike
+  for (size_t t = 0; t < clean->tables.size(); ++t) CHECK(killed->tables[t].rows == clean->tables[t].rows);
+
+  temp_dir admitted_dir;
+  auto admitted = run(bounded_cfg(admitted_dir, 3));
+  REQUIRE_MESSAGE(admitted, describe(admitted.error()));
+  uint64_t refused = 0, rows = 0;
+  for (auto& t : admitted->tables) {
+    refused += t.admissions_refused;
+    rows += t.rows;
+  }
+  CHECK(refused > 0);
+  CHECK(rows < unbounded_rows);
+}
+
+TEST_CASE("table limits for a model without embedding tables are refused at start, naming them") {
+  temp_dir dir;
+  auto c = config_for(small_ctr("ctr-lr"), dir, 10);
+  model_options mo;
+  mo.probe.examples = 64;
+  auto probe = make_model("probe", mo);
+  REQUIRE(probe);
+  c.training_model = *probe;
+  c.training.tables.capacity_rows = 10;
+  auto refused = job::start(c);
+  REQUIRE(!refused);
+  CHECK_MESSAGE(describe(refused.error()).find("a model without embedding tables") != std::string::npos,
+                describe(refused.error()));
+  c.training.tables.capacity_rows = 0;
+  c.training.tables.admit_after = 70000;
+  c.training_model = small_ctr("ctr-lr");
+  refused = job::start(c);
+  REQUIRE(!refused);
+  CHECK_MESSAGE(describe(refused.error()).find("at most 65535") != std::string::npos, describe(refused.error()));
+}

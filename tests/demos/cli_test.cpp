@@ -108,6 +108,8 @@ TEST_CASE("every command rejects a bad flag, a missing or bad value with one lin
     {"train --model nope", "keel train: --model: unknown model"},
     {"train --optimizer sgdd", "keel train: --optimizer:"},
     {"train --fault-rate 1e9", "keel train: --fault-rate: '1e9' is too large (at most 100)"},
+    {"train --table-capacity 10", "keel train: --table-capacity: is for models with embedding tables, and mnist-mlp has none"},
+    {"train --model ctr-lr --admit-after 70000", "keel train: --admit-after: '70000' is too large (at most 65535)"},
     {"train stray", "keel train: unexpected argument 'stray'"},
     {"chaos --seeds many", "keel chaos: --seeds: 'many' is not a number"},
     {"chaos --steps 5", "keel chaos: --steps: '5' is too small (at least 20)"},
@@ -220,7 +222,9 @@ TEST_CASE("keel train without checkpoints warns how much the replay logs will ho
 
 TEST_CASE("keel train of a model with embedding tables trains on the shards and prints log loss, AUC and params_sha256") {
   temp_dir dir;
-  auto r = run_keel(dir, "train --model ctr-lr --optimizer adagrad --steps 10 --quiet");
+  auto d = dir.path().string();
+  auto r = run_keel(dir, "train --model ctr-lr --optimizer adagrad --steps 10 --quiet --table-capacity 100 "
+                         "--report " + d + "/r.json --metrics-file " + d + "/m.jsonl");
   CAPTURE(r.err);
   CAPTURE(r.out);
   REQUIRE(r.status == 0);
@@ -229,6 +233,40 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   CHECK(has(all, "auc"));
   CHECK(has(all, "pushes acked 40, applied 40"));
   CHECK(has(all, "params_sha256 "));
+  // 26 tables of at most 100 rows on each of 2 shards, most of 10 x 2 x 32 x 26 keys evicted again.
+  CHECK(has(all, "keel train: 26 embedding tables, 5200 rows, "));
+  CHECK(has(all, "bytes a byte); rows evicted "));
+  auto report = cli::read_report(dir.path() / "r.json");
+  REQUIRE_MESSAGE(report, describe(report.error()));
+  REQUIRE(report->tables.size() == 26);
+  CHECK(report->tables[0].name == "ctr_lr.c1");
+  CHECK(report->tables[0].rows == 200);
+  auto metrics = slurp(dir.path() / "m.jsonl");
+  CHECK(has(metrics, "keel_table_evictions_total"));
+  CHECK(has(metrics, "\"ctr_lr.c26\": 200"));
+}
+
+// The configuration hash of the run a checkpoint belongs to (keel inspect's
+// "configuration HASH" of its newest checkpoint).
+std::string configuration_in(const temp_dir& dir, const std::string& store) {
+  auto r = run_keel(dir, "inspect " + store);
+  auto at = r.out.find("configuration ");
+  REQUIRE_MESSAGE(at != std::string::npos, r.out);
+  return r.out.substr(at + 14, 16);
+}
+
+TEST_CASE("the click log's size is part of a ctr run's identity: runs on different rows have different configurations") {
+  temp_dir dir;
+  std::vector<std::string> hashes;
+  for (const char* rows : {"3000", "3001", "3000"}) {
+    auto store = (dir.path() / ("ck-" + std::to_string(hashes.size()))).string();
+    auto r = run_keel(dir, std::string("train --model ctr-lr --optimizer adagrad --train-limit ") + rows +
+                               " --test-limit 200 --steps 6 --checkpoint-every 3 --quiet --checkpoint-dir " + store);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    hashes.push_back(configuration_in(dir, store));
+  }
+  CHECK(hashes[0] != hashes[1]);
+  CHECK(hashes[0] == hashes[2]);
 }
 
 TEST_CASE("keel plot refuses a report that is not a regular file at once, exit 2, without reading it") {
