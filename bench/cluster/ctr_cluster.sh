@@ -9,9 +9,10 @@
 #             killed run's: BSP bit-identity through the kill);
 #  - nockpt:  the same without checkpoints (--checkpoint-every 0): what the
 #             coordinator holds when no snapshot passes through it.
-# The model's size is counted from what the shards reported: the killed
-# run's final checkpoint (bench/cluster/checkpoint_model_size reads each
-# table's rows, d and optimizer slots from the shards' snapshots). Peak RSS
+# The model's size is what the shards reported at the end of the killed
+# run (keel's "embedding tables" line: rows, and bytes of values and
+# optimizer state counted where the rows live; parameters are those bytes
+# over 4, float32). Peak RSS
 # is keel's own figure (keel cluster prints getrusage for itself and wait4's
 # for every node process it reaped, the killed one included: the kernel's
 # counts, exact). Rows pushed come from the run's batch schedule
@@ -37,10 +38,9 @@ examples="${2:-450000}"
 runs="${3:-1}"
 plain_examples="${4:-200000}"
 bench="$(dirname "$keel")/../bench"
-sizer="$bench/cluster/checkpoint_model_size"
 pushed="$bench/cluster/ctr_rows_pushed"
 plain="$bench/training/ctr_plain_bench"
-for b in "$keel" "$sizer" "$pushed" "$plain"; do
+for b in "$keel" "$pushed" "$plain"; do
   [ -x "$b" ] || { echo "ctr_cluster: no $b (build first: bash scripts/build.sh)" >&2; exit 1; }
 done
 
@@ -49,7 +49,7 @@ batch=256
 spe=$((examples / workers / batch))
 every=$((spe / 4))
 [ "$every" -ge 2 ] || { echo "ctr_cluster: TRAIN_EXAMPLES $examples is too few for 4 checkpoints of 4 x 256" >&2; exit 2; }
-steps=$((every * 4))  # a checkpoint at the last step holds the final model
+steps=$((every * 4))
 kill_at=$((every * 5 / 2))
 common=(--model ctr-fm --optimizer adagrad --shards 4 --workers "$workers" --batch "$batch"
         --train-limit "$examples" --test-limit 10000 --steps "$steps")
@@ -95,23 +95,24 @@ for ((i = 1; i <= runs; i++)); do
     fail "the killed run ended with params_sha256 $(sha "$tmp/killed.log"), the fault-free one $(sha "$tmp/clean.log")" "$tmp/killed.log"
   [ "$(sha "$tmp/clean.log")" = "$(sha "$tmp/nockpt.log")" ] ||
     fail "the run without checkpoints ended with another params_sha256 than the one with" "$tmp/nockpt.log"
-  "$sizer" "$tmp/killed-ckpt" >"$tmp/size.txt" || fail "cannot size the model from the checkpoint" "$tmp/size.txt"
-  [ "$(sed -n 's/^checkpoint [0-9]* step \([0-9]*\) .*/\1/p' "$tmp/size.txt")" = "$steps" ] ||
-    fail "the newest checkpoint is not at the last step $steps" "$tmp/size.txt"
-  read -r model_rows params values state model_bytes < <(awk '/^total/ { print $3, $5, $7, $9, $11 }' "$tmp/size.txt")
+  tables="$(grep '^keel train: [0-9]* embedding tables, ' "$tmp/killed.log" || true)"
+  [ -n "$tables" ] || fail "the killed run printed no embedding tables line" "$tmp/killed.log"
+  model_rows="$(sed -n 's/.* embedding tables, \([0-9]*\) rows, .*/\1/p' <<<"$tables")"
+  model_mb="$(sed -n 's/.* rows, \([0-9.]*\) MB of values and optimizer state .*/\1/p' <<<"$tables")"
+  held_mb="$(sed -n 's/.* optimizer state held in \([0-9.]*\) MB .*/\1/p' <<<"$tables")"
+  model_bytes="$(awk -v m="$model_mb" 'BEGIN { printf "%.0f", m * 1e6 }')"
+  params="$(awk -v b="$model_bytes" 'BEGIN { printf "%.1f", b / 4 / 1e6 }')"
   "$plain" ctr-fm "$plain_examples" >"$tmp/plain.txt" 2>/dev/null || fail "ctr_plain_bench failed" "$tmp/plain.txt"
   plain_rate="$(awk '$1 == "ctr-fm" { print $8 }' "$tmp/plain.txt")"
-  model_mb="$(awk -v b="$model_bytes" 'BEGIN { printf "%.0f", b / 1e6 }')"
 
   if [ -n "${CTR_CLUSTER_LOGS:-}" ]; then
     mkdir -p "$CTR_CLUSTER_LOGS"
     for f in killed clean nockpt; do cp "$tmp/$f.log" "$CTR_CLUSTER_LOGS/run-$i.$f.log"; done
-    cp "$tmp/size.txt" "$CTR_CLUSTER_LOGS/run-$i.size.txt"
   fi
   echo "== run $i of $runs: ctr-fm (d = 17) with AdaGrad, keel cluster --nodes 4, 4 shards, 4 workers, batch 256,"
   echo "   $examples training rows, $steps steps, checkpoints every $every steps (none in the nockpt run)"
-  echo "model, counted from the shards' snapshots in the final checkpoint (step $steps): $model_rows rows over 26 tables,"
-  echo "   $params parameters = $values values + $state AdaGrad state, $model_mb MB of float32"
+  echo "model, as the shards reported it at the end of the killed run: $model_rows rows over 26 tables, $model_mb MB of"
+  echo "   values and AdaGrad state (float32): $params M parameters, held by the shards' tables in $held_mb MB"
   printf '%-58s %12s %9s %7s  %s\n' "process (run)" "peak RSS MB" "model MB" ratio goal
   for run in killed clean nockpt; do
     while read -r kb who; do
