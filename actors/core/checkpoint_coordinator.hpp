@@ -38,12 +38,7 @@ struct committed_shard {
 };
 
 // The snapshots of the last committed checkpoints, newest first, shared
-// with the shard specs' snapshot source (read on supervisor threads). The
-// job keeps one (keep = 1): once a checkpoint commits, the workers drop the
-// pushes before it from their replay logs, so a shard restored from an
-// older snapshot could not be brought up to date by replay (only a
-// rollback, which reads the checkpoint from storage, could), and each copy
-// held here weighs as much as the whole model.
+// with the shard specs' snapshot source (read on supervisor threads).
 class committed_snapshots {
  public:
   explicit committed_snapshots(size_t keep) : keep_(keep) {}
@@ -100,7 +95,7 @@ class checkpoint_coordinator {
   std::chrono::milliseconds timeout_;
   uint64_t released_ = 0;
   std::optional<clock::time_point> stalled_since_;
-  std::shared_ptr<committed_snapshots> snapshots_ = std::make_shared<committed_snapshots>(1);
+  std::shared_ptr<committed_snapshots> snapshots_ = std::make_shared<committed_snapshots>(2);
 };
 
 }  // namespace keel
