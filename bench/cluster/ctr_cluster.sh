@@ -88,6 +88,7 @@ plain_steps=$((plain_examples / batch))
 plain_rows_per_example="$("$pushed" ctr-fm "$plain_examples" 1 "$batch" "$plain_steps" | sed -n 's/.*rows_per_example \([0-9.]*\).*/\1/p')"
 
 for ((i = 1; i <= runs; i++)); do
+  rm -rf "$tmp/killed-ckpt" "$tmp/clean-ckpt"  # each run starts from an empty checkpoint directory
   run_cluster killed --checkpoint-every "$every" --checkpoint-dir "$tmp/killed-ckpt" --faults "kill9:node:1@$kill_at"
   run_cluster clean --checkpoint-every "$every" --checkpoint-dir "$tmp/clean-ckpt" --quiet
   run_cluster nockpt --checkpoint-every 0 --quiet
