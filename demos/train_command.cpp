@@ -55,9 +55,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
     ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
-    ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam")
+    ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam (ctr-lr, ctr-fm: adagrad)")
     ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
-    ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20), "examples per worker step")
+    ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20),
+     "examples per worker step (ctr-lr, ctr-fm: 128, so that 2 workers make the plain trainer's 256)")
     ("epochs", number_flag<uint64_t>(&f.epochs, "N", 1, 1000000, false),
      "passes over the training set (default: 5 for mnist-mlp, 1 for the others)")
     ("steps", number_flag<uint64_t>(&f.steps, "N", 1, uint64_t{1} << 40, false),
@@ -71,7 +72,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch)")
+    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
     ("kill", text_flag(&f.kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", text_flag(&f.faults_text, "PLAN", false), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
@@ -103,6 +104,21 @@ std::string resume_dir_in(const args& given) {
       dir = given[i].substr(9);
   }
   return dir;
+}
+
+// The click-log models' own defaults, for the flags not given: AdaGrad (the
+// rate default_lr gives them is AdaGrad's), the plain trainer's batch over 2
+// workers, and checkpoints far enough apart for tables of millions of rows.
+void apply_model_defaults(train_flags& f, const po::variables_map& vm) {
+  if (f.choices.model != "ctr-lr" && f.choices.model != "ctr-fm")
+    return;
+  auto given = [&](const char* flag) { return vm.count(flag) > 0 && !vm[flag].defaulted(); };
+  if (!given("optimizer"))
+    f.choices.optimizer = "adagrad";
+  if (!given("batch"))
+    f.cfg.training.batch_size = 128;
+  if (!given("checkpoint-every"))
+    f.cfg.checkpoints.every = 500;
 }
 
 // Flags that contradict each other or say nothing; an exit status when so.
@@ -225,6 +241,7 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   auto& cfg = f.cfg;
   if (vm.count("lr"))
     f.choices.lr = f.lr;
+  apply_model_defaults(f, vm);
   if (auto status = check_conflicts(f, vm))
     return status;
   if (auto status = check_output_paths(f))

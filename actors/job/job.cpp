@@ -210,6 +210,14 @@ caf::expected<job::parameters_now> job::parameters() {
   return ask<parameters_now>(*impl_->sys, impl_->controller, request_budget, params_atom::value);
 }
 
+caf::expected<std::vector<float>> job::rows(const std::string& table, const std::vector<uint64_t>& keys) {
+  return ask<std::vector<float>>(*impl_->sys, impl_->controller, request_budget, rows_atom::value, table, keys);
+}
+
+caf::expected<job::table_now> job::table(const std::string& name) {
+  return ask<table_now>(*impl_->sys, impl_->controller, request_budget, table_atom::value, name);
+}
+
 caf::error job::stop() {
   return ask_ok(*impl_->sys, impl_->controller, request_budget, stop_atom::value);
 }

@@ -180,6 +180,23 @@ class job {
   };
   caf::expected<parameters_now> parameters();
 
+  // The rows of embedding table `table` (a name of the model's layout) for
+  // `keys`, in the order asked: keys.size() x dim floats, a key without a
+  // row reading its initial value. Read from the shards that own the keys
+  // while the job runs; only these rows travel. Errors as parameters(), and
+  // not_found naming a table the model does not have.
+  caf::expected<std::vector<float>> rows(const std::string& table, const std::vector<uint64_t>& keys);
+
+  // Every row of embedding table `name`, keys ascending: this gathers the
+  // whole table into the calling process, for an application that asks for
+  // it (no part of a run does). Errors as rows().
+  struct table_now {
+    uint32_t dim = 0;
+    std::vector<uint64_t> keys;
+    std::vector<float> values;  // keys.size() x dim
+  };
+  caf::expected<table_now> table(const std::string& name);
+
   // Stops the run: every actor in reverse start order. Returns once they are
   // down and the events they sent are recorded (each delivered to on_event
   // before `wait` returns). `wait` then returns errc::shutting_down. Fails

@@ -4,6 +4,7 @@
 // job_controller.hpp; the tree, recovery, the read-out and the fault hooks
 // in job_tree.cpp, job_recovery.cpp, job_result.cpp and job_faults.cpp.
 #include "actors/job/job_controller.hpp"
+#include "actors/job/row_read.hpp"
 
 #include <algorithm>
 
@@ -286,6 +287,37 @@ void read_now(controller_actor* self, caf::response_promise rp) {
   });
 }
 
+// The index of table `name` in the model's layout, or not_found naming it.
+caf::expected<uint32_t> table_index(controller_actor* self, const std::string& name) {
+  auto& tables = self->state.cfg.training_model->layout().tables();
+  for (uint32_t t = 0; t < tables.size(); ++t)
+    if (tables[t].name == name)
+      return t;
+  return make_error(errc::not_found, "model " + self->state.cfg.training_model->name() +
+                                       " has no embedding table '" + name + "'");
+}
+
+// job::rows (with `keys`) and job::table (without), once the run runs.
+void table_request(controller_actor* self, std::string table, std::optional<std::vector<uint64_t>> keys,
+                   caf::response_promise rp) {
+  if (held(self, [=] { table_request(self, table, keys, rp); }))
+    return;
+  if (self->state.run.now != run_phase::running)
+    return rp.deliver(not_running());
+  auto t = table_index(self, table);
+  if (!t)
+    return rp.deliver(t.error());
+  auto answer = [rp](auto r) mutable {
+    if (!r)
+      return rp.deliver(r.error());
+    rp.deliver(std::move(*r));
+  };
+  if (keys)
+    read_rows(self, *t, std::move(*keys), answer);
+  else
+    read_table(self, *t, answer);
+}
+
 void kill_request(controller_actor* self, const fault& f, caf::response_promise rp) {
   if (!held(self, [=] { kill_request(self, f, rp); }))
     kill_now(self, f, rp);
@@ -338,6 +370,16 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     [=](params_atom) -> caf::result<job::parameters_now> {
       auto rp = promise();
       read_now(self, rp);
+      return rp;
+    },
+    [=](rows_atom, const std::string& table, const std::vector<uint64_t>& keys) -> caf::result<std::vector<float>> {
+      auto rp = promise();
+      table_request(self, table, keys, rp);
+      return rp;
+    },
+    [=](table_atom, const std::string& table) -> caf::result<job::table_now> {
+      auto rp = promise();
+      table_request(self, table, std::nullopt, rp);
       return rp;
     },
     [=](kill_atom, const fault& f) -> caf::result<caf::ok_atom> {

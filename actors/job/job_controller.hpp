@@ -64,6 +64,8 @@ class event_feed;
 //   (stop_atom)                -> ok once the tree is down and its events are
 //                                 recorded | errc::shutting_down (not running)
 //   (params_atom)              -> job::parameters_now | error
+//   (rows_atom, table, keys)   -> std::vector<float> | error (row_read.hpp)
+//   (table_atom, table)        -> job::table_now | error (row_read.hpp)
 //   (kill_atom, fault)         -> ok | error: ends fault.target by fault.kind
 //   (inject_atom, fault)       -> ok | error: injects the fault now
 //   (job_status_atom)          -> std::string: where the run stands
@@ -74,6 +76,8 @@ using stop_atom = caf::atom_constant<caf::atom("job_stop")>;
 using kill_atom = caf::atom_constant<caf::atom("job_kill")>;
 using inject_atom = caf::atom_constant<caf::atom("job_inject")>;
 using job_status_atom = caf::atom_constant<caf::atom("job_status")>;
+using rows_atom = caf::atom_constant<caf::atom("job_rows")>;
+using table_atom = caf::atom_constant<caf::atom("job_table")>;
 // The controller's own timers.
 using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed fault or window deadline
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
@@ -275,3 +279,4 @@ void inject_now(controller_actor* self, const fault& f, caf::response_promise rp
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::fault)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::job::parameters_now)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::job::table_now)

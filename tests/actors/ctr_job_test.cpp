@@ -4,6 +4,8 @@
 // scores the held-out set slice by slice. BSP runs with shards killed must
 // end bit-identical to the fault-free run, every acknowledged push applied
 // exactly once.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "job_fixture.hpp"
@@ -161,4 +163,57 @@ TEST_CASE("table limits for a model without embedding tables are refused at star
   refused = job::start(c);
   REQUIRE(!refused);
   CHECK_MESSAGE(describe(refused.error()).find("at most 65535") != std::string::npos, describe(refused.error()));
+}
+
+TEST_CASE("an application reads embedding rows by key and a whole table from a running job, and they agree") {
+  auto model = small_ctr("ctr-fm");
+  temp_dir dir;
+  auto c = ctr_config_for(model, dir);
+  // No checkpoint ever commits (shard 0's snapshots are lost), so the workers
+  // stop at the checkpoint window, step 2 x 5, and the rows stay still there.
+  c.checkpoints.every = 5;
+  c.checkpoints.timeout = std::chrono::minutes(5);
+  auto plan = parse_fault_plan("drop:shard:0>checkpointer@0x1000");
+  REQUIRE(plan);
+  c.faults.plan = *plan;
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  const std::string name = "ctr_fm.c3";
+  // Two reads of the table in a row that agree: the workers wait at the window.
+  caf::expected<job::table_now> before = make_error(errc::not_found, "not read"), after = before;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    before = (*j)->table(name);
+    REQUIRE_MESSAGE(before, describe(before.error()));
+    after = (*j)->table(name);
+    REQUIRE(after);
+    if (before->keys == after->keys && before->values == after->values && before->keys.size() > 0)
+      break;
+  }
+  REQUIRE(before->keys == after->keys);
+  REQUIRE(before->values == after->values);
+  const uint32_t dim = 5;  // 1 + 4 factors
+  CHECK(before->dim == dim);
+  CHECK(std::is_sorted(before->keys.begin(), before->keys.end()));
+  CHECK(before->values.size() == before->keys.size() * dim);
+
+  // rows() of some stored keys, in reverse order, and of a key no push touched.
+  std::vector<uint64_t> asked(before->keys.rbegin(), before->keys.rbegin() + std::min<size_t>(50, before->keys.size()));
+  const uint64_t untouched = 0x123456789abcdefULL;
+  REQUIRE(!std::binary_search(before->keys.begin(), before->keys.end(), untouched));
+  asked.push_back(untouched);
+  auto rows = (*j)->rows(name, asked);
+  REQUIRE_MESSAGE(rows, describe(rows.error()));
+  REQUIRE(rows->size() == asked.size() * dim);
+  for (size_t i = 0; i + 1 < asked.size(); ++i) {
+    size_t at = std::lower_bound(before->keys.begin(), before->keys.end(), asked[i]) - before->keys.begin();
+    for (uint32_t k = 0; k < dim; ++k) CHECK((*rows)[i * dim + k] == before->values[at * dim + k]);
+  }
+  std::vector<float> initial(dim);
+  REQUIRE(!model->initial_rows(c.training.seed, 2, span<const uint64_t>(&untouched, 1), span<float>(initial.data(), dim)));
+  for (uint32_t k = 0; k < dim; ++k) CHECK((*rows)[asked.size() * dim - dim + k] == initial[k]);
+
+  auto unknown = (*j)->rows("no_such_table", {1, 2});
+  REQUIRE(!unknown);
+  CHECK(describe(unknown.error()).find("no embedding table 'no_such_table'") != std::string::npos);
+  CHECK(!(*j)->stop());
 }

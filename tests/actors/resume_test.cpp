@@ -9,6 +9,7 @@
 #include "job_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"
+#include "models/model_registry.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/directory_lock.hpp"
 #include "storage/store_layout.hpp"
@@ -125,6 +126,42 @@ TEST_CASE("a stopped sparse-lr run with adam resumed from its checkpoints ends b
   REQUIRE_MESSAGE(resumed, describe(resumed.error()));
   CHECK(resumed->resumed_at_step == 30);  // checkpoint 3, the newest durable one
   CHECK(resumed->params_sha256 == clean->params_sha256);
+}
+
+TEST_CASE("a stopped ctr-fm run with adagrad (rows of 5 in 26 embedding tables) resumed from its checkpoints ends bit-identical") {
+  model_options mo;
+  mo.ctr.vocabulary = 100'000;
+  mo.ctr.train_examples = 8192;
+  mo.ctr.test_examples = 2000;
+  mo.ctr.fm_factors = 4;
+  auto made = make_model("ctr-fm", mo);
+  REQUIRE_MESSAGE(made, describe(made.error()));
+  auto ctr_run = [&](const temp_dir& dir) {
+    auto c = config_for(*made, dir, 100);
+    c.checkpoints.every = 10;
+    c.training.optimizer.kind = optimizer_kind::adagrad;  // rows' accumulators must come back too
+    c.training.optimizer.lr = 0.5f;
+    c.training.tables.capacity_rows = 300;  // and the recency order of evictions
+    return c;
+  };
+  temp_dir clean_dir;
+  auto clean = run(ctr_run(clean_dir));
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  uint64_t evictions = 0;
+  for (auto& t : clean->tables) evictions += t.evictions;
+  CHECK(evictions > 0);
+
+  temp_dir dir;
+  auto c = held_after_checkpoint(ctr_run(dir), 3);
+  run_until_checkpoint(c, 3);
+  c.checkpoints.resume = true;
+  auto resumed = run(c);
+  REQUIRE_MESSAGE(resumed, describe(resumed.error()));
+  CHECK(resumed->resumed_at_step == 30);
+  CHECK(resumed->params_sha256 == clean->params_sha256);
+  CHECK(resumed->quality.log_loss == clean->quality.log_loss);
+  REQUIRE(resumed->tables.size() == clean->tables.size());
+  for (size_t t = 0; t < clean->tables.size(); ++t) CHECK(resumed->tables[t].rows == clean->tables[t].rows);
 }
 
 TEST_CASE("resume refuses an empty directory and a checkpoint of another shape") {

@@ -269,6 +269,21 @@ TEST_CASE("the click log's size is part of a ctr run's identity: runs on differe
   CHECK(hashes[0] == hashes[2]);
 }
 
+TEST_CASE("the click-log models default to AdaGrad, batch 128 and a checkpoint every 500 steps, and given flags win") {
+  temp_dir dir;
+  auto defaults = run_keel(dir, "train --model ctr-lr --train-limit 2048 --test-limit 100 --steps 2");
+  REQUIRE_MESSAGE(defaults.status == 0, defaults.err);
+  CHECK_MESSAGE(has(defaults.out, "ctr-lr, 2 shards, 2 workers, bsp, adagrad lr 1, 2 steps of batch 128"), defaults.out);
+  auto given = run_keel(dir, "train --model ctr-lr --train-limit 2048 --test-limit 100 --steps 2 --optimizer sgd "
+                             "--batch 64 --checkpoint-every 1");
+  REQUIRE_MESSAGE(given.status == 0, given.err);
+  CHECK_MESSAGE(has(given.out, "ctr-lr, 2 shards, 2 workers, bsp, sgd lr 1, 2 steps of batch 64"), given.out);
+  CHECK_MESSAGE(has(given.out, "2 checkpoints committed"), given.out);
+  auto mnist = run_keel(dir, "train --model probe --steps 2");
+  REQUIRE_MESSAGE(mnist.status == 0, mnist.err);
+  CHECK_MESSAGE(has(mnist.out, "sgd lr 1, 2 steps of batch 32"), mnist.out);
+}
+
 TEST_CASE("keel plot refuses a report that is not a regular file at once, exit 2, without reading it") {
   temp_dir dir;
   auto d = dir.path().string();
