@@ -23,12 +23,13 @@
 # model small enough for one process; its rows/s is its examples/s times the
 # rows per example of its own schedule (one worker, batch 256).
 # The nodes run with a heartbeat of 1 s and a connection timeout of 30 s,
-# not the defaults (200 / 800 ms): a node busy moving a snapshot of a shard
-# this size through CAF's middleman (a checkpoint, or a restarted shard's
-# spawn request) misses heartbeats, and at 800 ms healthy nodes were
-# declared lost again and again (a run of 128 M parameters on this loaded
-# 2-core machine never finished). kill -9 closes the node's sockets, so its
-# loss is still seen at once.
+# not the defaults (200 / 800 ms): at those, healthy nodes were declared
+# lost (and back) again and again, each time a restart and a rollback, and
+# a run on 500,000 rows (128 M parameters) had not finished after 2.5
+# minutes on this loaded 2-core machine; presumably a node busy moving a
+# shard's snapshot of this size through CAF's middleman (a checkpoint, or a
+# restarted shard's spawn request) misses heartbeats. kill -9 closes the
+# node's sockets, so its loss is still seen soon (38-60 ms here).
 #   bench/cluster/ctr_cluster.sh [KEEL_BINARY] [TRAIN_EXAMPLES=450000] [RUNS=1] [PLAIN_EXAMPLES=200000]
 # With CTR_CLUSTER_LOGS=DIR the runs' logs are kept there (run-N.killed.log, ...).
 set -euo pipefail

@@ -58,7 +58,7 @@ const std::string ctr_adagrad =
 // a restored shard that made a row afresh instead of restoring it, ends
 // with other parameters.
 const std::string ctr_fm_adagrad =
-    "--model ctr-fm --optimizer adagrad --train-limit 8192 --test-limit 256 --steps 120 --checkpoint-every 10";
+    "--model ctr-fm --optimizer adagrad --batch 32 --train-limit 8192 --test-limit 256 --steps 120 --checkpoint-every 10";
 
 // keel cluster's peak RSS report: a line for the coordinator and one for
 // each node process it reaped, the one killed with SIGKILL marked.
