@@ -53,3 +53,7 @@ section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
 section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"
 bash "$root/bench/cluster/cluster_training.sh" "$root/build/demos/keel" 1 "$repeats"
+section "a CTR model of 10^8 parameters on 4 node processes, one killed (bench/cluster/ctr_cluster.sh)"
+# About 2.5 minutes and 2 GB a process; --quick: a model of about 3 * 10^7
+# parameters instead (well under a minute).
+bash "$root/bench/cluster/ctr_cluster.sh" "$root/build/demos/keel" "$((quick ? 100000 : 450000))" 1
