@@ -35,6 +35,8 @@ section "P2: shard apply (bench/actors/apply_bench)"
 "$b/actors/apply_bench" 32 5
 section "embedding tables: push, pull and bytes per parameter (bench/tables/table_bench)"
 "$b/tables/table_bench" 300 "$((quick ? 1 : 3))"
+section "embedding tables: a table put into a shard snapshot (bench/tables/table_snapshot_bench)"
+"$b/tables/table_snapshot_bench" 1000000 "$((quick ? 3 : 5))"
 section "P3: snapshot write and validated read (bench/storage/snapshot_bench)"
 "$b/storage/snapshot_bench" "$snap_mb" "$snap_reps"
 section "P3: shard recovery from its snapshot (bench/actors/recovery_bench)"
@@ -53,3 +55,7 @@ section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
 section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"
 bash "$root/bench/cluster/cluster_training.sh" "$root/build/demos/keel" 1 "$repeats"
+section "a CTR model of 10^8 parameters on 4 node processes, one killed (bench/cluster/ctr_cluster.sh)"
+# About 2.5 minutes and 2 GB a process; --quick: a model of about 3 * 10^7
+# parameters instead (well under a minute).
+bash "$root/bench/cluster/ctr_cluster.sh" "$root/build/demos/keel" "$((quick ? 100000 : 450000))" 1

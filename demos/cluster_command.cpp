@@ -18,7 +18,11 @@
 // out (`CMD KIND N MS`, e.g. `partition 1 2000`): a harness that owns the
 // nodes' network, as scripts/netns-cluster.sh does with network namespaces,
 // carries out the network's faults (partition, split, oneway) and any other.
+// Last it prints the peak resident set size of every process of the run:
+// its own (the coordinator's, getrusage) and each node process it started
+// and reaped (wait4), killed ones included: exact figures, the kernel's.
 #include <signal.h>
+#include <sys/resource.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -317,6 +321,16 @@ class signal_node_faults {
   std::vector<std::thread> timers_;
 };
 
+// The peak RSS lines: this process's, then each node process reaped.
+void print_peak_rss(const node_processes& procs) {
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  std::cout << "keel cluster: peak RSS " << self.ru_maxrss << " kB: the coordinator (pid " << ::getpid() << ")\n";
+  for (auto& p : procs.ended())
+    std::cout << "keel cluster: peak RSS " << p.peak_rss_kb << " kB: node:" << p.node << " (pid " << p.pid
+              << (p.killed ? ", killed with SIGKILL" : ", stopped") << ")\n";
+}
+
 }  // namespace
 
 int cluster(const args& a) {
@@ -394,8 +408,10 @@ int cluster(const args& a) {
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
   node_faults.join();
+  procs.stop_all();
   if (procs.size() > 0)
     std::cout << "keel cluster: " << procs.size() << " nodes stopped\n";
+  print_peak_rss(procs);
   return status;
 }
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +21,25 @@ node_processes::node_processes(std::string program, std::filesystem::path secret
     : program_(std::move(program)), secret_file_(std::move(secret_file)), extra_(std::move(extra)) {}
 
 node_processes::~node_processes() {
+  stop_all();
+}
+
+void node_processes::stop_all() {
   for (auto& n : nodes_) stop(n);
+}
+
+bool node_processes::reap(node& n, bool block, bool killed) {
+  int status = 0;
+  rusage usage{};
+  if (::wait4(n.pid, &status, block ? 0 : WNOHANG, &usage) != n.pid) {
+    if (block)
+      n.pid = -1;  // not ours to wait for any more: nothing to record
+    return false;
+  }
+  auto i = static_cast<size_t>(&n - nodes_.data());
+  ended_.push_back({i, n.pid, usage.ru_maxrss, killed});
+  n.pid = -1;
+  return true;
 }
 
 void node_processes::stop(node& n) {
@@ -34,17 +53,13 @@ void node_processes::stop(node& n) {
     return;
   ::kill(n.pid, SIGCONT);
   ::kill(n.pid, SIGTERM);
-  int status = 0;
   for (int i = 0; i < 300; ++i) {  // up to 3 s for a clean exit
-    if (::waitpid(n.pid, &status, WNOHANG) == n.pid) {
-      n.pid = -1;
+    if (reap(n, false, false))
       return;
-    }
     ::poll(nullptr, 0, 10);
   }
   ::kill(n.pid, SIGKILL);
-  ::waitpid(n.pid, &status, 0);
-  n.pid = -1;
+  reap(n, true, true);
 }
 
 caf::expected<uint16_t> node_processes::start(size_t i, std::chrono::milliseconds timeout) {
@@ -116,11 +131,8 @@ caf::error node_processes::signal(size_t i, int sig) {
     return make_error(errc::not_found, "node:" + std::to_string(i) + " has no running process");
   if (::kill(nodes_[i].pid, sig) != 0)
     return make_error(errc::io_error, "node:" + std::to_string(i) + ": " + std::strerror(errno));
-  if (sig == SIGKILL) {
-    int status = 0;
-    ::waitpid(nodes_[i].pid, &status, 0);
-    nodes_[i].pid = -1;
-  }
+  if (sig == SIGKILL)
+    reap(nodes_[i], true, true);
   return {};
 }
 

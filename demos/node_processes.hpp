@@ -7,7 +7,10 @@
 // terminated (SIGCONT, then SIGTERM, then SIGKILL after a grace period) and
 // reaped when the set is destroyed. Each node reads its standard input from
 // a pipe this process holds open (`--exit-on-stdin-eof`): when this process
-// dies, even by SIGKILL, its nodes end too. Not thread-safe: one owner.
+// dies, even by SIGKILL, its nodes end too. Every process it reaps is
+// recorded with its peak resident set size (the kernel's count, from
+// wait4: exact, also for a node killed with SIGKILL). Not thread-safe: one
+// owner.
 
 #include <sys/types.h>
 
@@ -41,6 +44,21 @@ class node_processes {
   // Sends `sig` to node i's process; SIGKILL also reaps it.
   caf::error signal(size_t i, int sig);
 
+  // Stops every node still running (as the destructor does) and reaps it.
+  void stop_all();
+
+  // A node process this set reaped: which node it was, its pid, its peak
+  // resident set size in kB, and whether it was killed with SIGKILL (a
+  // kill9 fault, or one that did not stop within the grace period).
+  struct ended_process {
+    size_t node = 0;
+    pid_t pid = -1;
+    long peak_rss_kb = 0;
+    bool killed = false;
+  };
+  // In the order they were reaped.
+  const std::vector<ended_process>& ended() const { return ended_; }
+
  private:
   struct node {
     pid_t pid = -1;
@@ -49,11 +67,15 @@ class node_processes {
     int in = -1;   // its standard input, held open while it should live
   };
   void stop(node& n);
+  // waitpid for node n's process (blocking or not), recording its peak RSS;
+  // whether it was reaped.
+  bool reap(node& n, bool block, bool killed);
 
   std::string program_;
   std::filesystem::path secret_file_;
   std::vector<std::string> extra_;
   std::vector<node> nodes_;
+  std::vector<ended_process> ended_;
 };
 
 }  // namespace keel::cli

@@ -45,6 +45,8 @@ struct train_flags {
   double fault_rate = 2.0;
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.recovery.request_timeout.count());
+  uint64_t replay_log_mb = 0;
+  uint64_t storage_deadline_s = static_cast<uint64_t>(cfg.checkpoints.storage_deadline.count() / 1000);
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
 };
@@ -74,6 +76,13 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
     ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
+    ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
+     "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
+     "pauses at the next checkpoint step until that checkpoint commits (0: a quarter of this machine's "
+     "memory, shared by the workers)")
+    ("storage-deadline-s", number_flag<uint64_t>(&f.storage_deadline_s, "SECONDS", 1, 7 * 24 * 3600),
+     "fail the run when checkpoints keep failing this long (a full or read-only disk); its last good "
+     "checkpoint stays for --resume")
     ("kill", text_flag(&f.kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
     ("faults", text_flag(&f.faults_text, "PLAN", false), "fault plan, e.g. kill:shard:0@40,drop:worker:1@55x3,"
                                         "reorder:worker:0>shard:1@push=90x2,eio:fsync@1500ms "
@@ -298,6 +307,8 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
                                   cfg.placement ? cfg.placement->nodes() : 0))
     return usage_error(f.command, f.faults_text.empty() ? "--kill" : "--faults", error_text(err));
   cfg.recovery.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  cfg.checkpoints.max_log_bytes = f.replay_log_mb << 20;
+  cfg.checkpoints.storage_deadline = std::chrono::seconds(f.storage_deadline_s);
   return std::nullopt;
 }
 
@@ -330,6 +341,9 @@ std::function<void(const job_event&)> event_printer(bool verbose) {
                    (e.kind == event_kind::down && !e.failed);
     if (e.kind == event_kind::progress)
       std::cout << "  " << e.detail << std::endl;
+    else if (e.kind == event_kind::checkpoint_failed)  // summarised by the job: a few lines
+      std::cerr << "  [" << e.at_ms << " ms] " << to_string(e.kind) << " " << e.actor << ": " << e.detail
+                << std::endl;
     else if (verbose || !routine)
       std::cout << "  [" << e.at_ms << " ms] " << to_string(e.kind) << " " << e.actor << ": " << e.detail
                 << std::endl;

@@ -40,11 +40,28 @@ void free_words(capnp::word* w) {
 }  // namespace
 
 struct buffer_pool::impl {
-  explicit impl(size_t max) : max_cached_bytes(max) {}
+  impl(size_t max, size_t max_buffers) : max_cached_bytes(max), max_cached_buffers(max_buffers) {}
   mutable std::mutex mtx;
   size_t max_cached_bytes;
+  size_t max_cached_buffers;
+  size_t cached_buffers = 0;
   std::array<std::vector<capnp::word*>, num_classes> idle;
   buffer_pool_stats stats;
+
+  // Frees the idle buffer of the smallest class below `idx`, if any, to make
+  // room in the count for one of class `idx`; returns whether it did.
+  bool drop_smaller_than(size_t idx) {
+    for (size_t c = 0; c < idx; ++c) {
+      if (idle[c].empty())
+        continue;
+      free_words(idle[c].back());
+      idle[c].pop_back();
+      --cached_buffers;
+      stats.cached_bytes -= class_words(c) * sizeof(capnp::word);
+      return true;
+    }
+    return false;
+  }
 };
 
 pooled_buffer::pooled_buffer(pooled_buffer&& other) noexcept
@@ -84,8 +101,8 @@ void pooled_buffer::release() {
   size_words_ = 0;
 }
 
-buffer_pool::buffer_pool(size_t max_cached_bytes)
-  : impl_(std::make_unique<impl>(max_cached_bytes)) {}
+buffer_pool::buffer_pool(size_t max_cached_bytes, size_t max_cached_buffers)
+  : impl_(std::make_unique<impl>(max_cached_bytes, max_cached_buffers)) {}
 
 buffer_pool::~buffer_pool() {
   for (auto& cls : impl_->idle)
@@ -93,8 +110,8 @@ buffer_pool::~buffer_pool() {
       free_words(w);
 }
 
-std::shared_ptr<buffer_pool> buffer_pool::create(size_t max_cached_bytes) {
-  return std::shared_ptr<buffer_pool>(new buffer_pool(max_cached_bytes));
+std::shared_ptr<buffer_pool> buffer_pool::create(size_t max_cached_bytes, size_t max_cached_buffers) {
+  return std::shared_ptr<buffer_pool>(new buffer_pool(max_cached_bytes, max_cached_buffers));
 }
 
 const std::shared_ptr<buffer_pool>& buffer_pool::process_default() {
@@ -117,6 +134,7 @@ pooled_buffer buffer_pool::acquire(size_t min_words) {
       auto* w = cls.back();
       cls.pop_back();
       ++impl_->stats.reused;
+      --impl_->cached_buffers;
       impl_->stats.cached_bytes -= n * sizeof(capnp::word);
       return pooled_buffer(w, n, weak_from_this());
     }
@@ -129,8 +147,10 @@ void buffer_pool::give_back(capnp::word* w, size_t n_words) {
   if (class_words(idx) == n_words) {
     std::lock_guard<std::mutex> guard(impl_->mtx);
     auto bytes = n_words * sizeof(capnp::word);
-    if (impl_->stats.cached_bytes + bytes <= impl_->max_cached_bytes) {
+    bool counted_in = impl_->cached_buffers < impl_->max_cached_buffers || impl_->drop_smaller_than(idx);
+    if (counted_in && impl_->stats.cached_bytes + bytes <= impl_->max_cached_bytes) {
       impl_->idle[idx].push_back(w);
+      ++impl_->cached_buffers;
       impl_->stats.cached_bytes += bytes;
       return;
     }

@@ -3,8 +3,10 @@
 // owner lets go, so the hot path reuses memory that is already mapped: page
 // faults cost 12-17 us per 4 KiB page on our machines (CAF017.md). Buffers
 // come in power-of-two size classes from 512 words (4 KiB); the pool keeps at
-// most `max_cached_bytes` of idle buffers and frees the rest. Thread-safe; a
-// buffer may outlive the pool that made it (it is then freed, not returned).
+// most `max_cached_bytes` (and `max_cached_buffers`) of idle buffers and
+// frees the rest; over the count, the largest buffers are the ones kept.
+// Thread-safe; a buffer may outlive the pool that made it (it is then freed,
+// not returned).
 
 #include <cstddef>
 #include <cstdint>
@@ -57,8 +59,13 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
  public:
   static constexpr size_t default_max_cached_bytes = size_t{512} << 20;
 
-  // Use `create`: the pool must be owned by a shared_ptr so buffers can find it.
-  static std::shared_ptr<buffer_pool> create(size_t max_cached_bytes = default_max_cached_bytes);
+  // Use `create`: the pool must be owned by a shared_ptr so buffers can find
+  // it. A pool for a few large buffers of a growing size (one shard's
+  // snapshots) keeps a count: a buffer given back to a pool holding
+  // `max_cached_buffers` idle ones displaces the smallest of them, or is
+  // freed if it is the smallest, so buffers a size class has outgrown go.
+  static std::shared_ptr<buffer_pool> create(size_t max_cached_bytes = default_max_cached_bytes,
+                                             size_t max_cached_buffers = SIZE_MAX);
 
   // The pool that frames decoded from the network use; one per process, like
   // an allocator.
@@ -76,7 +83,7 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
 
  private:
   struct impl;
-  explicit buffer_pool(size_t max_cached_bytes);
+  buffer_pool(size_t max_cached_bytes, size_t max_cached_buffers);
   friend class pooled_buffer;
   void give_back(capnp::word* w, size_t n_words);
   std::unique_ptr<impl> impl_;

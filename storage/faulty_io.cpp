@@ -107,7 +107,9 @@ std::shared_ptr<faulty_io> faulty_io::wrap(std::shared_ptr<file_io> inner) {
 
 void faulty_io::arm(io_fault f) {
   std::lock_guard<std::mutex> guard(mtx_);
-  faults_.push_back({f, slot(counts_, f.op) + std::max<uint64_t>(f.nth, 1)});
+  f.count = std::max<uint64_t>(f.count, 1);
+  faults_.push_back({f, slot(counts_, f.op) + std::max<uint64_t>(f.nth, 1),
+                     std::chrono::steady_clock::now() + f.lasting});
 }
 
 void faulty_io::arm(io_tear t) {
@@ -123,7 +125,11 @@ void faulty_io::disarm() {
 
 size_t faulty_io::pending() const {
   std::lock_guard<std::mutex> guard(mtx_);
-  return faults_.size() + tears_.size();
+  auto now = std::chrono::steady_clock::now();
+  auto live = std::count_if(faults_.begin(), faults_.end(), [&](const armed_fault& a) {
+    return a.fault.lasting.count() == 0 || now < a.until;
+  });
+  return static_cast<size_t>(live) + tears_.size();
 }
 
 io_counts faulty_io::counts() const {
@@ -135,11 +141,20 @@ faulty_io::decision faulty_io::next(io_op op) {
   std::lock_guard<std::mutex> guard(mtx_);
   auto n = ++slot(counts_, op);
   decision d;
-  auto f = std::find_if(faults_.begin(), faults_.end(),
-                        [&](const armed_fault& a) { return a.fault.op == op && a.at == n; });
+  auto now = std::chrono::steady_clock::now();
+  // Timed faults that have run their course go.
+  faults_.erase(std::remove_if(faults_.begin(), faults_.end(),
+                               [&](const armed_fault& a) { return a.fault.lasting.count() > 0 && now >= a.until; }),
+                faults_.end());
+  auto f = std::find_if(faults_.begin(), faults_.end(), [&](const armed_fault& a) {
+    if (a.fault.op != op || n < a.at)
+      return false;
+    return a.fault.lasting.count() > 0 || n < a.at + a.fault.count;
+  });
   if (f != faults_.end()) {
     d.error_number = f->fault.error_number;
-    faults_.erase(f);
+    if (f->fault.lasting.count() == 0 && n + 1 == f->at + f->fault.count)
+      faults_.erase(f);
     return d;
   }
   if (op != io_op::write)

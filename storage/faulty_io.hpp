@@ -8,6 +8,7 @@
 // thread are counted in one sequence per kind, and arming is atomic with
 // respect to them. For damaging files already stored, see file_damage.hpp.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,11 +29,16 @@ enum class io_op : uint8_t {
 const char* to_string(io_op op);
 
 // One scheduled failure: the `nth` operation of kind `op` counted from when
-// it is armed (1 = the next one) fails with `error_number`, doing nothing.
+// it is armed (1 = the next one), and the `count` - 1 after it, fail with
+// `error_number`, doing nothing. With `lasting` non-zero, every operation of
+// kind `op` fails instead, from the `nth` until `lasting` after arming (a
+// disk that stays full for a while).
 struct io_fault {
   io_op op = io_op::write;
   uint64_t nth = 1;
   int error_number = 5;  // EIO
+  uint64_t count = 1;
+  std::chrono::milliseconds lasting{0};
 };
 
 // A torn write: the `nth` write (counted from arming) stores only its first
@@ -87,7 +93,8 @@ class faulty_io final : public file_io, public std::enable_shared_from_this<faul
 
   struct armed_fault {
     io_fault fault;
-    uint64_t at;  // absolute count at which it fires
+    uint64_t at;  // absolute count at which it fires first
+    std::chrono::steady_clock::time_point until;  // fault.lasting: when it stops
   };
   struct armed_tear {
     io_tear tear;

@@ -30,9 +30,14 @@ caf::error bad_argument(const std::string& what) {
   return make_error(errc::invalid_argument, "make_snapshot: " + what);
 }
 
-caf::error check_tensors(const std::vector<tensor_view>& tensors) {
+// `fills[i]`, when not null, writes tensor i's bytes (its view has no data).
+caf::error check_tensors(const std::vector<tensor_view>& tensors,
+                         const std::vector<const tensor_fill*>& fills) {
   std::set<std::string> names;
-  for (auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto& t = tensors[i];
+    if (fills[i] && !*fills[i])
+      return bad_argument("tensor '" + t.name + "' has no fill");
     if (t.name.empty())
       return bad_argument("a tensor has an empty name");
     if (!names.insert(t.name).second)
@@ -51,7 +56,7 @@ caf::error check_tensors(const std::vector<tensor_view>& tensors) {
       return bad_argument("tensor '" + t.name + "' has " + std::to_string(t.bytes) +
                           " bytes, but shape " + shape_text(t.shape) + " of " +
                           dtype_name(t.dtype) + " needs " + std::to_string(count * elem));
-    if (t.bytes > 0 && t.data == nullptr)
+    if (t.bytes > 0 && t.data == nullptr && !fills[i])
       return bad_argument("tensor '" + t.name + "' has no data");
   }
   return {};
@@ -85,7 +90,8 @@ size_t size_hint_words(const snapshot_header& h, const std::vector<tensor_view>&
   return words;
 }
 
-void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, size_t chunk_bytes) {
+void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, const tensor_fill* fill,
+                 size_t chunk_bytes) {
   out.setName(t.name);
   out.setDtype(t.dtype);
   auto shape = out.initShape(static_cast<unsigned>(t.shape.size()));
@@ -93,6 +99,16 @@ void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, size_t chunk
     shape.set(i, t.shape[i]);
   size_t n_chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
   auto chunks = out.initChunks(static_cast<unsigned>(n_chunks));
+  if (fill) {
+    std::vector<byte_span> spans;
+    spans.reserve(n_chunks);
+    for (size_t i = 0; i < n_chunks; ++i) {
+      size_t len = std::min(chunk_bytes, t.bytes - i * chunk_bytes);
+      spans.push_back({chunks.init(static_cast<unsigned>(i), static_cast<unsigned>(len)).begin(), len});
+    }
+    out.setCrc32c((*fill)(spans));
+    return;
+  }
   const auto* src = static_cast<const unsigned char*>(t.data);
   uint32_t crc = crc32c_empty;
   for (size_t i = 0; i < n_chunks; ++i) {
@@ -106,16 +122,14 @@ void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, size_t chunk
   out.setCrc32c(crc);
 }
 
-}  // namespace
-
-caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
-                                                const std::vector<tensor_view>& tensors,
-                                                const std::vector<section_view>& sections,
-                                                size_t chunk_bytes,
-                                                std::shared_ptr<buffer_pool> pool) {
+caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
+                                                 const std::vector<tensor_view>& tensors,
+                                                 const std::vector<const tensor_fill*>& fills,
+                                                 const std::vector<section_view>& sections,
+                                                 size_t chunk_bytes, std::shared_ptr<buffer_pool> pool) {
   if (chunk_bytes == 0 || chunk_bytes > (size_t{1} << 28))
     return bad_argument("chunk size " + std::to_string(chunk_bytes) + " is not in (0, 256 MiB]");
-  if (auto err = check_tensors(tensors))
+  if (auto err = check_tensors(tensors, fills))
     return err;
   if (auto err = check_sections(sections))
     return err;
@@ -145,7 +159,7 @@ caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
   }
   auto ts = b.initTensors(static_cast<unsigned>(tensors.size()));
   for (unsigned i = 0; i < tensors.size(); ++i)
-    fill_tensor(ts[i], tensors[i], chunk_bytes);
+    fill_tensor(ts[i], tensors[i], fills[i], chunk_bytes);
   auto ss = b.initSections(static_cast<unsigned>(sections.size()));
   for (unsigned i = 0; i < sections.size(); ++i) {
     ss[i].setName(sections[i].name);
@@ -155,6 +169,29 @@ caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
     ss[i].setCrc32c(crc32c(data.begin(), data.size()));
   }
   return shard_snapshot_msg(fb.finish());
+}
+
+}  // namespace
+
+caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
+                                                const std::vector<tensor_view>& tensors,
+                                                const std::vector<section_view>& sections,
+                                                size_t chunk_bytes, std::shared_ptr<buffer_pool> pool) {
+  std::vector<const tensor_fill*> copied(tensors.size(), nullptr);
+  return build_snapshot(header, tensors, copied, sections, chunk_bytes, std::move(pool));
+}
+
+caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
+                                                const std::vector<tensor_view>& tensors,
+                                                const std::vector<tensor_writer>& written,
+                                                size_t chunk_bytes, std::shared_ptr<buffer_pool> pool) {
+  auto all = tensors;
+  std::vector<const tensor_fill*> fills(tensors.size(), nullptr);
+  for (auto& w : written) {
+    all.push_back({w.name, w.dtype, w.shape, nullptr, w.bytes});
+    fills.push_back(&w.fill);
+  }
+  return build_snapshot(header, all, fills, {}, chunk_bytes, std::move(pool));
 }
 
 namespace {

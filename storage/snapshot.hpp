@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include "messages/buffer_pool.hpp"
 #include "messages/protocol.hpp"
+#include "storage/byte_span.hpp"
 
 namespace keel {
 
@@ -31,6 +33,24 @@ struct tensor_view {
   std::vector<uint64_t> shape;
   const void* data = nullptr;
   size_t bytes = 0;
+};
+
+// Writes a tensor's bytes straight into its chunks in the message: the
+// chunks, in order, hold exactly the tensor's bytes between them (zeroed;
+// it must fill them completely). Returns the CRC32C of all the bytes it
+// wrote, in order: the tensor's stored CRC.
+using tensor_fill = std::function<uint32_t(const std::vector<byte_span>& chunks)>;
+
+// A tensor whose bytes a producer writes into the message itself, where a
+// tensor_view's are copied: for one that would otherwise build them in a
+// buffer of its own first (an embedding table's encoder). One pass over
+// the bytes, no staging copy.
+struct tensor_writer {
+  std::string name;
+  schema::DType dtype = schema::DType::UINT8;
+  std::vector<uint64_t> shape;
+  size_t bytes = 0;
+  tensor_fill fill;
 };
 
 // A view of one opaque application section (worker state, optimizer config).
@@ -65,6 +85,15 @@ caf::expected<shard_snapshot_msg> make_snapshot(
   const snapshot_header& header, const std::vector<tensor_view>& tensors,
   const std::vector<section_view>& sections = {}, size_t chunk_bytes = default_chunk_bytes,
   std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
+
+// The same with `written` tensors after `tensors`, in order: each one's
+// fill runs once, during the call, and writes its bytes into the message.
+// The same checks (a writer without a fill is invalid_argument).
+caf::expected<shard_snapshot_msg> make_snapshot(const snapshot_header& header,
+                                                const std::vector<tensor_view>& tensors,
+                                                const std::vector<tensor_writer>& written,
+                                                size_t chunk_bytes = default_chunk_bytes,
+                                                std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
 
 // Recomputes the CRC32C of every tensor and section; on a mismatch returns
 // errc::damaged_snapshot "tensor 'w': CRC32C mismatch (...)". Never throws: a

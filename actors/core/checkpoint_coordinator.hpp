@@ -13,7 +13,10 @@
 //  - lost checkpoints: one that failed, or that never reached the
 //    checkpointer while every worker waited at the window for
 //    `checkpoints.timeout` (job.hpp), is given up and the window moves past it (the
-//    previous checkpoint stays in force).
+//    previous checkpoint stays in force). The window then no longer bounds
+//    the logs: while checkpoints fail, each worker's own byte bound does
+//    (worker_core.hpp, Backpressure), and the checkpointer retries the
+//    failed write.
 // A plain value owned by the job's controller thread; the committed
 // snapshots it shares with the shard specs are guarded by their own mutex.
 

@@ -19,6 +19,8 @@ const char* to_string(event_kind k) {
     case event_kind::skipped_step: return "skipped_step";
     case event_kind::checkpoint: return "checkpoint";
     case event_kind::checkpoint_failed: return "checkpoint_failed";
+    case event_kind::backpressure: return "backpressure";
+    case event_kind::resumed: return "resumed";
     case event_kind::discarded: return "discarded";
     case event_kind::damaged: return "damaged";
     case event_kind::progress: return "progress";

@@ -38,8 +38,11 @@ enum class event_kind : uint8_t {
   skipped_step,       // a worker skipped `step` (its gradient was not finite)
   // Checkpoints.
   checkpoint,         // `checkpoint` committed at `step`
-  checkpoint_failed,  // the checkpoint at `step` failed or was lost; the previous stays in force
+  checkpoint_failed,  // the checkpoint at `step` failed (`failed`: writing it) or was lost; the
+                      // previous stays in force. Repeats of one failure are summarised (`count`)
   discarded,          // `checkpoint` discarded: newer than the one a rollback restored
+  backpressure,       // worker `actor` paused before `step`: its replay log holds `count` bytes, over its bound
+  resumed,            // worker `actor` resumed at `step` (a checkpoint committed); its log holds `count` bytes
   damaged,            // a stored file failed validation during a rollback
   // Progress.
   progress,           // at `step`: mean training `loss`, held-out `accuracy`, `samples_per_second`
@@ -60,7 +63,8 @@ struct job_event {
   std::string detail;           // human-readable specifics
   int64_t at_ms = 0;            // milliseconds since the job started
   int64_t at_us = 0;            // when the job recorded it, microseconds since the job started
-  uint64_t count = 0;           // replay: pushes resent; restart: the incarnation
+  uint64_t count = 0;           // replay: pushes resent; restart: the incarnation;
+                                // checkpoint_failed: failures in the series; backpressure, resumed: log bytes
   uint64_t step = 0;            // progress, resume, skipped_step, checkpoint*, restored
   uint64_t checkpoint = 0;      // checkpoint, discarded, restored
   std::string peer;             // replay: the shard replayed to
@@ -68,7 +72,7 @@ struct job_event {
   std::string fault;            // fault: the fault as a plan spells it
   fault_kind how = fault_kind::kill;  // fault, damage: its kind, when `fault` is set
   bool killed = false;          // fault: it ended an actor (kill, exit or raise)
-  bool failed = false;          // down: with an error (not a normal exit)
+  bool failed = false;          // down: with an error (not a normal exit); checkpoint_failed: a write failed
   double loss = NAN;            // progress: mean training loss since the last one
   double accuracy = NAN;        // progress: held-out accuracy (NaN: not scored)
   double samples_per_second = 0;  // progress

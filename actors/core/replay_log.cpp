@@ -1,14 +1,28 @@
 #include "actors/core/replay_log.hpp"
 
+#include <algorithm>
+
 namespace keel {
 
+size_t replay_log::bytes_of(const push_msg& m) {
+  return m.empty() ? 0 : m.frame()->size_words() * sizeof(capnp::word);
+}
+
 void replay_log::append(uint32_t shard, uint64_t seq, push_msg push) {
-  logs_.at(shard).insert_or_assign(seq, std::move(push));
+  auto& log = logs_.at(shard);
+  bytes_ += bytes_of(push);
+  auto [it, fresh] = log.try_emplace(seq);
+  if (!fresh)
+    bytes_ -= bytes_of(it->second);
+  it->second = std::move(push);
+  peak_ = std::max(peak_, bytes_);
 }
 
 void replay_log::truncate(uint32_t shard, uint64_t covered) {
   auto& log = logs_.at(shard);
-  log.erase(log.begin(), log.upper_bound(covered));
+  auto end = log.upper_bound(covered);
+  for (auto it = log.begin(); it != end; ++it) bytes_ -= bytes_of(it->second);
+  log.erase(log.begin(), end);
 }
 
 std::vector<push_msg> replay_log::after(uint32_t shard, uint64_t after) const {
@@ -31,17 +45,10 @@ size_t replay_log::size() const {
   return n;
 }
 
-size_t replay_log::bytes() const {
-  size_t n = 0;
-  for (auto& log : logs_)
-    for (auto& [seq, m] : log)
-      n += m.empty() ? 0 : m.frame()->size_words() * sizeof(capnp::word);
-  return n;
-}
-
 void replay_log::clear() {
   for (auto& log : logs_)
     log.clear();
+  bytes_ = 0;
 }
 
 }  // namespace keel

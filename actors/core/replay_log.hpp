@@ -4,6 +4,8 @@
 // resends what the snapshot lacks (every logged push above the snapshot's
 // applied seq, in seq order); when a checkpoint commits, the log drops what
 // it covers. Pushes are kept as shared frames, so logging copies no bytes.
+// It counts the payload bytes it holds as it goes (bytes() is O(1)) and the
+// most it ever held (peak_bytes()), which a worker bounds (worker_core).
 // Not thread-safe; one worker owns one log.
 
 #include <cstdint>
@@ -32,12 +34,18 @@ class replay_log {
 
   // Pushes and payload bytes held over all shards.
   size_t size() const;
-  size_t bytes() const;
+  size_t bytes() const { return bytes_; }
+  // The most payload bytes held at once since the log was made.
+  size_t peak_bytes() const { return peak_; }
 
   void clear();
 
  private:
+  static size_t bytes_of(const push_msg& m);
+
   std::vector<std::map<uint64_t, push_msg>> logs_;
+  size_t bytes_ = 0;
+  size_t peak_ = 0;
 };
 
 }  // namespace keel

@@ -133,9 +133,16 @@ class verified_frames {
 
 }  // namespace
 
+std::shared_ptr<buffer_pool> snapshot_pool() {
+  // One idle buffer is what a shard's next snapshot needs: it is given back
+  // when the oldest snapshot kept for restarts is dropped, before the next
+  // one is taken.
+  return buffer_pool::create(SIZE_MAX, 1);
+}
+
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms, const run_identity& run,
-                                              bool table_rows) {
+                                              bool table_rows, std::shared_ptr<buffer_pool> pool) {
   const auto& cfg = core.config();
   snapshot_header h;
   h.shard = cfg.shard;
@@ -172,8 +179,7 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
   tensors.push_back(i64(t_worker_clock, clocks));
   tensors.push_back(i64(t_counters, counters));
-  std::vector<std::vector<unsigned char>> table_bytes;
-  table_bytes.reserve(core.tables().size() + 1);
+  std::vector<unsigned char> digests;
   std::vector<uint64_t> table_counts;  // the read-out's table_counters, table by table
   if (!table_rows && !core.tables().empty()) {
     for (auto& table : core.tables()) {
@@ -181,22 +187,22 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
       table_counts.insert(table_counts.end(), {c.rows, c.evictions, c.admissions_refused, c.full_refused, c.bytes});
     }
     tensors.push_back(i64(table_counters_tensor, table_counts));
-    table_bytes.emplace_back();
     for (auto& table : core.tables()) {
       auto digest = content_sha256(table);
-      table_bytes.back().insert(table_bytes.back().end(), digest.begin(), digest.end());
+      digests.insert(digests.end(), digest.begin(), digest.end());
     }
-    auto& b = table_bytes.back();
-    tensors.push_back({table_digests_tensor, schema::DType::UINT8, {b.size()}, b.data(), b.size()});
+    tensors.push_back({table_digests_tensor, schema::DType::UINT8, {digests.size()}, digests.data(), digests.size()});
   }
+  // Tables are encoded straight into the message's chunks: one pass, no copy.
+  std::vector<tensor_writer> tables;
   for (auto& table : core.tables()) {
     if (!table_rows)
       break;
-    table_bytes.push_back(encode_table(table));
-    auto& b = table_bytes.back();
-    tensors.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {b.size()}, b.data(), b.size()});
+    auto bytes = encoded_table_bytes(table);
+    tables.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {bytes}, bytes,
+                      [&table](const std::vector<byte_span>& chunks) { return encode_table_into(table, chunks); }});
   }
-  auto snap = make_snapshot(h, tensors);
+  auto snap = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
   if (snap)
     verified_frames::instance().add(snap->frame());
   return snap;

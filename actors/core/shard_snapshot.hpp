@@ -16,10 +16,12 @@
 // the layout lacks is errc::shape_mismatch, each naming the table.
 
 #include <cstdint>
+#include <memory>
 
 #include <caf/expected.hpp>
 
 #include "actors/core/shard_core.hpp"
+#include "messages/buffer_pool.hpp"
 #include "storage/checkpoint_files.hpp"  // verify_mode
 
 namespace keel {
@@ -29,9 +31,21 @@ namespace keel {
 // restored) the tables' rows stay out: the snapshot holds instead the uint8
 // tensor "tables.sha256", each table's content_sha256 (32 bytes, table by
 // table), computed here where the rows live, and "tables.counters" (below).
+// Tables are encoded straight into the message. Its memory comes from
+// `pool` and goes back there when the last holder of the snapshot lets go:
+// a shard that snapshots periodically gives each one a pool of its own
+// (snapshot_pool), so a snapshot reuses the pages of one superseded before it.
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms, const run_identity& run = {},
-                                              bool table_rows = true);
+                                              bool table_rows = true,
+                                              std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
+
+// A pool for one shard's periodic snapshots: it keeps one idle buffer, the
+// largest given back (the next snapshot's memory; one superseded snapshot
+// is let go before the next is taken), of any size, where the process
+// default keeps 512 MiB in all, less than one snapshot of a large table.
+// The buffer goes when the pool does.
+std::shared_ptr<buffer_pool> snapshot_pool();
 
 // The name of the read-out's tensor of table digests.
 constexpr const char* table_digests_tensor = "tables.sha256";

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "actors/core/embedding_table.hpp"
+#include "storage/byte_span.hpp"
 
 namespace keel {
 
@@ -45,8 +46,19 @@ constexpr uint64_t table_snapshot_magic = 0x4b45454c5441424cULL;  // "KEELTABL"
 constexpr uint16_t table_snapshot_version = 1;
 constexpr size_t table_snapshot_header_bytes = 88;
 
-// The bytes of `table`'s snapshot (layout above). Sorts the rows by key, so
-// it needs 16 bytes a row of scratch besides the result.
+// The length of `table`'s snapshot in bytes.
+uint64_t encoded_table_bytes(const embedding_table& table);
+
+// Writes `table`'s snapshot (layout above) into `out`, span after span: how
+// a shard writes it straight into its snapshot message, once, with no
+// buffer of its own. The spans must hold exactly encoded_table_bytes(table)
+// bytes between them (else std::invalid_argument, and nothing is written).
+// Returns the CRC32C of all the bytes written, the trailing table CRC
+// included (a tensor's CRC), computed while writing. Sorts the rows by key,
+// so it needs 16 bytes a row of scratch.
+uint32_t encode_table_into(const embedding_table& table, const std::vector<byte_span>& out);
+
+// The same snapshot as a vector of its own.
 std::vector<unsigned char> encode_table(const embedding_table& table);
 
 // The table the `n` bytes at `data` hold, for a shard whose table is

@@ -36,6 +36,7 @@ worker_core::worker_core(worker_core_config cfg) : cfg_(std::move(cfg)) {
 
 void worker_core::begin_phase(worker_phase p) {
   phase_ = p;
+  paused_ = false;
   ++generation_;
   std::fill(done_.begin(), done_.end(), 0);
   pending_ = num_shards();
@@ -43,6 +44,7 @@ void worker_core::begin_phase(worker_phase p) {
 
 void worker_core::halt() {
   phase_ = worker_phase::halted;
+  paused_ = false;
   ++generation_;
 }
 
@@ -129,18 +131,44 @@ worker_core::step_start worker_core::next_step() {
     report_.pushes_acked = 0;
     for (auto a : max_acked_) report_.pushes_acked += a;
     report_.epoch = cfg_.epoch;
+    report_.peak_log_bytes = log_.peak_bytes();
     return step_start::finished;
   }
   if (cfg_.windowed && step_ >= window_) {
     phase_ = worker_phase::waiting;
     return step_start::waiting;
   }
+  paused_ = over_bound();
+  if (paused_) {
+    phase_ = worker_phase::waiting;
+    return step_start::paused;
+  }
   return step_start::pull;
+}
+
+bool worker_core::over_bound() const {
+  auto every = cfg_.checkpoint_every;
+  if (cfg_.log_bound == 0 || every == 0 || step_ == 0 || step_ % every != 0 ||
+      log_.bytes() <= cfg_.log_bound)
+    return false;
+  return *std::min_element(prev_cover_.begin(), prev_cover_.end()) < step_;
+}
+
+bool worker_core::release_backpressure() {
+  if (!paused_)
+    return false;
+  // Every shard's part of the commit must have come: until then the
+  // truncation of all a commit covers goes on (see Backpressure).
+  if (phase_ != worker_phase::waiting ||
+      *std::min_element(prev_cover_.begin(), prev_cover_.end()) < step_)
+    return false;
+  paused_ = false;
+  return true;
 }
 
 bool worker_core::widen_window(uint64_t limit) {
   window_ = std::max(window_, limit);
-  return phase_ == worker_phase::waiting && step_ < window_;
+  return phase_ == worker_phase::waiting && !paused_ && step_ < window_;
 }
 
 void worker_core::begin_pull(const std::vector<uint64_t>& model_keys, const table_key_lists& table_keys) {
@@ -457,7 +485,7 @@ bool worker_core::step_pushed(uint32_t shard) {
 
 bool worker_core::checkpoint_committed(uint32_t shard, uint64_t covered) {
   if (shard < prev_cover_.size()) {
-    log_.truncate(shard, prev_cover_[shard]);
+    log_.truncate(shard, paused_ ? covered : prev_cover_[shard]);  // see Backpressure
     prev_cover_[shard] = std::max(prev_cover_[shard], covered);
   }
   // A checkpoint holding this step's push means the shard applied it, even

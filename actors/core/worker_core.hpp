@@ -11,6 +11,18 @@
 //
 // Generations: every phase change that makes in-flight requests stale bumps
 // the generation; a reply or retry carrying an older one is ignored.
+//
+// Backpressure: with a byte bound on the replay log (log_bound), a worker
+// whose log holds more than the bound when it reaches a checkpoint step
+// (a multiple of checkpoint_every; a checkpoint can only be taken there)
+// does not start that step: it is paused until a checkpoint at or past the
+// step commits. While paused, a commit truncates the log to all it covers
+// (not only to the checkpoint before it, as otherwise: a shard restarted in
+// the instant of that commit, from the checkpoint before, then costs a
+// rollback instead of a replay), so the log empties. The log was within the
+// bound at the checkpoint step before, so it never holds more than the bound
+// plus one interval's pushes. Pausing only delays: a BSP run's result is the
+// same.
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -34,7 +46,7 @@ namespace keel {
 enum class worker_phase {
   resolving,  // waiting until the directory names every shard
   resuming,   // asking every shard what it holds of this worker
-  waiting,    // the checkpoint window holds the next step back
+  waiting,    // the checkpoint window, or backpressure (paused()), holds the next step back
   pulling,    // the step's pulls are out
   pushing,    // the step's pushes are out
   finished,   // every step done; stays up to replay to restarted shards
@@ -52,6 +64,8 @@ struct worker_core_config {
   uint64_t total_steps = 0;              // global steps to run
   consistency_kind rule = consistency_kind::bsp;
   bool windowed = false;  // a step starts only below the job's window
+  uint64_t checkpoint_every = 0;  // steps between checkpoints (0: none, no backpressure)
+  uint64_t log_bound = 0;         // the replay log's byte bound (0: none); see Backpressure
   // Of the model:
   uint64_t dense_size = 0;  // the model's dense keys; sparse key k is dense_size + k
   uint64_t steps_per_epoch = 1;
@@ -63,7 +77,7 @@ struct worker_core_config {
 template <class I>
 typename I::result_type inspect(I& f, worker_core_config& x) {
   return f(caf::meta::type_name("keel.worker_core_config"), x.worker, x.epoch, x.parts, x.shard_names,
-           x.total_steps, x.rule, x.windowed);
+           x.total_steps, x.rule, x.windowed, x.checkpoint_every, x.log_bound);
 }
 
 class worker_core {
@@ -77,6 +91,8 @@ class worker_core {
   uint64_t step() const { return step_; }  // the global step in progress
   uint64_t generation() const { return generation_; }
   uint64_t window() const { return window_; }
+  // Held at a checkpoint step because the replay log is over its bound.
+  bool paused() const { return paused_; }
   // Where the step in progress falls: (epoch, step within it).
   epoch_step position() const { return split_global_step(step_, cfg_.steps_per_epoch); }
   // In the current phase: has `shard` answered (resuming), been pulled
@@ -138,9 +154,11 @@ class worker_core {
 
   // ---- The step loop ----------------------------------------------------
 
-  enum class step_start { finished, waiting, pull };
+  enum class step_start { finished, waiting, paused, pull };
   // May the step in progress start? `finished` after the last step (the
-  // report is final), `waiting` while the window holds it back, else `pull`:
+  // report is final), `waiting` while the window holds it back, `paused`
+  // while the replay log is over its bound at a checkpoint step (until
+  // release_backpressure() after a commit), else `pull`:
   // the caller computes the batch's keys and calls begin_pull. The caller
   // asks at once whenever a resume or a step completes.
   step_start next_step();
@@ -211,6 +229,10 @@ class worker_core {
   // step's push the shard counts as having acknowledged it. True when that
   // completes the step.
   bool checkpoint_committed(uint32_t shard, uint64_t covered);
+  // After a commit: when paused and the commits cover every shard up to
+  // the paused step, the pause ends: true, and the caller asks next_step()
+  // again.
+  bool release_backpressure();
 
   enum class retry_action { none, pull, status, push };
   // A retry timer of generation `gen` for `shard` fired: what to resend.
@@ -225,6 +247,8 @@ class worker_core {
  private:
   void begin_phase(worker_phase p);
   bool step_pushed(uint32_t shard);
+  // At a checkpoint step with the log over its bound and not yet covered.
+  bool over_bound() const;
   // The push of `grad`'s slice to `shard` (none of it when `empty`);
   // `*finite` says whether its dense values were all finite.
   push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty, bool* finite) const;
@@ -260,6 +284,7 @@ class worker_core {
   std::vector<uint64_t> resume_from_;  // per shard: what it held at resume
   std::vector<uint64_t> prev_cover_;   // per shard: the checkpoint before the last one's cover
   std::optional<std::string> rollback_reason_;
+  bool paused_ = false;
   worker_report report_;
 };
 

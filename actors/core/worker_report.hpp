@@ -37,13 +37,16 @@ struct worker_report {
   // Microseconds a step was held back by the checkpoint window (a
   // checkpoint not yet committed): what checkpoints cost this worker in waiting.
   uint64_t window_wait_us = 0;
+  // The most bytes its replay log held at once (worker_core's Backpressure).
+  uint64_t peak_log_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   using wire::bits;
   return f(caf::meta::type_name("keel.worker_report"), x.worker, x.epoch, x.steps, x.pushes_acked,
-           x.retries, x.skipped_steps, x.replayed, bits(x.last_loss), x.window_wait_us);
+           x.retries, x.skipped_steps, x.replayed, bits(x.last_loss), x.window_wait_us,
+           x.peak_log_bytes);
 }
 
 }  // namespace keel

@@ -118,8 +118,10 @@ caf::error fault_driver::inject_now(const fault& f) {
       return links_->arm(f);
     case fault_kind::enospc:
     case fault_kind::eio:
+      // xCOUNT: that many operations in a row; +MSms: every one for that long.
       disk_->arm(io_fault{f.target == "write" ? io_op::write : io_op::fsync, 1,
-                          f.kind == fault_kind::enospc ? ENOSPC : EIO});
+                          f.kind == fault_kind::enospc ? ENOSPC : EIO, f.count,
+                          std::chrono::milliseconds(f.delay_ms)});
       break;
     case fault_kind::tear:
       disk_->arm(io_tear{1, 16, true});

@@ -157,10 +157,13 @@ caf::expected<fault> parse_one(const std::string& item) {
   if ((f.kind == fault_kind::delay || lasts) && f.delay_ms == 0)
     return bad(lasts ? std::string("a ") + to_string(f.kind) + " needs +MSms (how long the node is away)"
                      : std::string("a delay needs +MSms"));
-  if (f.kind != fault_kind::delay && !lasts && f.delay_ms != 0)
-    return bad("only a delay, a cut, a partition, a split or a oneway takes +MSms");
-  if (!f.is_message_fault() && f.count != 1)
-    return bad("only message faults take xCOUNT");
+  bool disk = f.kind == fault_kind::enospc || f.kind == fault_kind::eio;
+  if (f.kind != fault_kind::delay && !lasts && !disk && f.delay_ms != 0)
+    return bad("only a delay, a cut, a partition, a split, a oneway, an enospc or an eio takes +MSms");
+  if (!f.is_message_fault() && !disk && f.count != 1)
+    return bad("only message faults, enospc and eio take xCOUNT");
+  if (disk && f.count != 1 && f.delay_ms != 0)
+    return bad("a storage fault lasts xCOUNT operations or +MSms, not both");
   return f;
 }
 

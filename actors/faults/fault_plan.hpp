@@ -27,6 +27,8 @@
 //   drop:directory>worker:0@20 lose worker:0's next directory update
 //   enospc:write@80            fail the next checkpoint file write (ENOSPC)
 //   eio:fsync@90               fail the next fsync (EIO)
+//   enospc:write@80x50         fail the next 50 writes (storage that stays broken)
+//   eio:fsync@80+10000ms       fail every fsync for 10 s from step 80
 //   tear:write@95              tear the next checkpoint write (it claims success)
 //   flip:snapshot@99           flip a bit in the newest stored snapshot file
 //   kill9:node:1@40            kill node 1's whole process with SIGKILL
@@ -67,8 +69,8 @@ struct fault {
   fault_kind kind = fault_kind::kill;
   std::string target;    // actor; a link ("A>B", "A", "*>B"); "write" / "fsync"; "snapshot"
   uint64_t at_step = 0;  // trigger::step: the step; time: milliseconds; messages: the count
-  uint32_t count = 1;    // messages affected (drop, dup, delay, reorder)
-  uint32_t delay_ms = 0; // delay
+  uint32_t count = 1;    // messages affected (drop, dup, delay, reorder); operations failed (enospc, eio)
+  uint32_t delay_ms = 0; // delay; how long a node fault lasts, or an enospc or eio
   trigger when = trigger::step;
   msg_kind of = msg_kind::push;  // trigger::messages: which messages are counted
 

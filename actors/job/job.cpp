@@ -4,6 +4,10 @@
 // waits only until its first tree is up. Every other call is a request to
 // the controller from the caller's thread, or (wait) a wait on the event
 // feed's outcome (event_feed.hpp), which also delivers on_event callbacks.
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/job/event_feed.hpp"
@@ -32,6 +36,10 @@ caf::error check(const placed_job_config& c) {
     return bad("job: no checkpoint directory");
   if (c.checkpoints.keep == 0)
     return bad("job: keep at least one checkpoint");
+  if (c.checkpoints.storage_deadline.count() <= 0)
+    return bad("job: the storage deadline must be positive");
+  if (c.checkpoints.retry_min.count() <= 0 || c.checkpoints.retry_max < c.checkpoints.retry_min)
+    return bad("job: checkpoint retries need 0 < retry_min <= retry_max");
   auto dense = c.training_model->layout().dense_size();
   if (c.training.shards > dense + c.training_model->layout().sparse_key_count())
     return bad("job: " + std::to_string(c.training.shards) + " shards for only " + std::to_string(dense) +
@@ -56,6 +64,20 @@ caf::error check(const placed_job_config& c) {
   }
   return {};
 }
+
+}  // namespace
+
+uint64_t replay_log_bound(const checkpoint_config& cfg, uint32_t workers) {
+  if (cfg.max_log_bytes > 0)
+    return cfg.max_log_bytes;
+  auto pages = ::sysconf(_SC_PHYS_PAGES);
+  auto page = ::sysconf(_SC_PAGE_SIZE);
+  uint64_t memory = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                                          : uint64_t{4} << 30;  // unknown: assume 4 GiB
+  return std::max<uint64_t>(1, memory / 4 / std::max<uint32_t>(1, workers));
+}
+
+namespace {
 
 // Makes the checkpoint directory if needed and takes its lock (one writer
 // at a time), before anything reads or cleans the store: a second process

@@ -78,7 +78,28 @@ struct checkpoint_config {
   // A checkpoint still missing a shard's snapshot this long after the first
   // one arrived is given up (reported as checkpoint_failed).
   std::chrono::milliseconds timeout{5000};
+  // Each worker's replay log holds at most this many bytes of pushes plus
+  // one interval's (`every` steps): a worker over it at a checkpoint step
+  // pauses there (a backpressure event) until a checkpoint at that step
+  // commits (a resumed event). 0: replay_log_bound's default, a quarter of
+  // this machine's physical memory shared by the workers. Pausing only
+  // delays: a BSP run's result is the same.
+  uint64_t max_log_bytes = 0;
+  // A checkpoint whose write failed is written again (the same snapshots),
+  // after retry_min, doubling up to retry_max, until it or a newer one
+  // commits.
+  std::chrono::milliseconds retry_min{100};
+  std::chrono::milliseconds retry_max{5000};
+  // Checkpoint writes failing for this long since the first failure after
+  // the last commit (storage broken: a full disk, a read-only directory)
+  // fail the job, naming the last failure and the last good checkpoint,
+  // which stays intact for a resume.
+  std::chrono::milliseconds storage_deadline{60000};
 };
+
+// The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a
+// quarter of this machine's physical memory (sysconf) over `workers`.
+uint64_t replay_log_bound(const checkpoint_config& cfg, uint32_t workers);
 
 // How failures are detected and how much restarting is tolerated.
 struct recovery_config {
@@ -156,6 +177,9 @@ struct job_result {
   double checkpoint_write_seconds = 0;
   double checkpoint_write_cpu_seconds = 0;
   double window_wait_seconds = 0;
+  // The most bytes each worker's replay log held at once (its last
+  // incarnation), by worker; checkpoint_config::max_log_bytes bounds it.
+  std::vector<uint64_t> peak_log_bytes;
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order, then the tables' digests
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them

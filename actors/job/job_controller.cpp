@@ -52,6 +52,8 @@ void schedule_tick(controller_actor* self) {
   auto now = steady_clock::now();
   if (auto due = st.progress.checkpoints->next_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
+  if (auto due = storage_deadline(st))
+    wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (wait >= none)
     return;
   wait = std::max(wait, milliseconds(0));
@@ -73,7 +75,9 @@ void follow_up(controller_actor* self) {
   if (st.readout.scoring.empty())  // else once the score is in (readout_state)
     st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
   watch_window(self);
-  schedule_tick(self);
+  watch_storage(self);
+  if (st.run.now == run_phase::running)
+    schedule_tick(self);
 }
 
 namespace {
@@ -196,15 +200,20 @@ void on_rollback_request(controller_actor* self, uint32_t epoch, const std::stri
 }
 
 void on_job_event(controller_actor* self, job_event& e) {
-  auto& st = self->state;
-  if (e.kind == event_kind::checkpoint_failed && st.progress.checkpoints->given_up(e.step))
-    widen_window(self);  // the previous checkpoint stays in force; go on
+  if (e.kind == event_kind::checkpoint_failed)
+    return on_checkpoint_failed(self, std::move(e));
+  if (e.kind == event_kind::backpressure)
+    self->state.storage.paused.insert(e.actor);
+  else if (e.kind == event_kind::resumed)
+    self->state.storage.paused.erase(e.actor);
   record(self, std::move(e));
 }
 
 void on_supervision_event(controller_actor* self, const supervision::event& e) {
-  if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start)
+  if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start) {
     self->state.faults->back(e.child);
+    self->state.storage.paused.erase(e.child);  // a new incarnation starts unpaused
+  }
   record(self, from_supervision(e));
 }
 

@@ -41,6 +41,7 @@
 #include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/core/checkpoint_coordinator.hpp"
+#include "actors/core/failure_series.hpp"
 #include "actors/core/partition.hpp"
 #include "actors/core/shard_core.hpp"
 #include "actors/core/table_snapshot.hpp"
@@ -175,6 +176,21 @@ struct readout_state {
   std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 
+// storage_state: how the checkpoints' storage fares. Repeated identical
+// checkpoint failures reach the timeline summarised (failure_series); write
+// failures since the last commit that outlast checkpoint_config::
+// storage_deadline fail the job, naming the last good checkpoint. So do
+// lost checkpoints while a worker is paused by backpressure: it waits for a
+// commit that, with a snapshot lost, would never come.
+struct storage_state {
+  failure_series failures;
+  std::optional<std::chrono::steady_clock::time_point> failing_since;  // first write failure since the last commit
+  std::string last_failure;      // the newest failure's text
+  std::set<std::string> paused;  // workers paused by backpressure (their events say)
+  uint64_t last_good = 0;        // the newest committed checkpoint (0: none) and its step
+  uint64_t last_good_step = 0;
+};
+
 struct controller_state;
 using controller_actor = caf::stateful_actor<controller_state>;
 
@@ -195,6 +211,7 @@ struct controller_state {
   run_state run;
   progress_state progress;
   readout_state readout;
+  storage_state storage;
   controller_hooks hooks;
   std::optional<fault_driver> faults;
   caf::actor node_fault_runner;  // runs fault_config::node_faults, on a thread of its own
@@ -247,6 +264,18 @@ void on_committed(controller_actor* self, const checkpoint_committed& c);
 void watch_window(controller_actor* self);
 void widen_window(controller_actor* self);
 std::string progress_text(const controller_state& st);
+
+// job_storage.cpp: failing checkpoints.
+// A checkpoint failed: the window moves past it; the event reaches the
+// timeline summarised; a write failure may start the storage deadline.
+void on_checkpoint_failed(controller_actor* self, job_event e);
+// A checkpoint committed: a series of failures ends (its total is
+// recorded), the deadline is off.
+void storage_committed(controller_actor* self, const checkpoint_committed& c);
+// When the storage deadline passes, if it runs (for schedule_tick).
+std::optional<std::chrono::steady_clock::time_point> storage_deadline(const controller_state& st);
+// Fails the job when the storage deadline has passed.
+void watch_storage(controller_actor* self);
 
 // job_recovery.cpp: whole-tree recovery.
 // Rolls the tree back to the newest valid checkpoint if the rollback policy

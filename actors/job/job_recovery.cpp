@@ -56,6 +56,8 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   for (auto& s : latest->checkpoint.snapshots)
     start_from.push_back(s.source());
   run.restored_checkpoint = m.checkpoint;
+  self->state.storage.last_good = m.checkpoint;  // the last good checkpoint a storage failure names
+  self->state.storage.last_good_step = m.step;
   return m.step;
 }
 

@@ -238,7 +238,10 @@ void finish(controller_actor* self, parameters_read read) {
   result.pushes_acked = 0;
   result.steps = cfg.training.steps;
   result.window_wait_seconds = 0;
+  result.peak_log_bytes.assign(cfg.training.workers, 0);
   for (auto& [worker, r] : st.progress.reports) {
+    if (worker < result.peak_log_bytes.size())
+      result.peak_log_bytes[worker] = r.peak_log_bytes;
     result.pushes_acked += r.pushes_acked;
     result.steps = std::min(result.steps, r.steps);
     result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;

@@ -118,6 +118,8 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   o.core.total_steps = j.cfg.training.steps;
   o.core.rule = j.cfg.training.rule.kind;
   o.core.windowed = j.cfg.checkpoints.every > 0;
+  o.core.checkpoint_every = j.cfg.checkpoints.every;
+  o.core.log_bound = replay_log_bound(j.cfg.checkpoints, j.cfg.training.workers);
   o.num_workers = j.cfg.training.workers;
   o.job = job;
   o.seed = j.cfg.training.seed;
@@ -164,6 +166,8 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   co.num_shards = cfg.training.shards;
   co.job = job;
   co.incomplete_timeout = cfg.checkpoints.timeout;
+  co.retry_min = cfg.checkpoints.retry_min;
+  co.retry_max = cfg.checkpoints.retry_max;
   co.run_id = j.run.identity.run_id;
   co.config_hash = j.run.identity.config_hash;
   co.config = j.run.identity.config;
@@ -212,6 +216,7 @@ void launch_tree(controller_actor* self) {
   auto& st = self->state;
   st.run.handles.clear();
   st.progress.done.clear();
+  st.storage.paused.clear();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
   st.run.now = run_phase::starting;
@@ -296,9 +301,7 @@ void watch_window(controller_actor* self) {
                             std::to_string(st.cfg.checkpoints.timeout.count()) +
                             " ms while every worker waited for it");
   e.step = *lost;
-  record(self, std::move(e));
-  if (st.progress.checkpoints->given_up(*lost))
-    widen_window(self);
+  on_checkpoint_failed(self, std::move(e));  // given up: the window moves
 }
 
 void on_committed(controller_actor* self, const checkpoint_committed& c) {
@@ -307,6 +310,7 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
   ++result.checkpoints;
   result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
   result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
+  storage_committed(self, c);
   if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
     widen_window(self);
   for (auto& s : c.shards)

@@ -153,6 +153,9 @@ struct metrics_registry::state {
   uint64_t rollbacks = 0;
   uint64_t checkpoints = 0;
   uint64_t checkpoint_failures = 0;
+  uint64_t series_count = 0;  // the summarised series' count so far (job_storage.cpp)
+  std::map<std::string, double> paused_since;  // backpressure: worker -> when its pause began (s)
+  double backpressure_seconds = 0;
   uint64_t replayed = 0;
   std::map<std::string, uint64_t> faults;    // by kind, as a plan spells it ("kill", "drop")
   std::vector<job_event> recovery_timeline;  // the events recoveries() reads
@@ -189,15 +192,34 @@ void metrics_registry::observe(const job_event& e) {
       break;
     case event_kind::restart:
       ++s.restarts[e.actor];
+      s.paused_since.erase(e.actor);  // a new incarnation is not paused
       break;
     case event_kind::rollback:
       ++s.rollbacks;
+      s.paused_since.clear();  // the workers start again
       break;
     case event_kind::checkpoint:
       ++s.checkpoints;
       break;
     case event_kind::checkpoint_failed:
-      ++s.checkpoint_failures;
+      // A series' summaries carry its count so far; a lost checkpoint none.
+      if (e.count > 1) {
+        s.checkpoint_failures += e.count > s.series_count ? e.count - s.series_count : 0;
+        s.series_count = e.count;
+      } else {
+        ++s.checkpoint_failures;
+        if (e.count == 1)
+          s.series_count = 1;
+      }
+      break;
+    case event_kind::backpressure:
+      s.paused_since.emplace(e.actor, static_cast<double>(e.at_us) / 1e6);
+      break;
+    case event_kind::resumed:
+      if (auto it = s.paused_since.find(e.actor); it != s.paused_since.end()) {
+        s.backpressure_seconds += static_cast<double>(e.at_us) / 1e6 - it->second;
+        s.paused_since.erase(it);
+      }
       break;
     case event_kind::replay:
       s.replayed += e.count;
@@ -273,6 +295,14 @@ std::vector<metric_family> metrics_registry::families() const {
   f.push_back(scalar("keel_checkpoint_failures_total", t::counter,
                      "Checkpoints that failed or were lost (the previous one stays in force).",
                      n(s.checkpoint_failures)));
+  f.push_back(scalar("keel_backpressure_workers", t::gauge,
+                     "Workers paused now because their replay log is over its bound (waiting for a "
+                     "checkpoint to commit).",
+                     n(s.paused_since.size())));
+  f.push_back(scalar("keel_backpressure_seconds_total", t::counter,
+                     "Seconds workers spent paused by backpressure, summed over workers (pauses that "
+                     "ended).",
+                     s.backpressure_seconds));
   f.push_back(labelled("keel_faults_injected_total",
                        "Faults the job injected (or tried to), by kind as a fault plan spells it.",
                        "kind", s.faults));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include <caf/all.hpp>
 
@@ -27,8 +28,12 @@ struct checkpointer_state {
     shard_snapshot_msg msg;
     uint64_t step = 0;
   };
+  using shard_set = std::map<uint32_t, arrived>;
   // checkpoint id -> (shard -> snapshot)
-  std::map<uint64_t, std::map<uint32_t, arrived>> pending;
+  std::map<uint64_t, shard_set> pending;
+  // The newest checkpoint whose write failed, kept to be written again.
+  std::optional<std::pair<uint64_t, shard_set>> retained;
+  uint32_t failures = 0;  // writes failed in a row since the last commit
 };
 
 using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
@@ -56,9 +61,19 @@ int64_t thread_cpu_us() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
-void write_checkpoint(checkpointer_actor* self, uint64_t id,
-                      std::map<uint32_t, checkpointer_state::arrived> shards) {
+// A write failed: the checkpoint is written again after the backoff,
+// unless a newer one has arrived complete by then.
+void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::shard_set& shards) {
   auto& st = self->state;
+  st.retained.emplace(id, shards);
+  auto wait = st.cfg.retry_min * (1u << std::min<uint32_t>(st.failures, 16));
+  ++st.failures;
+  self->delayed_send(self, std::min(wait, st.cfg.retry_max), retry_atom::value, id);
+}
+
+void write_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_state::shard_set& shards) {
+  auto& st = self->state;
+  st.retained.reset();
   std::vector<shard_snapshot_msg> snaps;
   uint64_t step = 0;
   checkpoint_committed note;
@@ -66,7 +81,7 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
   for (auto& [shard, a] : shards) {
     step = std::max(step, a.step);
     note.shards.push_back({shard, a.step, a.msg.frame()});
-    snaps.push_back(std::move(a.msg));
+    snaps.push_back(a.msg);
   }
   note.step = step;
   auto t0 = std::chrono::steady_clock::now();
@@ -77,18 +92,33 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id,
     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   if (!r) {
     st.store->abandon(id);
-    report(self, event_kind::checkpoint_failed,
-           "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": " +
-             describe(r.error()) + "; checkpoint " + std::to_string(st.last_committed) +
-             " stays in force",
-           step, id);
+    auto e = make_job_event(event_kind::checkpoint_failed, "checkpointer",
+                            "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
+                              ": " + describe(r.error()) + "; checkpoint " +
+                              std::to_string(st.last_committed) + " stays in force");
+    e.step = step;
+    e.checkpoint = id;
+    e.failed = true;  // storage, not a lost snapshot
+    if (st.cfg.job)
+      self->send(st.cfg.job, std::move(e));
+    retain(self, id, shards);
     return;
   }
   st.last_committed = id;
+  st.failures = 0;
   // The note first: whoever sees the event can rely on the job knowing it.
   self->send(st.cfg.job, std::move(note));
   report(self, event_kind::checkpoint,
          "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
+}
+
+// The backoff after a failed write of `id` has passed.
+void write_again(checkpointer_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (!st.retained || st.retained->first != id || id <= st.last_committed)
+    return;  // written since, or replaced by a newer checkpoint
+  auto shards = std::move(st.retained->second);
+  write_checkpoint(self, id, shards);
 }
 
 }  // namespace
@@ -116,6 +146,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     self->set_exception_handler(exception_as_error);
     return {
       [](crash_atom) { throw std::runtime_error("injected exception"); },
+      [self](retry_atom, uint64_t id) { write_again(self, id); },
       [self](expire_atom, uint64_t id) {
         auto& st = self->state;
         auto it = st.pending.find(id);
@@ -155,7 +186,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
         auto shards = std::move(slot);
         // Older incomplete checkpoints can no longer complete usefully.
         st.pending.erase(st.pending.begin(), st.pending.upper_bound(id));
-        write_checkpoint(self, id, std::move(shards));
+        write_checkpoint(self, id, shards);
       },
     };
   };

@@ -9,8 +9,14 @@
 // commit it tells `job` (checkpoint_committed), which hands the snapshots to
 // the shard supervisor and lets workers truncate their replay logs. A failed
 // write leaves the previous checkpoint in force and is reported as a
-// job_event; a restarted checkpointer reopens the store (which removes what a
-// crashed writer left) and continues after the last committed checkpoint.
+// job_event (checkpoint_failed, `failed` set); the checkpointer keeps that
+// checkpoint's snapshots and writes them again after a backoff (retry_min,
+// doubling to retry_max) until it commits or a newer checkpoint arrives
+// complete (which replaces it): workers paused by backpressure at its step
+// (worker_core.hpp) wait for exactly that commit. A restarted checkpointer
+// reopens the store (which removes what a crashed writer left) and continues
+// after the last committed checkpoint; the shards send it their newest
+// snapshots again.
 //
 // It is described by one checkpointer_config, the same for one started in
 // this process and for one a node agent starts for another process
@@ -45,6 +51,10 @@ struct checkpointer_config {
   // A checkpoint still missing a shard's snapshot this long after its first
   // one arrived is lost (the snapshot was): reported as checkpoint_failed.
   std::chrono::milliseconds incomplete_timeout{5000};
+  // After a failed write, the same checkpoint is written again after
+  // retry_min, doubling with each failure up to retry_max.
+  std::chrono::milliseconds retry_min{100};
+  std::chrono::milliseconds retry_max{5000};
   // The run it commits checkpoints of: every manifest carries it
   // (storage/run_identity.hpp).
   std::string run_id;
@@ -65,7 +75,7 @@ struct checkpointer_env {
 template <class I>
 typename I::result_type inspect(I& f, checkpointer_config& x) {
   return f(caf::meta::type_name("keel.checkpointer_config"), x.dir, x.keep_last, x.num_shards, x.job,
-           x.incomplete_timeout, x.run_id, x.config_hash, x.config);
+           x.incomplete_timeout, x.run_id, x.config_hash, x.config, x.retry_min, x.retry_max);
 }
 
 // Sent to `job` after each durable commit.

@@ -78,6 +78,9 @@ struct shard_state {
   uint64_t last_snapshot_id = 0;  // the restored or last sent checkpoint id
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
   std::optional<shard_snapshot_msg> newest;  // the last periodic snapshot taken
+  // Where the periodic snapshots' memory comes from and returns to, so each
+  // reuses the pages of one superseded before it (no fresh page faults).
+  std::shared_ptr<buffer_pool> snapshot_memory = snapshot_pool();
   link_ends links;  // to the workers and the checkpointer, where link faults act
   uint64_t epoch = 0;  // this incarnation's fencing epoch (0: unfenced)
   run_identity run;    // stamped on every snapshot (only the id and the hash)
@@ -178,7 +181,7 @@ void maybe_snapshot(shard_actor* self) {
   if (id <= st.last_snapshot_id)
     return;
   st.last_snapshot_id = id;
-  auto snap = snapshot_of(st.core, id, now_unix_ms(), st.run);
+  auto snap = snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
   if (!snap)
     return;
   st.newest = std::move(*snap);

@@ -40,11 +40,37 @@ void fail(worker_actor* self, caf::error err) {
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 
+// Backpressure (worker_core.hpp): the step waits for a checkpoint; the job
+// hears it once, when the pause begins and when it ends.
+void emit_pause(worker_actor* self, bool begins) {
+  auto& st = self->state;
+  auto step = st.core.step();
+  auto bytes = st.core.log().bytes();
+  auto now = std::chrono::steady_clock::now();
+  std::string detail;
+  if (begins) {
+    st.paused_since = now;
+    detail = "replay log holds " + std::to_string(bytes) + " bytes, over its bound of " +
+             std::to_string(st.cfg.core.log_bound) + ": paused before step " + std::to_string(step) +
+             " until a checkpoint at step " + std::to_string(step) + " commits";
+  } else {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - st.paused_since).count();
+    detail = "resumed at step " + std::to_string(step) + " after " + std::to_string(ms) +
+             " ms: a checkpoint committed, replay log now " + std::to_string(bytes) + " bytes";
+    st.waiting_since = now;  // the window's wait, if any, starts now
+  }
+  auto e = make_job_event(begins ? event_kind::backpressure : event_kind::resumed, {}, detail);
+  e.step = step;
+  e.count = bytes;
+  emit(self, std::move(e));
+}
+
 // Starts the step in progress if the core lets it: builds its batch and asks
 // every shard for what it needs.
 void start_step(worker_actor* self) {
   auto& st = self->state;
   bool was_waiting = st.core.phase() == worker_phase::waiting;
+  bool was_paused = st.core.paused();
   switch (st.core.next_step()) {
     case worker_core::step_start::finished:
       // Stay up with the log: a shard that restarts before the job has read
@@ -55,6 +81,10 @@ void start_step(worker_actor* self) {
       if (!was_waiting)
         st.waiting_since = std::chrono::steady_clock::now();
       return;  // until the job widens the window
+    case worker_core::step_start::paused:
+      if (!was_paused)
+        emit_pause(self, true);
+      return;  // until a checkpoint commits (truncate_atom)
     case worker_core::step_start::pull:
       break;
   }
@@ -364,8 +394,13 @@ caf::behavior running(worker_actor* self) {
           on_pulled(self, shard, r->root());
       },
       [self](truncate_atom, uint32_t shard, uint64_t covered) {
-        if (self->state.core.checkpoint_committed(shard, covered))
+        auto& core = self->state.core;
+        if (core.checkpoint_committed(shard, covered)) {
           step_done(self);
+        } else if (core.release_backpressure()) {
+          emit_pause(self, false);
+          start_step(self);
+        }
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) { on_window(self, limit); },

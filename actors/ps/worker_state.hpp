@@ -35,6 +35,7 @@ struct worker_state {
   gradient_buffer grad;
   link_ends links;  // directory updates arrive through it, where link faults act
   std::chrono::steady_clock::time_point waiting_since;  // when the window last held a step back
+  std::chrono::steady_clock::time_point paused_since;   // when backpressure last paused a step
   // The next step's pull to each shard, asked early (worker.cpp,
   // ask_early_pulls): for which step, of which incarnation, and its reply
   // once it came before that step started pulling. clock 0: none out.

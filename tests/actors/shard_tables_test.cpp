@@ -264,3 +264,34 @@ TEST_CASE("a snapshot of another table layout, or with a damaged table, is refus
     CHECK(is(err, errc::damaged_snapshot));
   }
 }
+
+TEST_CASE("a shard's next snapshot reuses the memory of one let go, and restores as one made afresh") {
+  auto cfg = table_config_of(consistency_kind::bsp, 2);
+  auto a = fresh(cfg);
+  auto k = keys_of_shard(1, 4);
+  for (uint64_t t = 0; t < 2; ++t)
+    for (uint32_t w = 0; w < 2; ++w)
+      a.offer(table_push(w, t + 1, t, {{0, dim, {k[(t + w) % 4]}, {0.5f, -0.25f}}}));
+  auto pool = snapshot_pool();
+  const void* first_memory = nullptr;
+  {
+    auto first = snapshot_of(a, 1, 0, {}, true, pool);
+    REQUIRE_MESSAGE(first, describe(first.error()));
+    first_memory = first->frame()->segments()[0].begin();
+  }  // superseded and let go: its memory goes back to the pool
+  auto again = snapshot_of(a, 2, 0, {}, true, pool);
+  REQUIRE_MESSAGE(again, describe(again.error()));
+  CHECK(pool->stats().reused == 1);
+  CHECK(again->frame()->segments()[0].begin() == first_memory);
+  auto fresh_snap = snapshot_of(a, 2, 0);
+  REQUIRE(fresh_snap);
+  auto words = again->frame()->size_words();
+  REQUIRE(fresh_snap->frame()->size_words() == words);
+  CHECK(std::memcmp(again->frame()->segments()[0].begin(), fresh_snap->frame()->segments()[0].begin(),
+                    words * sizeof(capnp::word)) == 0);
+  auto d = decode(*again);
+  REQUIRE(d);
+  auto b = restore_shard(cfg, d->root(), verify_mode::checksums, init_rows);
+  REQUIRE_MESSAGE(b, describe(b.error()));
+  CHECK(pull_rows(*b, k) == pull_rows(a, k));
+}

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "storage/crc32c.hpp"
@@ -223,4 +224,55 @@ TEST_CASE("the content hash depends on the keys and values only, and combining k
   auto ha = content_sha256(*a), hb = content_sha256(*b);
   CHECK(combine_digests({ha, hb}) != combine_digests({hb, ha}));
   CHECK(combine_digests({ha, hb}) == combine_digests({ha, hb}));
+}
+
+TEST_CASE("a table encoded into spans of any sizes holds the bytes encode_table gives, and says their CRC") {
+  const table_config c = full_config();
+  std::mt19937_64 rng(5);
+  embedding_table t = trained(c, 20, rng);
+  const auto whole = encode_table(t);
+  REQUIRE(encoded_table_bytes(t) == whole.size());
+  // Spans that cut the header, a key, a row and the trailing CRC, and an empty one.
+  std::vector<unsigned char> into(whole.size(), 0xee);
+  std::vector<byte_span> spans;
+  size_t at = 0;
+  for (size_t len : {size_t{1}, size_t{7}, size_t{0}, size_t{90}, size_t{333}, size_t{4097}}) {
+    spans.push_back({into.data() + at, len});
+    at += len;
+  }
+  REQUIRE(at + 2 < whole.size());
+  spans.push_back({into.data() + at, whole.size() - at - 2});
+  spans.push_back({into.data() + whole.size() - 2, 2});
+  CHECK(encode_table_into(t, spans) == crc32c(whole.data(), whole.size()));
+  CHECK(into == whole);
+  // Spans of the wrong total are refused before anything is written.
+  std::vector<unsigned char> small(whole.size() - 1, 0xee);
+  CHECK_THROWS_AS(encode_table_into(t, {{small.data(), small.size()}}), std::invalid_argument);
+  CHECK(small == std::vector<unsigned char>(whole.size() - 1, 0xee));
+}
+
+TEST_CASE("rows are stored in key order whether their keys spread over 64 bits or bunch together") {
+  const table_config c = config_of("spread", 2, adam());
+  auto t = embedding_table::make(c, test_init);
+  REQUIRE(t);
+  // Hashed IDs over the whole range, the extremes, and a bunch of neighbours
+  // that share one bucket of the first sorting pass.
+  std::mt19937_64 rng(9);
+  std::vector<uint64_t> keys = {0, 1, ~uint64_t{0}, ~uint64_t{0} - 1, uint64_t{1} << 63};
+  for (int i = 0; i < 20000; ++i) keys.push_back(rng());
+  for (uint64_t k = 0; k < 3000; ++k) keys.push_back((uint64_t{7} << 40) + k);
+  std::vector<float> grads(keys.size() * c.dim, 0.5f);
+  REQUIRE(!t->apply(keys.data(), keys.size(), grads.data(), grads.size(), 1));
+  const auto bytes = encode_table(*t);
+  auto restored = decode_table(bytes.data(), bytes.size(), c, test_init);  // refuses keys out of order
+  REQUIRE_MESSAGE(restored, describe(restored.error()));
+  CHECK(restored->keys_in_order() == t->keys_in_order());
+  const size_t row_bytes = 8 + c.dim * 3 * 4;
+  std::vector<uint64_t> stored;
+  for (size_t at = rows_offset(c); stored.size() < keys.size(); at += row_bytes) {
+    uint64_t k;
+    std::memcpy(&k, bytes.data() + at, 8);
+    stored.push_back(k);
+  }
+  CHECK(stored == t->keys_in_order());
 }

@@ -36,6 +36,22 @@ TEST_CASE("a pool keeps no more idle memory than its limit") {
   CHECK(pool->stats().cached_bytes > 0);
 }
 
+TEST_CASE("a pool with a buffer count keeps the largest buffers given back, so an outgrown size goes") {
+  auto pool = buffer_pool::create(buffer_pool::default_max_cached_bytes, 1);
+  auto small = pool->acquire(1000);
+  auto large = pool->acquire(5000);
+  small = pooled_buffer();
+  CHECK(pool->stats().cached_bytes == 1024 * sizeof(capnp::word));
+  large = pooled_buffer();  // displaces the small one
+  CHECK(pool->stats().cached_bytes == 8192 * sizeof(capnp::word));
+  { auto small = pool->acquire(1000); }  // not kept: smaller than the idle one
+  CHECK(pool->stats().cached_bytes == 8192 * sizeof(capnp::word));
+  auto reused = pool->stats().reused;
+  large = pool->acquire(5000);
+  CHECK(pool->stats().reused == reused + 1);
+  CHECK(pool->stats().cached_bytes == 0);
+}
+
 TEST_CASE("a buffer outliving its pool is freed, not returned") {
   pooled_buffer b;
   {

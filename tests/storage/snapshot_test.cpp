@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "messages/decode.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/crc32c.hpp"
 #include "storage/restore_check.hpp"
@@ -125,4 +126,41 @@ TEST_CASE("restore validation refuses a shape mismatch with a message naming the
   REQUIRE(err);
   CHECK(contains(describe(err), "tensor 'b'"));
   CHECK(!check_restore(root, only_w, restore_rules{true}));
+}
+
+TEST_CASE("a written tensor holds what its fill wrote into its chunks, as a copied one of the same bytes") {
+  std::vector<unsigned char> bytes(2500);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<unsigned char>(i * 7);
+  snapshot_header h;
+  h.checkpoint = 2;
+  std::vector<size_t> chunk_sizes;
+  tensor_fill fill = [&](const std::vector<byte_span>& chunks) {
+    size_t at = 0;
+    for (auto c : chunks) {
+      chunk_sizes.push_back(c.size);
+      std::memcpy(c.data, bytes.data() + at, c.size);
+      at += c.size;
+    }
+    return crc32c(bytes.data(), bytes.size());
+  };
+  auto written = make_snapshot(h, {}, {{"t", schema::DType::UINT8, {2500}, 2500, fill}}, 1000);
+  auto copied =
+    make_snapshot(h, {{"t", schema::DType::UINT8, {2500}, bytes.data(), 2500}}, std::vector<section_view>{}, 1000);
+  REQUIRE(written);
+  REQUIRE(copied);
+  CHECK(chunk_sizes == std::vector<size_t>{1000, 1000, 500});
+  auto a = written->frame(), b = copied->frame();
+  REQUIRE(a->size_words() == b->size_words());
+  CHECK(std::memcmp(a->segments()[0].begin(), b->segments()[0].begin(), a->size_words() * 8) == 0);
+  auto d = decode(*written);
+  REQUIRE(d);
+  CHECK(!verify_checksums(d->root()));
+  // A writer without a fill, or one of the wrong size, is refused by name.
+  auto none = make_snapshot(h, {}, {{"t", schema::DType::UINT8, {2500}, 2500, nullptr}});
+  REQUIRE(!none);
+  CHECK(contains(describe(none.error()), "'t' has no fill"));
+  auto wrong = make_snapshot(h, {}, {{"t", schema::DType::UINT8, {2500}, 2400, fill}});
+  REQUIRE(!wrong);
+  CHECK(contains(describe(wrong.error()), "'t' has 2400 bytes"));
 }
