@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "actors/core/worker_core.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -37,23 +38,7 @@ caf::error slice_rows::prepare(const model& m, const slot_map& slots, test_slice
 }
 
 pull_request_msg slice_rows::request(uint32_t shard, uint32_t worker, uint64_t epoch) const {
-  return build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
-    b.setWorker(worker);
-    b.setShard(shard);
-    b.setClock(0);
-    b.setShardEpoch(epoch);
-    unsigned asked = 0;
-    for (auto& s : split_) asked += s.count(shard) > 0;
-    auto out = b.initTables(asked);
-    unsigned j = 0;
-    for (uint32_t t = 0; t < split_.size(); ++t) {
-      size_t n = split_[t].count(shard);
-      if (n == 0)
-        continue;
-      out[j].setTable(t);
-      std::memcpy(out[j++].initKeys(n * 8).begin(), split_[t].keys_of(shard), n * 8);
-    }
-  });
+  return make_pull_request(worker, shard, epoch, 0, key_range{}, {}, split_);
 }
 
 caf::error slice_rows::take(uint32_t shard, schema::PullReply::Reader reply) {

@@ -187,11 +187,9 @@ void worker_core::begin_pull(const std::vector<uint64_t>& model_keys, const tabl
   begin_phase(worker_phase::pulling);
 }
 
-namespace {
-
 pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t epoch, uint64_t clock,
                                    key_range range, const std::vector<uint64_t>& keys,
-                                   const std::vector<shard_split>& tables = {}) {
+                                   const std::vector<shard_split>& tables) {
   size_t words = 64 + keys.size();
   for (auto& t : tables) words += 4 + t.count(shard);
   return build<schema::PullRequest>(words, [&](schema::PullRequest::Builder b) {
@@ -219,8 +217,6 @@ pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t epo
     }
   });
 }
-
-}  // namespace
 
 pull_request_msg worker_core::pull_request(uint32_t shard) const {
   return make_pull_request(cfg_.worker, shard, epoch_.at(shard), step_, cfg_.parts.at(shard).dense,

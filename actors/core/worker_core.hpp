@@ -80,6 +80,14 @@ typename I::result_type inspect(I& f, worker_core_config& x) {
            x.total_steps, x.rule, x.windowed, x.checkpoint_every, x.log_bound);
 }
 
+// A pull from `worker` to `shard` (at its fencing `epoch`) for step `clock`:
+// the dense keys of `range` (none when empty), the sparse `keys`, and each
+// table t's keys that `tables[t]` gives this shard (tables without any are
+// left out). Worker steps, evaluation slices and row reads all build theirs here.
+pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t epoch, uint64_t clock,
+                                   key_range range, const std::vector<uint64_t>& keys,
+                                   const std::vector<shard_split>& tables = {});
+
 class worker_core {
  public:
   explicit worker_core(worker_core_config cfg);

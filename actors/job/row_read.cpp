@@ -8,6 +8,7 @@
 
 #include "actors/core/hash_slots.hpp"
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/core/worker_core.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
@@ -41,7 +42,8 @@ struct rows_run {
   uint32_t table = 0;
   uint32_t dim = 0;
   std::vector<uint64_t> keys;
-  shard_split split;
+  std::vector<shard_split> tables;  // only `table`'s holds keys
+  shard_split& split() { return tables[table]; }
   std::vector<float> rows;
   size_t pending = 0;
   bool failed = false;
@@ -55,36 +57,24 @@ struct rows_run {
   }
 };
 
-pull_request_msg rows_pull(const rows_run& r, uint32_t shard) {
-  return build<schema::PullRequest>(64, [&](schema::PullRequest::Builder b) {
-    b.setWorker(0);
-    b.setShard(shard);
-    b.setClock(0);
-    auto block = b.initTables(1)[0];
-    block.setTable(r.table);
-    size_t n = r.split.count(shard);
-    std::memcpy(block.initKeys(n * 8).begin(), r.split.keys_of(shard), n * 8);
-  });
-}
-
 caf::error take_rows(rows_run& r, uint32_t shard, schema::PullReply::Reader reply) {
-  size_t n = r.split.count(shard);
+  size_t n = r.split().count(shard);
   auto blocks = reply.getTables();
   if (blocks.size() != 1 || blocks[0].getTable() != r.table || blocks[0].getRows().size() != n * r.dim * 4)
     return make_error(errc::invalid_field, "shard " + std::to_string(shard) + "'s reply does not hold the " +
                                              std::to_string(n) + " rows it was asked for");
   auto rows = blocks[0].getRows().begin();
-  auto pos = r.split.positions_of(shard);
+  auto pos = r.split().positions_of(shard);
   for (size_t i = 0; i < n; ++i) std::memcpy(r.rows.data() + pos[i] * r.dim, rows + i * r.dim * 4, r.dim * 4);
   return {};
 }
 
 void pull_rows(controller_actor* self, std::shared_ptr<rows_run> r, const std::vector<caf::actor>& shards) {
   for (uint32_t s = 0; s < shards.size(); ++s) {
-    if (r->split.count(s) == 0)
+    if (r->split().count(s) == 0)
       continue;
     ++r->pending;
-    self->request(shards[s], std::chrono::seconds(10), rows_pull(*r, s))
+    self->request(shards[s], std::chrono::seconds(10), make_pull_request(0, s, 0, 0, key_range{}, {}, r->tables))
       .then(
         [r, s](const pull_reply_msg& m) {
           if (r->failed)
@@ -183,7 +173,9 @@ void read_rows(controller_actor* self, uint32_t table, std::vector<uint64_t> key
   auto map = slot_map::from_owners(st.run.shard_cfgs.at(0).table_slot_owners, shards);
   if (!map)
     return r->done(make_error(errc::invalid_argument, describe(map.error())));
-  split_by_shard(*map, r->keys.data(), r->keys.size(), r->split);
+  r->tables.resize(st.cfg.training_model->layout().tables().size());
+  for (auto& other : r->tables) split_by_shard(*map, nullptr, 0, other);  // none of their keys
+  split_by_shard(*map, r->keys.data(), r->keys.size(), r->split());
   lookup_shards(self, [self, r](caf::expected<std::vector<caf::actor>> found) {
     if (!found)
       return r->fail(found.error());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "actors/keel.hpp"
+#include "bench_common.hpp"
 #include "models/ctr_model.hpp"
 #include "models/plain_trainer.hpp"
 
@@ -29,15 +30,9 @@ using namespace keel;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const caf::error& e) {
-  std::fprintf(stderr, "ctr_eval_bench: %s: %s\n", what.c_str(), describe(e).c_str());
-  std::exit(1);
-}
+using bench::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? NAN : v[v.size() / 2];
-}
+[[noreturn]] void fail(const std::string& what, const caf::error& e) { bench::fail("ctr_eval_bench", what, e); }
 
 double plain_evaluation_seconds(const ctr_model& m, uint64_t steps) {
   plain_trainer_config pc;

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "actors/keel.hpp"
+#include "bench_common.hpp"
 #include "models/plain_trainer.hpp"
 
 using namespace keel;
@@ -54,10 +55,7 @@ namespace {
   std::exit(1);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 // One keel run of `epochs` with `keel train`'s batch size; its result.
 job_result run_keel(const std::shared_ptr<const model>& m, uint32_t workers, uint32_t shards, uint64_t epochs,
