@@ -394,3 +394,34 @@ TEST_CASE("resume refuses checkpoints without a run identity (a keel from before
   CHECK_MESSAGE(describe(refused.error()).find("carries no run identity") != std::string::npos,
                 describe(refused.error()));
 }
+
+TEST_CASE("a rollback that meets another run's checkpoint copied in mid-run refuses it by name instead of restoring it") {
+  temp_dir theirs_dir, mine_dir;
+  auto theirs_cfg = probe_run(theirs_dir);
+  theirs_cfg.checkpoints.keep = 20;
+  auto theirs = run(theirs_cfg);  // checkpoints 1..12, at steps 10..120
+  REQUIRE_MESSAGE(theirs, describe(theirs.error()));
+  const uint64_t copied = 12;
+  auto theirs_id = manifest_in(theirs_dir.path(), copied).run.run_id;
+
+  // Held after our checkpoint 2: nothing of ours commits past id 2, so the
+  // copied id 12 is the newest checkpoint in the directory.
+  auto c = held_after_checkpoint(probe_run(mine_dir), 2);
+  auto j = job::start(c);
+  REQUIRE_MESSAGE(j, describe(j.error()));
+  bool rolled = false;
+  (*j)->on_event([&](const job_event& e) {
+    if (e.kind == event_kind::checkpoint && e.checkpoint == 2 && !rolled) {
+      rolled = true;
+      copy_checkpoint(theirs_dir.path(), mine_dir.path(), copied);
+      CHECK(!(*j)->kill("root"));  // the whole tree rolls back to the newest valid checkpoint
+    }
+  });
+  auto r = (*j)->wait(std::chrono::minutes(1));
+  REQUIRE(rolled);
+  REQUIRE(!r);
+  auto text = describe(r.error());
+  CHECK_MESSAGE(text.find("checkpoint 12") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("is of run " + theirs_id) != std::string::npos, text);
+  CHECK_MESSAGE(text.find("(a checkpoint of another run)") != std::string::npos, text);
+}
