@@ -259,6 +259,37 @@ void metrics_registry::fail() {
   s.failed = true;
 }
 
+namespace {
+
+// The embedding tables' families (none without tables), by table.
+void append_table_families(std::vector<metric_family>& f, const std::vector<table_stats>& tables) {
+  if (tables.empty())
+    return;
+  using t = metric_type;
+  auto per_table = [&](const char* name, const char* help, metric_type type, uint64_t table_stats::*field) {
+    metric_family m{name, help, type, {}};
+    for (auto& table : tables) m.samples.push_back({{{"table", table.name}}, "", static_cast<double>(table.*field)});
+    f.push_back(std::move(m));
+  };
+  per_table("keel_table_rows", "Rows of each embedding table, over all shards, at the end.", t::gauge,
+            &table_stats::rows);
+  per_table("keel_table_bytes", "Memory the shards hold for each embedding table, at the end.", t::gauge,
+            &table_stats::bytes);
+  per_table("keel_table_parameter_bytes",
+            "Bytes of each embedding table's values and optimizer state (what keel_table_bytes holds).",
+            t::gauge, &table_stats::parameter_bytes);
+  per_table("keel_table_evictions_total", "Rows evicted to make room (a table capacity), at the end.",
+            t::counter, &table_stats::evictions);
+  per_table("keel_table_admissions_refused_total",
+            "Pushed rows the admission filter dropped (a key not yet pushed often enough), at the end.",
+            t::counter, &table_stats::admissions_refused);
+  per_table("keel_table_full_refused_total",
+            "Pushed rows dropped because a shard's table was full of the push's own rows, at the end.",
+            t::counter, &table_stats::full_refused);
+}
+
+}  // namespace
+
 std::vector<metric_family> metrics_registry::families() const {
   std::lock_guard<std::mutex> lock(mtx_);
   auto& s = *s_;
@@ -331,28 +362,7 @@ std::vector<metric_family> metrics_registry::families() const {
   for (auto& m : s.test_metrics)
     named.samples.push_back({{{"name", m.name}}, "", m.value});
   f.push_back(std::move(named));
-  if (!s.tables.empty()) {
-    auto per_table = [&](const char* name, const char* help, metric_type type, uint64_t table_stats::*field) {
-      metric_family m{name, help, type, {}};
-      for (auto& table : s.tables) m.samples.push_back({{{"table", table.name}}, "", n(table.*field)});
-      f.push_back(std::move(m));
-    };
-    per_table("keel_table_rows", "Rows of each embedding table, over all shards, at the end.", t::gauge,
-              &table_stats::rows);
-    per_table("keel_table_bytes", "Memory the shards hold for each embedding table, at the end.", t::gauge,
-              &table_stats::bytes);
-    per_table("keel_table_parameter_bytes",
-              "Bytes of each embedding table's values and optimizer state (what keel_table_bytes holds).",
-              t::gauge, &table_stats::parameter_bytes);
-    per_table("keel_table_evictions_total", "Rows evicted to make room (a table capacity), at the end.",
-              t::counter, &table_stats::evictions);
-    per_table("keel_table_admissions_refused_total",
-              "Pushed rows the admission filter dropped (a key not yet pushed often enough), at the end.",
-              t::counter, &table_stats::admissions_refused);
-    per_table("keel_table_full_refused_total",
-              "Pushed rows dropped because a shard's table was full of the push's own rows, at the end.",
-              t::counter, &table_stats::full_refused);
-  }
+  append_table_families(f, s.tables);
   return f;
 }
 
