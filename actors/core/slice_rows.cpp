@@ -42,23 +42,7 @@ pull_request_msg slice_rows::request(uint32_t shard, uint32_t worker, uint64_t e
 }
 
 caf::error slice_rows::take(uint32_t shard, schema::PullReply::Reader reply) {
-  auto blocks = reply.getTables();
-  unsigned b = 0;
-  for (uint32_t t = 0; t < split_.size(); ++t) {
-    size_t n = split_[t].count(shard);
-    if (n == 0)
-      continue;
-    uint32_t dim = dims_[t];
-    if (b >= blocks.size() || blocks[b].getTable() != t || blocks[b].getRows().size() != n * dim * 4)
-      return make_error(errc::invalid_field, "evaluation: shard " + std::to_string(shard) +
-                                               "'s reply does not hold the " + std::to_string(n) +
-                                               " rows of table " + std::to_string(t) + " it was asked for");
-    auto rows = blocks[b++].getRows().begin();
-    auto pos = split_[t].positions_of(shard);
-    for (size_t i = 0; i < n; ++i)
-      std::memcpy(rows_[t].data() + pos[i] * dim, rows + i * dim * 4, dim * 4);
-  }
-  return {};
+  return take_pulled_rows(shard, reply, split_, dims_, rows_);
 }
 
 caf::expected<partial_evaluation> slice_rows::score(const model& m, span<const float> dense,

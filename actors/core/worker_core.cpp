@@ -273,34 +273,36 @@ caf::expected<bool> worker_core::pulled(uint32_t shard, schema::PullReply::Reade
   return --pending_ == 0;
 }
 
-// Each table's rows land where their keys sat in the batch's list (the
-// split's positions), so the model sees them in its own key order.
-caf::error worker_core::pulled_tables(uint32_t shard, schema::PullReply::Reader reply) {
+caf::error take_pulled_rows(uint32_t shard, schema::PullReply::Reader reply, const std::vector<shard_split>& tables,
+                            const std::vector<uint32_t>& dims, std::vector<std::vector<float>>& rows) {
   auto blocks = reply.getTables();
   unsigned b = 0;
-  for (uint32_t t = 0; t < table_split_.size(); ++t) {
-    size_t n = table_split_[t].count(shard);
+  for (uint32_t t = 0; t < tables.size(); ++t) {
+    size_t n = tables[t].count(shard);
     if (n == 0)
       continue;
     auto where = "pull reply from shard " + std::to_string(shard) + ": table " + std::to_string(t);
     if (b >= blocks.size() || blocks[b].getTable() != t)
       return make_error(errc::invalid_field, where + " is missing");
     auto block = blocks[b++];
-    uint32_t dim = cfg_.table_dims[t];
+    uint32_t dim = dims[t];
     if (block.getDim() != dim || block.getRows().size() != n * dim * 4)
       return make_error(errc::invalid_field, where + " has " + std::to_string(block.getRows().size()) +
                                                " bytes of rows of " + std::to_string(block.getDim()) +
                                                " for " + std::to_string(n) + " keys of " + std::to_string(dim));
-    auto rows = block.getRows().begin();
-    auto pos = table_split_[t].positions_of(shard);
-    for (size_t i = 0; i < n; ++i)
-      std::memcpy(table_rows_[t].data() + pos[i] * dim, rows + i * dim * 4, dim * 4);
+    auto from = block.getRows().begin();
+    auto pos = tables[t].positions_of(shard);
+    for (size_t i = 0; i < n; ++i) std::memcpy(rows[t].data() + pos[i] * dim, from + i * dim * 4, dim * 4);
   }
   if (b != blocks.size())
     return make_error(errc::invalid_field, "pull reply from shard " + std::to_string(shard) + " has " +
                                              std::to_string(blocks.size()) + " table blocks for " +
                                              std::to_string(b) + " asked");
   return {};
+}
+
+caf::error worker_core::pulled_tables(uint32_t shard, schema::PullReply::Reader reply) {
+  return take_pulled_rows(shard, reply, table_split_, cfg_.table_dims, table_rows_);
 }
 
 parameter_view worker_core::parameters() const {

@@ -88,6 +88,13 @@ pull_request_msg make_pull_request(uint32_t worker, uint32_t shard, uint64_t epo
                                    key_range range, const std::vector<uint64_t>& keys,
                                    const std::vector<shard_split>& tables = {});
 
+// Lays the table rows of `shard`'s reply to such a pull where their keys sat
+// in the caller's lists (tables[t]'s positions: rows[t] holds dims[t] floats
+// a key), so each list reads back in its own order. Errors name the shard
+// and table: a block missing, of another dim or size, or one not asked for.
+caf::error take_pulled_rows(uint32_t shard, schema::PullReply::Reader reply, const std::vector<shard_split>& tables,
+                            const std::vector<uint32_t>& dims, std::vector<std::vector<float>>& rows);
+
 class worker_core {
  public:
   explicit worker_core(worker_core_config cfg);

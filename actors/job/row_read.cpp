@@ -40,15 +40,15 @@ void lookup_from(controller_actor* self, caf::actor directory, std::shared_ptr<s
 // order asked.
 struct rows_run {
   uint32_t table = 0;
-  uint32_t dim = 0;
   std::vector<uint64_t> keys;
-  std::vector<shard_split> tables;  // only `table`'s holds keys
-  shard_split& split() { return tables[table]; }
-  std::vector<float> rows;
+  std::vector<shard_split> tables;         // only `table`'s holds keys
+  std::vector<uint32_t> dims;              // of every table
+  std::vector<std::vector<float>> rows;    // only `table`'s holds rows
   size_t pending = 0;
   bool failed = false;
   std::function<void(caf::expected<std::vector<float>>)> done;
 
+  shard_split& split() { return tables[table]; }
   void fail(caf::error err) {
     if (!failed) {
       failed = true;
@@ -56,18 +56,6 @@ struct rows_run {
     }
   }
 };
-
-caf::error take_rows(rows_run& r, uint32_t shard, schema::PullReply::Reader reply) {
-  size_t n = r.split().count(shard);
-  auto blocks = reply.getTables();
-  if (blocks.size() != 1 || blocks[0].getTable() != r.table || blocks[0].getRows().size() != n * r.dim * 4)
-    return make_error(errc::invalid_field, "shard " + std::to_string(shard) + "'s reply does not hold the " +
-                                             std::to_string(n) + " rows it was asked for");
-  auto rows = blocks[0].getRows().begin();
-  auto pos = r.split().positions_of(shard);
-  for (size_t i = 0; i < n; ++i) std::memcpy(r.rows.data() + pos[i] * r.dim, rows + i * r.dim * 4, r.dim * 4);
-  return {};
-}
 
 void pull_rows(controller_actor* self, std::shared_ptr<rows_run> r, const std::vector<caf::actor>& shards) {
   for (uint32_t s = 0; s < shards.size(); ++s) {
@@ -82,17 +70,17 @@ void pull_rows(controller_actor* self, std::shared_ptr<rows_run> r, const std::v
           auto d = decode(m);
           if (!d)
             return r->fail(d.error());
-          if (auto err = take_rows(*r, s, d->root()))
+          if (auto err = take_pulled_rows(s, d->root(), r->tables, r->dims, r->rows))
             return r->fail(err);
           if (--r->pending == 0)
-            r->done(std::move(r->rows));
+            r->done(std::move(r->rows[r->table]));
         },
         [r, s](caf::error& err) {
           r->fail(make_error(errc::not_found, "shard " + std::to_string(s) + " did not answer: " + describe(err)));
         });
   }
   if (r->pending == 0)
-    r->done(std::move(r->rows));
+    r->done(std::move(r->rows[r->table]));
 }
 
 // Shard `shard`'s rows of `table` from its snapshot (validated as a
@@ -165,15 +153,16 @@ void read_rows(controller_actor* self, uint32_t table, std::vector<uint64_t> key
   auto& st = self->state;
   auto r = std::make_shared<rows_run>();
   r->table = table;
-  r->dim = st.cfg.training_model->layout().tables().at(table).dim;
+  for (auto& t : st.cfg.training_model->layout().tables()) r->dims.push_back(t.dim);
   r->keys = std::move(keys);
-  r->rows.resize(r->keys.size() * r->dim);
+  r->rows.resize(r->dims.size());
+  r->rows[table].resize(r->keys.size() * r->dims[table]);
   r->done = std::move(done);
   uint32_t shards = st.cfg.training.shards;
   auto map = slot_map::from_owners(st.run.shard_cfgs.at(0).table_slot_owners, shards);
   if (!map)
     return r->done(make_error(errc::invalid_argument, describe(map.error())));
-  r->tables.resize(st.cfg.training_model->layout().tables().size());
+  r->tables.resize(r->dims.size());
   for (auto& other : r->tables) split_by_shard(*map, nullptr, 0, other);  // none of their keys
   split_by_shard(*map, r->keys.data(), r->keys.size(), r->split());
   lookup_shards(self, [self, r](caf::expected<std::vector<caf::actor>> found) {
