@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "actors/job/placement.hpp"
 #include "actors/keel.hpp"
@@ -78,8 +80,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
     ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
      "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
-     "pauses at the next checkpoint step until that checkpoint commits (0: a quarter of this machine's "
-     "memory, shared by the workers)")
+     "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "
+     "its oldest pushes instead, and a shard restarted after that rolls the run back to step 0 (0: a "
+     "quarter of this machine's memory, shared by the workers)")
     ("storage-deadline-s", number_flag<uint64_t>(&f.storage_deadline_s, "SECONDS", 1, 7 * 24 * 3600),
      "fail the run when checkpoints keep failing this long (a full or read-only disk); its last good "
      "checkpoint stays for --resume")
@@ -327,8 +330,11 @@ void announce(const train_flags& f, bool quiet) {
                 static_cast<double>(cfg.training_model->layout().dense_size()) * 4 / 1e6;
     auto amount = mb >= 1 ? std::to_string(static_cast<uint64_t>(mb)) + " MB"
                           : std::to_string(static_cast<uint64_t>(mb * 1000)) + " kB";
+    auto bound_mb = replay_log_bound(cfg.checkpoints, cfg.training.workers) >> 20;
     std::cerr << "keel train: warning: without checkpoints the workers keep every push in memory, about "
-              << amount << " of dense gradients over this run (--checkpoint-every N bounds it)\n";
+              << amount << " of dense gradients over this run, and the rows they push to embedding tables, up to "
+              << bound_mb << " MiB a worker (--replay-log-mb; past it the oldest pushes go, and a shard "
+              << "restarted later rolls the run back to step 0; --checkpoint-every N bounds it)\n";
   }
 }
 
@@ -403,6 +409,12 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
   }
   std::cout << "\nkeel train: pushes acked " << r.pushes_acked << ", applied "
             << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
+  if (!r.peak_log_bytes.empty()) {
+    std::ostringstream mb;
+    mb << std::fixed << std::setprecision(1)
+       << static_cast<double>(*std::max_element(r.peak_log_bytes.begin(), r.peak_log_bytes.end())) / 1e6;
+    std::cout << "keel train: replay logs held at most " << mb.str() << " MB of pushes (one worker's peak)\n";
+  }
   if (!r.tables.empty())
     print_tables(r.tables);
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {

@@ -25,6 +25,27 @@ void replay_log::truncate(uint32_t shard, uint64_t covered) {
   log.erase(log.begin(), end);
 }
 
+size_t replay_log::drop_oldest(size_t bound, uint64_t keep) {
+  size_t dropped = 0;
+  while (bytes_ > bound) {
+    uint64_t oldest = keep;
+    for (auto& log : logs_)
+      if (!log.empty())
+        oldest = std::min(oldest, log.begin()->first);
+    if (oldest >= keep)
+      break;
+    for (uint32_t shard = 0; shard < logs_.size(); ++shard) {
+      auto& log = logs_[shard];
+      if (!log.empty() && log.begin()->first == oldest) {
+        bytes_ -= bytes_of(log.begin()->second);
+        log.erase(log.begin());
+        ++dropped;
+      }
+    }
+  }
+  return dropped;
+}
+
 std::vector<push_msg> replay_log::after(uint32_t shard, uint64_t after) const {
   std::vector<push_msg> out;
   auto& log = logs_.at(shard);

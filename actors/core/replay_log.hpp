@@ -26,6 +26,11 @@ class replay_log {
   // Drops the pushes to `shard` with seq <= `covered`.
   void truncate(uint32_t shard, uint64_t covered);
 
+  // While more than `bound` bytes are held, drops the oldest seq still
+  // logged (from every shard's log at once), never one at or above `keep`.
+  // Returns the number of pushes dropped.
+  size_t drop_oldest(size_t bound, uint64_t keep);
+
   // The pushes to `shard` with seq > `after`, in seq order.
   std::vector<push_msg> after(uint32_t shard, uint64_t after) const;
 

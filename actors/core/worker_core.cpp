@@ -407,6 +407,10 @@ worker_core::push_round worker_core::begin_push(const gradient_buffer& grad) {
   begin_phase(worker_phase::pushing);
   for (uint32_t i = 0; i < num_shards(); ++i)
     log_.append(i, step_ + 1, round.pushes[i]);
+  // Without checkpoints nothing ever truncates the log: over its bound, the
+  // oldest pushes go (every shard acknowledged them), never this step's.
+  if (cfg_.checkpoint_every == 0 && cfg_.log_bound > 0)
+    log_.drop_oldest(cfg_.log_bound, step_ + 1);
   return round;
 }
 

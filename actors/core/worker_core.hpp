@@ -22,7 +22,14 @@
 // rollback instead of a replay), so the log empties. The log was within the
 // bound at the checkpoint step before, so it never holds more than the bound
 // plus one interval's pushes. Pausing only delays: a BSP run's result is the
-// same.
+// same. Without checkpoints (checkpoint_every 0) no commit would ever empty
+// the log, so the bound is kept at each push instead: the oldest pushes
+// (acknowledged by every shard) are dropped until the log is within it, and
+// a shard restarted from the starting state after that cannot be replayed:
+// the worker asks for a rollback, to step 0 (no checkpoint exists), which
+// under BSP ends in the same result. (A worker restarted with its node loses
+// its log anyway, so across node processes a node kill without checkpoints
+// rolls back to step 0 whatever the other workers' logs hold.)
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>

@@ -83,7 +83,10 @@ struct checkpoint_config {
   // pauses there (a backpressure event) until a checkpoint at that step
   // commits (a resumed event). 0: replay_log_bound's default, a quarter of
   // this machine's physical memory shared by the workers. Pausing only
-  // delays: a BSP run's result is the same.
+  // delays: a BSP run's result is the same. Without checkpoints (every 0)
+  // each log keeps at most this many bytes, dropping its oldest pushes, and
+  // a shard restarted after a drop costs a rollback to step 0 (worker_core's
+  // Backpressure).
   uint64_t max_log_bytes = 0;
   // A checkpoint whose write failed is written again (the same snapshots),
   // after retry_min, doubling up to retry_max, until it or a newer one

@@ -620,6 +620,52 @@ TEST_CASE("a restarted shard that has not answered the step's pull is pulled aga
   CHECK(c.replay(1, 1).pull_again);
 }
 
+TEST_CASE("without checkpoints the log keeps within its byte bound, dropping its oldest steps, never the open one") {
+  // One step's two pushes, as the log counts them.
+  size_t step_bytes = 0;
+  {
+    auto probe = started();
+    run_step(probe);
+    step_bytes = probe.log().bytes();
+  }
+  REQUIRE(step_bytes > 0);
+  auto cfg = config();
+  cfg.log_bound = 2 * step_bytes;  // two steps
+  auto c = started(cfg);
+  for (int i = 0; i < 5; ++i) {
+    run_step(c);
+    CHECK(c.log().bytes() <= cfg.log_bound);
+  }
+  CHECK(c.log().size() == 4);  // steps 4 and 5 on both shards
+  CHECK(c.log().first_seq(0) == 4);
+  CHECK(c.log().first_seq(1) == 4);
+  CHECK(c.log().peak_bytes() <= cfg.log_bound + step_bytes);  // the new step counted before the drop
+  // A bound below one step keeps the open step's pushes all the same: a
+  // shard may still need them resent.
+  auto tight = config();
+  tight.log_bound = 1;
+  auto t = started(tight);
+  run_step(t);
+  answer_pulls(t);
+  t.begin_push(gradient(t, 1.0f));
+  CHECK(t.log().size() == 2);
+  CHECK(t.log().first_seq(0) == 2);
+  // A shard restarted from the starting state (no checkpoint) cannot be
+  // replayed now: a rollback, to step 0.
+  auto plan = c.replay(0, 0);
+  CHECK(plan.rollback == "shard-0 restored to seq 0 of worker 7, whose log starts at 4");
+}
+
+TEST_CASE("with checkpoints the byte bound drops nothing: it pauses at checkpoint steps instead") {
+  auto cfg = config();
+  cfg.log_bound = 1;
+  cfg.checkpoint_every = 100;
+  auto c = started(cfg);
+  for (int i = 0; i < 3; ++i) run_step(c);
+  CHECK(c.log().size() == 6);
+  CHECK(c.log().first_seq(0) == 1);
+}
+
 TEST_CASE("a shard restored behind the log's first seq needs a rollback") {
   auto c = started();
   for (int i = 0; i < 3; ++i) run_step(c);
