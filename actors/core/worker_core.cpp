@@ -343,6 +343,16 @@ bool worker_core::push_tables(uint32_t shard, const gradient_buffer& grad, schem
   return finite;
 }
 
+size_t worker_core::table_push_words(uint32_t shard) const {
+  size_t words = 1;  // the list's tag
+  for (uint32_t t = 0; t < table_split_.size(); ++t) {
+    size_t n = table_split_[t].count(shard);
+    if (n > 0)  // the block's struct (1 data word, 2 pointers), its keys, its rows
+      words += 3 + n + (n * cfg_.table_dims[t] * 4 + 7) / 8;
+  }
+  return words;
+}
+
 push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, bool empty,
                                 bool* finite) const {
   auto range = cfg_.parts[shard].dense;
@@ -351,8 +361,10 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
   *finite = true;
   // The dense values go into a buffer of their own (copy_floats: one pass
   // that also checks them, no zero-fill first), the rest into the message's
-  // first segment.
-  frame_builder fb(64 + keys.size() * 2);
+  // first segment, sized for it all: a push in segments that grow by
+  // doubling, each in a buffer of a power-of-two class, held 2.3 times its
+  // bytes (ctr-fm), and a replay log holds pushes.
+  frame_builder fb(64 + keys.size() * 2 + (empty || table_split_.empty() ? 0 : table_push_words(shard)));
   auto b = fb.message().initRoot<schema::Push>();
   b.setVersion(schema::PROTOCOL_VERSION);
   b.setWorker(cfg_.worker);
