@@ -164,7 +164,7 @@ uint32_t embedding_table::append_row(uint64_t key) {
   if ((size_t{rows_} + 1) * 4 > index_.size() * 3)
     grow_index();
   if ((rows_ >> block_shift_) >= blocks_.size())
-    blocks_.emplace_back(stride_ << block_shift_, 0.0f);
+    blocks_.emplace_back(stride_ << block_shift_);  // untouched until rows are written
   uint32_t r = rows_++;
   std::memcpy(row_at(r), &key, sizeof key);
   index_insert(key, r);
