@@ -8,7 +8,14 @@
 #  - clean:   the same without the fault (its params_sha256 must equal the
 #             killed run's: BSP bit-identity through the kill);
 #  - nockpt:  the same without checkpoints (--checkpoint-every 0): what the
-#             coordinator holds when no snapshot passes through it.
+#             coordinator holds when no snapshot passes through it, and what
+#             a node holds beside its shard's rows. Its replay logs are
+#             bounded (--replay-log-mb 8: 8 MiB a worker): without a
+#             checkpoint nothing else empties them, and unbounded they held
+#             every push of the run (166 MB a worker at 450,000 rows, more
+#             than the node's shard); past the bound a restarted shard costs
+#             a rollback to step 0, which a node kill costs anyway here (the
+#             node's worker loses its own log).
 # The model's size is what the shards reported at the end of the killed
 # run (keel's "embedding tables" line: rows, and bytes of values and
 # optimizer state counted where the rows live; parameters are those bytes
@@ -47,6 +54,7 @@ done
 
 workers=4
 batch=256
+log_mb=8
 spe=$((examples / workers / batch))
 every=$((spe / 4))
 [ "$every" -ge 2 ] || { echo "ctr_cluster: TRAIN_EXAMPLES $examples is too few for 4 checkpoints of 4 x 256" >&2; exit 2; }
@@ -92,7 +100,7 @@ for ((i = 1; i <= runs; i++)); do
   rm -rf "$tmp/killed-ckpt" "$tmp/clean-ckpt"  # each run starts from an empty checkpoint directory
   run_cluster killed --checkpoint-every "$every" --checkpoint-dir "$tmp/killed-ckpt" --faults "kill9:node:1@$kill_at"
   run_cluster clean --checkpoint-every "$every" --checkpoint-dir "$tmp/clean-ckpt" --quiet
-  run_cluster nockpt --checkpoint-every 0 --quiet
+  run_cluster nockpt --checkpoint-every 0 --replay-log-mb "$log_mb" --quiet
   [ "$(sha "$tmp/killed.log")" = "$(sha "$tmp/clean.log")" ] ||
     fail "the killed run ended with params_sha256 $(sha "$tmp/killed.log"), the fault-free one $(sha "$tmp/clean.log")" "$tmp/killed.log"
   [ "$(sha "$tmp/clean.log")" = "$(sha "$tmp/nockpt.log")" ] ||
@@ -112,7 +120,8 @@ for ((i = 1; i <= runs; i++)); do
     for f in killed clean nockpt; do cp "$tmp/$f.log" "$CTR_CLUSTER_LOGS/run-$i.$f.log"; done
   fi
   echo "== run $i of $runs: ctr-fm (d = 17) with AdaGrad, keel cluster --nodes 4, 4 shards, 4 workers, batch 256,"
-  echo "   $examples training rows, $steps steps, checkpoints every $every steps (none in the nockpt run)"
+  echo "   $examples training rows, $steps steps, checkpoints every $every steps (none in the nockpt run, whose"
+  echo "   replay logs are bounded at $log_mb MiB a worker: $(field 'replay logs held at most \([0-9.]* MB\).*' "$tmp/nockpt.log") at most)"
   echo "model, as the shards reported it at the end of the killed run: $model_rows rows over 26 tables, $model_mb MB of"
   echo "   values and AdaGrad state (float32): $params M parameters, held by the shards' tables in $held_mb MB"
   printf '%-58s %12s %9s %7s  %s\n' "process (run)" "peak RSS MB" "model MB" ratio goal
