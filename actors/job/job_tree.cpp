@@ -256,6 +256,7 @@ void launch_tree(controller_actor* self) {
   auto& st = self->state;
   st.run.handles.clear();
   st.progress.done.clear();
+  st.readout.final_checkpoint_since.reset();
   st.storage.paused.clear();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
@@ -357,6 +358,7 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
     for (uint32_t w = 0; w < st.cfg.training.workers; ++w)
       if (auto it = st.run.handles.find(actor_id::worker(w)); it != st.run.handles.end())
         self->send(it->second, truncate_atom::value, s.shard, s.step);
+  maybe_finish(self);  // the end of the run may wait for this checkpoint
 }
 
 void on_directory(controller_actor* self, const supervision::directory_update& u) {
