@@ -77,7 +77,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep every push in memory, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
+    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep their pushes in memory, up to --replay-log-mb, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
     ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
      "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
      "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "

@@ -361,9 +361,9 @@ push_msg worker_core::make_push(uint32_t shard, const gradient_buffer& grad, boo
   *finite = true;
   // The dense values go into a buffer of their own (copy_floats: one pass
   // that also checks them, no zero-fill first), the rest into the message's
-  // first segment, sized for it all: a push in segments that grow by
-  // doubling, each in a buffer of a power-of-two class, held 2.3 times its
-  // bytes (ctr-fm), and a replay log holds pushes.
+  // first segment, sized for all of it (table_push_words): built in
+  // segments that grow by doubling, each in a power-of-two buffer, a ctr-fm
+  // push held 2.3 times its bytes, and replay logs keep pushes.
   frame_builder fb(64 + keys.size() * 2 + (empty || table_split_.empty() ? 0 : table_push_words(shard)));
   auto b = fb.message().initRoot<schema::Push>();
   b.setVersion(schema::PROTOCOL_VERSION);

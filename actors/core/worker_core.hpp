@@ -276,11 +276,11 @@ class worker_core {
   push_msg make_push(uint32_t shard, const gradient_buffer& grad, bool empty, bool* finite) const;
   size_t sparse_offset(uint32_t shard) const;
   caf::error pulled_tables(uint32_t shard, schema::PullReply::Reader reply);
-  // Adds `shard`'s table blocks of `grad` to the push being built; false
-  // when a gathered row is not finite.
   // Words the table blocks of the push to `shard` take in its message, so
   // the push is built in one segment of its size.
   size_t table_push_words(uint32_t shard) const;
+  // Adds `shard`'s table blocks of `grad` to the push being built; false
+  // when a gathered row is not finite.
   bool push_tables(uint32_t shard, const gradient_buffer& grad, schema::Push::Builder b,
                    frame_builder& fb) const;
   std::string halt_because(std::string why);
