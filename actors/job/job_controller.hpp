@@ -111,7 +111,7 @@ struct run_state {
   std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> its handle in the current tree
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
-  std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
+  std::vector<snapshot_ref> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint64_t resumed_step = 0;          // checkpoint_config::resume: the step the run resumed at
   run_identity identity;              // every checkpoint this run writes or restores is of it
