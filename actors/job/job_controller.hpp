@@ -173,6 +173,8 @@ struct readout_state {
   // follows the kill that caused it).
   std::deque<size_t> node_fault_marks;
   bool final_reading = false;       // the final read is in flight
+  // When the end of the run began waiting for its last checkpoint.
+  std::optional<std::chrono::steady_clock::time_point> final_checkpoint_since;
   std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 
