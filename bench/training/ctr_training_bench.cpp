@@ -6,7 +6,8 @@
 //  - plain: models/plain_trainer.hpp, one thread, batch 256, AdaGrad at the
 //    model's rate (ctr_plain_lr): the ceiling and the accuracy reference;
 //  - keel: `keel train`'s layout (2 shards, 2 workers, BSP) in this process,
-//    batch 128 a worker (the plain trainer's 256 a step), the same AdaGrad;
+//    batch 128 a worker, the workers' gradients averaged (combine mean: a
+//    step is the plain trainer's step of batch 256), the same AdaGrad;
 //    three runs: without checkpoints (the workers' replay logs then keep
 //    every push), with a checkpoint every `every` steps, and the same with
 //    shard 0 killed halfway (restored from its snapshot, the pushes since
@@ -73,6 +74,7 @@ void run_keel(const std::shared_ptr<const ctr_model>& m, uint64_t every, bool ki
   cfg.training.workers = 2;
   cfg.training.shards = 2;
   cfg.training.batch_size = 128;
+  cfg.training.combine = gradient_combine::mean;
   cfg.training.optimizer.kind = optimizer_kind::adagrad;
   cfg.training.optimizer.lr = ctr_plain_lr(m->factors());
   cfg.training.steps = steps_per_epoch(m->num_train_examples(), 2, cfg.training.batch_size);
@@ -121,7 +123,7 @@ void bench_model(const std::shared_ptr<const ctr_model>& m, size_t repeats, uint
       run_plain(*m, plain);
   }
   std::printf("== %s: %llu training rows, 1 epoch, AdaGrad lr %g; keel: 2 shards, 2 workers, BSP, batch 128 "
-              "each (median of %zu)\n",
+              "each, gradients averaged (median of %zu)\n",
               m->name().c_str(), static_cast<unsigned long long>(m->num_train_examples()),
               static_cast<double>(ctr_plain_lr(m->factors())), repeats);
   std::printf("%-52s %11s %6s %9s %8s %8s %8s\n", "run", "examples/s", "ratio", "log loss", "vs plain", "auc",
