@@ -181,9 +181,15 @@ struct ManifestEntry {
   file @1 :Text;             # a file name inside the checkpoint directory
   bytes @2 :UInt64;
   crc32c @3 :UInt32;
+  # What writing the file took its writer (the shard's node): wall time and
+  # CPU time of the writing thread. 0 in files of a keel from before.
+  writeMicros @4 :UInt64;
+  writeCpuMicros @5 :UInt64;
 }
 
 # Written last and atomically: a checkpoint without its manifest does not exist.
+# A shard that has written its own snapshot file reports it to the
+# checkpointer as a manifest of one entry (its part of the checkpoint).
 struct CheckpointManifest {
   version @0 :UInt16;
   checkpoint @1 :UInt64;

@@ -6,6 +6,7 @@
 #include "storage/error_context.hpp"
 #include "storage/sealed_file.hpp"
 #include "storage/snapshot.hpp"
+#include "storage/store_layout.hpp"
 
 namespace keel {
 
@@ -44,7 +45,7 @@ caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p
       return damaged(p, err);
   if (as_recorded != nullptr)
     *as_recorded = manifest_entry{snap->root().getShard(), p.filename().string(),
-                                  contents->summary.file_bytes, contents->summary.payload_crc32c};
+                                  contents->summary.file_bytes, contents->summary.payload_crc32c, 0, 0};
   return snap;
 }
 
@@ -61,7 +62,7 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
   auto summary = write_sealed(io, dir, *name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
   if (!summary)
     return std::move(summary.error());
-  return manifest_entry{d->root().getShard(), *name, summary->file_bytes, summary->payload_crc32c};
+  return manifest_entry{d->root().getShard(), *name, summary->file_bytes, summary->payload_crc32c, 0, 0};
 }
 
 caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& dir,
@@ -74,14 +75,18 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
   auto summary = write_sealed(io, dir, name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
   if (!summary)
     return std::move(summary.error());
-  return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c};
+  return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c, 0, 0};
 }
 
-caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::path& dir,
-                                                       const std::string& manifest_file,
-                                                       const checkpoint_manifest& m,
-                                                       const manifest_entry& e, buffer_pool& pool,
-                                                       verify_mode mode) {
+namespace {
+
+// Reads the file `e` names in `dir` and checks it is the very file committed
+// as (checkpoint, e.shard) of run (run_id, config_hash); `named_by` names
+// who committed it, for the errors.
+caf::expected<stored_snapshot> read_expected(file_io& io, const fs::path& dir, const manifest_entry& e,
+                                             uint64_t checkpoint, const std::string& run_id,
+                                             const std::string& config_hash, const std::string& named_by,
+                                             buffer_pool& pool, verify_mode mode) {
   auto bad = [&](const std::string& why) {
     return make_error(errc::damaged_snapshot, e.file + ": " + why);
   };
@@ -89,23 +94,46 @@ caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::pa
   auto snap = read_snapshot_file(io, dir / e.file, pool, mode, &found);
   if (!snap) {
     if (is(snap.error(), errc::not_found))
-      return bad("missing, but " + manifest_file + " names it for shard " + std::to_string(e.shard));
+      return bad("missing, but " + named_by + " names it for shard " + std::to_string(e.shard));
     return std::move(snap.error());
   }
   auto root = snap->root();
   if (found.bytes != e.bytes || found.crc32c != e.crc32c)
-    return bad("is not the file " + manifest_file + " committed (" + std::to_string(found.bytes) +
-               " bytes, payload CRC " + std::to_string(found.crc32c) + "; the manifest says " +
+    return bad("is not the file " + named_by + " committed (" + std::to_string(found.bytes) +
+               " bytes, payload CRC " + std::to_string(found.crc32c) + "; " + named_by + " says " +
                std::to_string(e.bytes) + " bytes, CRC " + std::to_string(e.crc32c) + ")");
-  if (root.getCheckpoint() != m.checkpoint || root.getShard() != e.shard)
+  if (root.getCheckpoint() != checkpoint || root.getShard() != e.shard)
     return bad("holds checkpoint " + std::to_string(root.getCheckpoint()) + " shard " +
-               std::to_string(root.getShard()) + ", the manifest says " +
-               std::to_string(m.checkpoint) + " shard " + std::to_string(e.shard));
-  if (root.getRunId() != m.run.run_id || root.getConfigHash() != m.run.config_hash)
+               std::to_string(root.getShard()) + ", " + named_by + " says " + std::to_string(checkpoint) +
+               " shard " + std::to_string(e.shard));
+  if (root.getRunId() != run_id || root.getConfigHash() != config_hash)
     return bad("is of run '" + std::string(root.getRunId().cStr()) + "' (configuration " +
-               root.getConfigHash().cStr() + "), but " + manifest_file + " is of run '" + m.run.run_id +
-               "' (configuration " + m.run.config_hash + ")");
+               root.getConfigHash().cStr() + "), but " + named_by + " is of run '" + run_id +
+               "' (configuration " + config_hash + ")");
   return snap;
+}
+
+}  // namespace
+
+caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::path& dir,
+                                                       const std::string& manifest_file,
+                                                       const checkpoint_manifest& m,
+                                                       const manifest_entry& e, buffer_pool& pool,
+                                                       verify_mode mode) {
+  return read_expected(io, dir, e, m.checkpoint, m.run.run_id, m.run.config_hash, manifest_file, pool, mode);
+}
+
+std::vector<snapshot_ref> refs_of(const fs::path& dir, const checkpoint_manifest& m) {
+  std::vector<snapshot_ref> out;
+  for (auto& e : m.shards)
+    out.push_back({dir.string(), m.checkpoint, m.step, e, m.run.run_id, m.run.config_hash});
+  return out;
+}
+
+caf::expected<stored_snapshot> read_snapshot_ref(file_io& io, const snapshot_ref& ref, buffer_pool& pool,
+                                                 verify_mode mode) {
+  return read_expected(io, ref.dir, ref.entry, ref.checkpoint, ref.run_id, ref.config_hash,
+                       manifest_name(ref.checkpoint), pool, mode);
 }
 
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::path& p,
@@ -123,7 +151,8 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
   out.created_unix_ms = r.getCreatedUnixMs();
   out.run = {r.getRunId().cStr(), r.getConfigHash().cStr(), r.getConfig().cStr()};
   for (auto e : r.getShards())
-    out.shards.push_back({e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c()});
+    out.shards.push_back({e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(), e.getWriteMicros(),
+                          e.getWriteCpuMicros()});
   std::sort(out.shards.begin(), out.shards.end(),
             [](const manifest_entry& a, const manifest_entry& b) { return a.shard < b.shard; });
   return out;
@@ -147,6 +176,8 @@ caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::stri
       shards[i].setFile(m.shards[i].file);
       shards[i].setBytes(m.shards[i].bytes);
       shards[i].setCrc32c(m.shards[i].crc32c);
+      shards[i].setWriteMicros(m.shards[i].write_us);
+      shards[i].setWriteCpuMicros(m.shards[i].write_cpu_us);
     }
   });
   if (auto d = decode(msg); !d)

@@ -36,6 +36,9 @@ struct manifest_entry {
   std::string file;      // a name inside the store's directory
   uint64_t bytes = 0;    // size of the whole file
   uint32_t crc32c = 0;   // the file's payload CRC32C (as in its header)
+  // What writing it took (wall, and CPU of the writing thread); 0: not known.
+  uint64_t write_us = 0;
+  uint64_t write_cpu_us = 0;
 };
 
 // A checkpoint's manifest: which snapshot file each shard restarts from.
@@ -83,6 +86,27 @@ caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const std::f
                                                        const manifest_entry& entry,
                                                        buffer_pool& pool,
                                                        verify_mode mode = verify_mode::checksums);
+
+// Where one committed snapshot file lies and what it must hold: enough for
+// any process that reaches the directory (a restarted shard, on whatever
+// node) to read and validate it alone, without the manifest. A plain value.
+struct snapshot_ref {
+  std::string dir;  // the checkpoint directory
+  uint64_t checkpoint = 0;
+  uint64_t step = 0;  // the shard's snapshot step
+  manifest_entry entry;
+  std::string run_id;  // the run and configuration the manifest records
+  std::string config_hash;
+};
+
+// The refs of manifest `m` in `dir`, by shard.
+std::vector<snapshot_ref> refs_of(const std::filesystem::path& dir, const checkpoint_manifest& m);
+
+// Reads the file `ref` names and validates it as read_committed_snapshot
+// does: every CRC (with `mode` checksums), the very file committed (size and
+// payload CRC), its checkpoint and shard, its run and configuration hash.
+caf::expected<stored_snapshot> read_snapshot_ref(file_io& io, const snapshot_ref& ref, buffer_pool& pool,
+                                                 verify_mode mode = verify_mode::checksums);
 
 // Reads and validates a manifest file (header, CRCs, schema).
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,

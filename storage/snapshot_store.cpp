@@ -112,16 +112,19 @@ caf::error snapshot_store::apply_retention(uint64_t limit, std::vector<uint64_t>
   return {};
 }
 
+// With shards_write, files of checkpoints newer than the newest committed
+// one are left alone: while a restarted checkpointer opens the store, the
+// shards may be writing the next checkpoint. Those of a run that died go
+// with the retention of a later commit, or with discard_after when a run
+// resumes.
 caf::error snapshot_store::recover() {
   std::lock_guard<std::mutex> guard(commit_mtx_);
-  std::vector<uint64_t> removed;
-  if (auto err = apply_retention(UINT64_MAX, removed))
-    return err;
   auto ids = committed_locked();
   if (!ids)
     return std::move(ids.error());
   newest_committed_ = ids->empty() ? 0 : ids->back();
-  return {};
+  std::vector<uint64_t> removed;
+  return apply_retention(opts_.shards_write ? newest_committed_ : UINT64_MAX, removed);
 }
 
 caf::expected<manifest_entry> snapshot_store::write_snapshot(const shard_snapshot_msg& snapshot) {
@@ -171,9 +174,12 @@ caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
     auto& e = m.shards[i];
     if (i > 0 && e.shard == m.shards[i - 1].shard)
       return refuse("shard " + std::to_string(e.shard) + " appears twice");
-    if (e.file != snapshot_name(m.checkpoint, e.shard))
-      return refuse("shard " + std::to_string(e.shard) + " names '" + e.file + "', expected '" +
-                    snapshot_name(m.checkpoint, e.shard) + "'");
+    auto named = parse_store_file_name(e.file);
+    if (!named || named->kind != store_file_kind::snapshot || named->checkpoint != m.checkpoint ||
+        named->shard != e.shard)
+      return refuse("shard " + std::to_string(e.shard) + " names '" + e.file + "', not a snapshot file of shard " +
+                    std::to_string(e.shard) + " in checkpoint " + std::to_string(m.checkpoint) + " (" +
+                    snapshot_name(m.checkpoint, e.shard) + ", or with a tag)");
     // A manifest must never name a file that is not there.
     auto f = opts_.io->open(dir_ / e.file);
     if (!f)
@@ -290,12 +296,15 @@ caf::expected<std::vector<uint64_t>> snapshot_store::discard_after(uint64_t chec
 
 caf::expected<stored_snapshot> snapshot_store::read_entry(const checkpoint_manifest& m,
                                                           const manifest_entry& e,
-                                                          const std::string& manifest_file) const {
-  return read_committed_snapshot(*opts_.io, dir_, manifest_file, m, e, *opts_.pool);
+                                                          const std::string& manifest_file,
+                                                          buffer_pool& pool) const {
+  return read_committed_snapshot(*opts_.io, dir_, manifest_file, m, e, pool);
 }
 
-caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint,
-                                                      std::string* bad_file) const {
+// With `keep` false every snapshot is validated and let go at once, into a
+// pool that caches nothing: the result holds the manifest alone.
+caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint, std::string* bad_file,
+                                                      bool keep) const {
   auto name = manifest_name(checkpoint);
   *bad_file = name;
   auto m = read_manifest_file(*opts_.io, dir_ / name, *opts_.pool);
@@ -307,13 +316,15 @@ caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint,
   }
   if (m->checkpoint != checkpoint)
     return damaged(name, "records checkpoint " + std::to_string(m->checkpoint));
+  auto passing = keep ? nullptr : buffer_pool::create(0, 0);
   loaded_checkpoint out;
   for (auto& e : m->shards) {
     *bad_file = e.file;
-    auto snap = read_entry(*m, e, name);
+    auto snap = read_entry(*m, e, name, keep ? *opts_.pool : *passing);
     if (!snap)
       return std::move(snap.error());
-    out.snapshots.push_back(std::move(*snap));
+    if (keep)
+      out.snapshots.push_back(std::move(*snap));
   }
   out.manifest = std::move(*m);
   return out;
@@ -340,31 +351,44 @@ caf::expected<stored_snapshot> snapshot_store::read_snapshot(uint64_t checkpoint
     return std::move(m.error());
   for (auto& e : m->shards)
     if (e.shard == shard)
-      return read_entry(*m, e, name);
+      return read_entry(*m, e, name, *opts_.pool);
   return make_error(errc::not_found, "checkpoint " + std::to_string(checkpoint) +
                                        " has no snapshot of shard " + std::to_string(shard));
 }
 
-caf::expected<latest_checkpoint> snapshot_store::latest_valid() const {
+// The newest committed checkpoint that loads (with `keep`, its snapshots
+// held); `take` makes the result of it and of the newer ones skipped.
+template <class Result, class Take>
+caf::expected<Result> snapshot_store::newest_loading(bool keep, Take take) const {
   auto ids = committed_locked();
   if (!ids)
     return std::move(ids.error());
   if (ids->empty())
     return make_error(errc::not_found, "no committed checkpoint in " + dir_.string());
-  latest_checkpoint out;
+  std::vector<damage_report> skipped;
   for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
     std::string bad_file;
-    auto c = load(*it, &bad_file);
-    if (c) {
-      out.checkpoint = std::move(*c);
-      return out;
-    }
-    out.skipped.push_back({bad_file, std::move(c.error())});
+    auto c = load(*it, &bad_file, keep);
+    if (c)
+      return take(std::move(*c), std::move(skipped));
+    skipped.push_back({bad_file, std::move(c.error())});
   }
   std::string why;
-  for (auto& d : out.skipped)
+  for (auto& d : skipped)
     why += (why.empty() ? "" : "; ") + describe(d.reason);
   return make_error(errc::not_found, "no valid checkpoint in " + dir_.string() + ": " + why);
+}
+
+caf::expected<latest_checkpoint> snapshot_store::latest_valid() const {
+  return newest_loading<latest_checkpoint>(true, [](loaded_checkpoint c, std::vector<damage_report> skipped) {
+    return latest_checkpoint{std::move(c), std::move(skipped)};
+  });
+}
+
+caf::expected<verified_checkpoint> snapshot_store::latest_verified() const {
+  return newest_loading<verified_checkpoint>(false, [](loaded_checkpoint c, std::vector<damage_report> skipped) {
+    return verified_checkpoint{std::move(c.manifest), std::move(skipped)};
+  });
 }
 
 }  // namespace keel

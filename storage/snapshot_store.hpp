@@ -30,6 +30,11 @@ struct store_options {
   // The run whose checkpoints this store commits: every manifest it writes
   // carries it (unless the manifest given to commit has its own).
   run_identity run;
+  // Others write snapshot files into the directory (a job's shards write
+  // their own, actors/ps/parameter_shard.hpp): open() then leaves the files
+  // of checkpoints newer than the newest committed one, which may be writes
+  // in progress; the retention of a later commit removes them.
+  bool shards_write = false;
 };
 
 // A file that failed validation and why (`keel::describe(reason)`).
@@ -52,6 +57,13 @@ struct latest_checkpoint {
   std::vector<damage_report> skipped;  // newest first
 };
 
+// The newest checkpoint whose files all validated, held by its manifest
+// alone, and the newer ones skipped.
+struct verified_checkpoint {
+  checkpoint_manifest manifest;
+  std::vector<damage_report> skipped;  // newest first
+};
+
 struct commit_result {
   uint64_t checkpoint = 0;
   std::vector<uint64_t> removed;  // older checkpoints dropped by retention
@@ -65,7 +77,8 @@ class snapshot_store {
  public:
   // Opens (creating if needed) the store at `dir`. Removes what a crashed
   // writer left: temporary files, snapshot files of checkpoints without a
-  // manifest, and checkpoints beyond `keep_last`. Fails if `dir` cannot be
+  // manifest, and checkpoints beyond `keep_last` (with shards_write, only
+  // up to the newest committed checkpoint). Fails if `dir` cannot be
   // created or listed, or `keep_last` is 0.
   static caf::expected<std::unique_ptr<snapshot_store>> open(std::filesystem::path dir,
                                                              store_options opts = {});
@@ -115,6 +128,12 @@ class snapshot_store {
   // Reads one validated snapshot of a committed checkpoint.
   caf::expected<stored_snapshot> read_snapshot(uint64_t checkpoint, uint32_t shard) const;
 
+  // latest_valid for a process that must not hold a checkpoint's bytes (a
+  // job's coordinator, whose shards read their own files): every file is
+  // read and validated one at a time into memory given back at once, and
+  // only the manifest is returned (refs_of gives the shards' refs).
+  caf::expected<verified_checkpoint> latest_verified() const;
+
   // The newest checkpoint that loads; damaged newer ones are listed with
   // file and reason. errc::not_found if none is valid (its text lists why
   // each one failed).
@@ -131,9 +150,11 @@ class snapshot_store {
   caf::expected<std::vector<uint64_t>> committed_locked() const;
   caf::error apply_retention(uint64_t limit, std::vector<uint64_t>& removed);
   caf::error check_commit(checkpoint_manifest& m) const;
-  caf::expected<loaded_checkpoint> load(uint64_t checkpoint, std::string* bad_file) const;
+  caf::expected<loaded_checkpoint> load(uint64_t checkpoint, std::string* bad_file, bool keep = true) const;
+  template <class Result, class Take>
+  caf::expected<Result> newest_loading(bool keep, Take take) const;
   caf::expected<stored_snapshot> read_entry(const checkpoint_manifest& m, const manifest_entry& e,
-                                            const std::string& manifest_file) const;
+                                            const std::string& manifest_file, buffer_pool& pool) const;
   std::string next_tmp_tag();
 
   std::filesystem::path dir_;

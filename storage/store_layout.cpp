@@ -8,6 +8,14 @@ namespace {
 
 constexpr const char* prefix = "ckpt-";
 constexpr size_t id_digits = 20;
+constexpr size_t tag_digits = 16;
+
+bool all_hex(const std::string& s) {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
 
 bool all_digits(const std::string& s, size_t from, size_t n) {
   if (n == 0 || from + n > s.size())
@@ -55,8 +63,15 @@ std::optional<store_file_name> parse_final(const std::string& name) {
       rest.compare(0, shard_prefix.size(), shard_prefix) != 0 ||
       rest.compare(rest.size() - snap_suffix.size(), snap_suffix.size(), snap_suffix) != 0)
     return std::nullopt;
-  auto digits = rest.substr(shard_prefix.size(),
-                            rest.size() - shard_prefix.size() - snap_suffix.size());
+  auto middle = rest.substr(shard_prefix.size(), rest.size() - shard_prefix.size() - snap_suffix.size());
+  // "<shard>" or "<shard>.<tag>" with a tag of tag_digits lowercase hex digits.
+  auto digits = middle;
+  if (auto dot = middle.find('.'); dot != std::string::npos) {
+    auto tag = middle.substr(dot + 1);
+    if (tag.size() != tag_digits || !all_hex(tag))
+      return std::nullopt;
+    digits = middle.substr(0, dot);
+  }
   if (digits.size() > 1 && digits[0] == '0')
     return std::nullopt;  // one spelling per shard
   auto shard = parse_number(digits, UINT32_MAX);
@@ -73,6 +88,12 @@ std::string manifest_name(uint64_t checkpoint) {
 
 std::string snapshot_name(uint64_t checkpoint, uint32_t shard) {
   return prefix + padded(checkpoint) + ".shard-" + std::to_string(shard) + ".snap";
+}
+
+std::string snapshot_name(uint64_t checkpoint, uint32_t shard, uint64_t tag) {
+  char hex[24];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(tag));
+  return prefix + padded(checkpoint) + ".shard-" + std::to_string(shard) + "." + hex + ".snap";
 }
 
 std::optional<store_file_name> parse_store_file_name(const std::string& name) {

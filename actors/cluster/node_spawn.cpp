@@ -7,6 +7,7 @@
 
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/ps/checkpointer.hpp"
+#include "storage/store_layout.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
@@ -68,9 +69,23 @@ caf::error check_shard(const parameter_shard_config& s) {
     return bad("shard.core.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
   if (auto err = check_optimizer(c.optimizer))
     return err;
-  if (s.snapshot.empty() && s.initial_dense.size() != c.dense.size())
+  if (s.snapshot.empty() && s.restore_from.empty() && s.initial_dense.size() != c.dense.size())
     return bad("shard.initial_dense", std::to_string(s.initial_dense.size()) + " values for " +
                                         std::to_string(c.dense.size()) + " dense keys");
+  if (s.restore_from.size() > max_keep_last)
+    return bad("shard.restore_from", std::to_string(s.restore_from.size()) + " snapshots (at most " +
+                                       std::to_string(max_keep_last) + ")");
+  for (size_t i = 0; i < s.restore_from.size(); ++i) {
+    auto& r = s.restore_from[i];
+    auto named = parse_store_file_name(r.entry.file);
+    if (!std::filesystem::path(r.dir).is_absolute() || !named || named->kind != store_file_kind::snapshot)
+      return bad("shard.restore_from[" + std::to_string(i) + "]",
+                 "'" + r.dir + "' / '" + r.entry.file + "' is not a snapshot file in an absolute directory");
+  }
+  if (s.snapshot_every_steps > 0 && !std::filesystem::path(s.checkpoint_dir).is_absolute())
+    return bad("shard.checkpoint_dir", "'" + s.checkpoint_dir + "' is not an absolute path");
+  if (s.retry_min.count() <= 0 || s.retry_max < s.retry_min)
+    return bad("shard.retry_min", "the write backoff must be positive and at most retry_max");
   return {};
 }
 

@@ -5,7 +5,7 @@
 namespace keel {
 
 void committed_snapshots::add(uint64_t checkpoint, const std::vector<committed_shard>& shards) {
-  std::vector<frame_ptr> by_shard;
+  std::vector<std::optional<snapshot_ref>> by_shard;
   for (auto& s : shards) {
     if (s.shard >= by_shard.size())
       by_shard.resize(s.shard + 1);
@@ -20,10 +20,10 @@ void committed_snapshots::add(uint64_t checkpoint, const std::vector<committed_s
 std::vector<supervision::snapshot> committed_snapshots::for_shard(uint32_t shard) const {
   std::lock_guard<std::mutex> guard(mtx_);
   std::vector<supervision::snapshot> out;
-  for (auto& [id, frames] : newest_first_)
-    if (shard < frames.size() && frames[shard])
-      out.push_back(
-        supervision::snapshot::of<frame>("checkpoint-" + std::to_string(id), frames[shard]));
+  for (auto& [id, refs] : newest_first_)
+    if (shard < refs.size() && refs[shard])
+      out.push_back(supervision::snapshot::of<snapshot_ref>("checkpoint-" + std::to_string(id),
+                                                            std::make_shared<const snapshot_ref>(*refs[shard])));
   return out;
 }
 

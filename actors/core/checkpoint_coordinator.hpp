@@ -28,7 +28,7 @@
 #include <optional>
 #include <vector>
 
-#include "messages/frame.hpp"
+#include "storage/checkpoint_files.hpp"
 #include "supervision/snapshot.hpp"
 
 namespace keel {
@@ -37,23 +37,24 @@ namespace keel {
 struct committed_shard {
   uint32_t shard = 0;
   uint64_t step = 0;  // the shard's snapshot step: its pushes up to here are durable
-  frame_ptr snapshot;
+  snapshot_ref snapshot;  // its file, which a restarted shard reads itself
 };
 
-// The snapshots of the last committed checkpoints, newest first, shared
-// with the shard specs' snapshot source (read on supervisor threads).
+// Where the shards' snapshots of the last committed checkpoints lie,
+// newest first (refs, never bytes), shared with the shard specs' snapshot
+// source (read on supervisor threads).
 class committed_snapshots {
  public:
   explicit committed_snapshots(size_t keep) : keep_(keep) {}
   void add(uint64_t checkpoint, const std::vector<committed_shard>& shards);
-  // Newest first, labelled "checkpoint-ID".
+  // Newest first, labelled "checkpoint-ID", each a snapshot_ref.
   std::vector<supervision::snapshot> for_shard(uint32_t shard) const;
   void clear();
 
  private:
   mutable std::mutex mtx_;
   size_t keep_;
-  std::deque<std::pair<uint64_t, std::vector<frame_ptr>>> newest_first_;  // by shard index
+  std::deque<std::pair<uint64_t, std::vector<std::optional<snapshot_ref>>>> newest_first_;  // by shard index
 };
 
 class checkpoint_coordinator {

@@ -16,14 +16,19 @@ std::string seconds(int64_t ms) {
 }  // namespace
 
 std::string failure_series::key_of(const std::string& text) {
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
   std::string key;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
-      key += text[i];
+  for (size_t i = 0; i < text.size();) {
+    if (!alnum(text[i])) {
+      key += text[i++];
       continue;
     }
-    key += '#';
-    while (i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1]))) ++i;
+    size_t end = i;
+    bool digit = false;
+    for (; end < text.size() && alnum(text[end]); ++end)
+      digit = digit || std::isdigit(static_cast<unsigned char>(text[end]));
+    key += digit ? std::string("#") : text.substr(i, end - i);
+    i = end;
   }
   return key;
 }

@@ -4,9 +4,9 @@
 // show a few lines, not one per failure: the first failure as it is, a
 // summary at the 10th, 100th, 1000th, ... ("checkpoint failed 10 times since
 // 12.3 s: TEXT"), and, when a success ends the series, its total count.
-// Failures are identical when their texts are equal once every run of
-// digits is folded (checkpoint ids, steps and file names differ from one
-// failure to the next; the cause does not). A failure of another text ends
+// Failures are identical when their texts are equal once every word that
+// holds a digit is folded (checkpoint ids, steps and file names with their
+// hex tags differ from one failure to the next; the cause does not). A failure of another text ends
 // the series before it and starts its own. A plain value, not thread-safe.
 
 #include <cstdint>
@@ -34,7 +34,8 @@ class failure_series {
   uint64_t count() const { return count_; }
   const std::string& last_text() const { return last_text_; }
 
-  // `text` with every run of digits folded to '#': equal keys, one series.
+  // `text` with every word (a run of letters and digits) that holds a digit
+  // folded to '#': equal keys, one series.
   static std::string key_of(const std::string& text);
 
  private:

@@ -111,7 +111,7 @@ struct run_state {
   std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> its handle in the current tree
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
-  std::vector<frame_ptr> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
+  std::vector<snapshot_ref> start_from;  // the checkpoint a tree starts from, by shard (empty: fresh)
   uint64_t restored_checkpoint = 0;   // its id (0: none)
   uint64_t resumed_step = 0;          // checkpoint_config::resume: the step the run resumed at
   run_identity identity;              // every checkpoint this run writes or restores is of it
@@ -173,6 +173,8 @@ struct readout_state {
   // follows the kill that caused it).
   std::deque<size_t> node_fault_marks;
   bool final_reading = false;       // the final read is in flight
+  // When the end of the run began waiting for its last checkpoint.
+  std::optional<std::chrono::steady_clock::time_point> final_checkpoint_since;
   std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 

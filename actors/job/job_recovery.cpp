@@ -28,17 +28,19 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   auto store = snapshot_store::open(cfg.checkpoints.dir, opts);
   if (!store)
     return store.error();
-  auto latest = (*store)->latest_valid();
+  // Every file is read and validated here, one at a time, and let go: the
+  // shards read their own files again when they start.
+  auto latest = (*store)->latest_verified();
   // A checkpoint of another run (copied in) or another configuration is
   // never this run's state: refused by name, before anything is discarded.
   if (latest)
-    if (auto err = check_same_run(run.identity, latest->checkpoint.manifest.run,
-                                  "checkpoint " + std::to_string(latest->checkpoint.manifest.checkpoint) +
+    if (auto err = check_same_run(run.identity, latest->manifest.run,
+                                  "checkpoint " + std::to_string(latest->manifest.checkpoint) +
                                     " in " + cfg.checkpoints.dir.string()))
       return err;
   // What is newer than the checkpoint restored failed validation, and the
   // restarted run will write those ids again.
-  auto keep = latest ? latest->checkpoint.manifest.checkpoint : 0;
+  auto keep = latest ? latest->manifest.checkpoint : 0;
   auto discarded = (*store)->discard_after(keep);
   if (!discarded)
     return discarded.error();
@@ -50,15 +52,29 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
   }
   if (!latest)
     return uint64_t{0};
-  auto& m = latest->checkpoint.manifest;
+  auto& m = latest->manifest;
   for (auto& d : latest->skipped)
     record(self, make_job_event(event_kind::damaged, d.file, describe(d.reason)));
-  for (auto& s : latest->checkpoint.snapshots)
-    start_from.push_back(s.source());
+  start_from = refs_of(std::filesystem::absolute(cfg.checkpoints.dir), m);
   run.restored_checkpoint = m.checkpoint;
   self->state.storage.last_good = m.checkpoint;  // the last good checkpoint a storage failure names
   self->state.storage.last_good_step = m.step;
   return m.step;
+}
+
+// Whether a shard of `cfg` could restore from `ref` (shapes, tables, layout,
+// workers), read again here one shard at a time (latest_verified has
+// checked every CRC already) and let go: refused by name before the run
+// starts, rather than as a shard that cannot start.
+caf::error check_resumable(const shard_config& cfg, const snapshot_ref& ref, uint32_t shard) {
+  if (ref.entry.shard != shard)
+    return make_error(errc::invalid_argument, "the checkpoint's snapshot " + ref.entry.file + " is of shard " +
+                                                std::to_string(ref.entry.shard));
+  auto pool = buffer_pool::create(0, 0);
+  auto snap = read_snapshot_ref(*posix_io(), ref, *pool, verify_mode::structure);
+  if (!snap)
+    return snap.error();
+  return check_shard_snapshot(cfg, snap->root());
 }
 
 // The old tree is gone: the newest valid checkpoint becomes the state the
@@ -105,13 +121,10 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
                       "cannot resume from " + where + ": it holds " +
                         std::to_string(start_from.size()) + " shard snapshots and this job has " +
                         std::to_string(cfg.training.shards) + " shards");
-  for (uint32_t i = 0; i < cfg.training.shards; ++i) {
-    auto d = decode<schema::ShardSnapshot>(start_from[i]);
-    auto refused = d ? check_shard_snapshot(run.shard_cfgs[i], d->root()) : d.error();
-    if (refused)
+  for (uint32_t i = 0; i < cfg.training.shards; ++i)
+    if (auto refused = check_resumable(run.shard_cfgs[i], start_from[i], i))
       return make_error(errc::invalid_argument, "cannot resume from " + where + ": shard " +
                                                   std::to_string(i) + ": " + describe(refused));
-  }
   self->state.progress.checkpoints->start_at(*step);
   self->state.faults->skip_through(*step);
   run.resumed_step = *step;

@@ -349,12 +349,39 @@ void read_parameters(controller_actor* self, bool final_read,
   find_shard(r);
 }
 
+namespace {
+
+// The checkpoint of the run's last checkpoint step is its last state: the
+// run ends once that checkpoint has committed, failed or been lost (the
+// shards write it while the workers finish), so that a resume after it
+// starts at the end. Waited for at most checkpoints.timeout once every
+// worker is done; returns true while still waiting.
+bool awaiting_final_checkpoint(controller_actor* self) {
+  auto& st = self->state;
+  auto every = st.cfg.checkpoints.every;
+  auto last = every == 0 ? 0 : st.cfg.training.steps - st.cfg.training.steps % every;
+  auto& since = st.readout.final_checkpoint_since;
+  if (last == 0 || st.progress.checkpoints->released() >= last)
+    return false;
+  auto now = std::chrono::steady_clock::now();
+  if (!since)
+    since = now;
+  if (now - *since >= st.cfg.checkpoints.timeout)
+    return false;
+  self->delayed_send(self, st.cfg.checkpoints.timeout - (now - *since), reread_atom::value);
+  return true;
+}
+
+}  // namespace
+
 void maybe_finish(controller_actor* self) {
   auto& st = self->state;
   auto& readout = st.readout;
   if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.training.workers ||
       readout.final_reading || !readout.scoring.empty() || !readout.node_fault_marks.empty())
     return;
+  if (awaiting_final_checkpoint(self))
+    return;  // on_committed or on_checkpoint_failed call again
   // Runs until every shard holds every push: faults may still strike after
   // the workers' last step (a shard restarts and needs their replay, the
   // root dies and the job rolls back), so an incomplete read is tried again

@@ -45,6 +45,7 @@ void on_checkpoint_failed(controller_actor* self, job_event e) {
   if (stuck && !storage.failing_since)
     storage.failing_since = std::chrono::steady_clock::now();
   record_lines(self, e, storage.failures.failed(e.detail, elapsed_ms(st)));
+  maybe_finish(self);  // the end of the run may wait for this checkpoint
 }
 
 void storage_committed(controller_actor* self, const checkpoint_committed& c) {

@@ -38,14 +38,57 @@ namespace keel {
 
 namespace {
 
-// Accepts a snapshot only if this shard could restore from it.
-supervision::snapshot_validator shard_validator(const shard_config& cfg) {
-  return [cfg](const supervision::snapshot& s) -> caf::error {
-    auto f = s.as<frame>();
+// Accepts a snapshot ref only if this shard could restore from its file.
+// In one process (`full`) that is every check the restore makes: the file
+// is read here, one at a time, and let go (the shard reads it again, from
+// the page cache). Where shards run on other nodes the coordinator reads
+// no snapshot bytes: it checks that the file is there with the length
+// committed, and the shard on its node checks the rest, falling back to
+// older refs itself (spawn_parameter_shard).
+supervision::snapshot_validator shard_validator(std::shared_ptr<file_io> io, const shard_config& cfg, bool full) {
+  return [io, cfg, full](const supervision::snapshot& s) -> caf::error {
+    auto ref = s.as<snapshot_ref>();
+    if (!ref)
+      return make_error(errc::damaged_snapshot, "not a shard snapshot ref");
+    if (full) {
+      auto pool = buffer_pool::create(0, 0);
+      auto snap = read_snapshot_ref(*io, *ref, *pool);
+      return snap ? check_shard_snapshot(cfg, snap->root()) : snap.error();
+    }
+    auto f = io->open(std::filesystem::path(ref->dir) / ref->entry.file);
     if (!f)
-      return make_error(errc::damaged_snapshot, "not a shard snapshot");
-    return check_shard_snapshot(cfg, f);
+      return make_error(errc::damaged_snapshot, ref->entry.file + ": " + describe(f.error()));
+    auto size = (*f)->size();
+    if (!size || *size != ref->entry.bytes)
+      return make_error(errc::damaged_snapshot,
+                        ref->entry.file + ": holds " + (size ? std::to_string(*size) : describe(size.error())) +
+                          " bytes, the manifest says " + std::to_string(ref->entry.bytes));
+    return {};
   };
+}
+
+// What shard `i` restores from, newest first: the ref its supervisor chose
+// (on a first start, when its supervisor itself restarted, chosen here from
+// the committed ones) and the committed ones older than it; with none
+// valid, the checkpoint the tree starts from, if any.
+std::vector<snapshot_ref> restore_candidates(const committed_snapshots& committed, uint32_t i,
+                                             const supervision::restart_context& ctx,
+                                             const supervision::snapshot_validator& validate,
+                                             const std::optional<snapshot_ref>& initial) {
+  auto chosen = ctx.from.as<snapshot_ref>();
+  if (!chosen)
+    chosen = supervision::choose_snapshot(committed.for_shard(i), validate).chosen.as<snapshot_ref>();
+  std::vector<snapshot_ref> refs;
+  if (!chosen) {
+    if (initial)
+      refs.push_back(*initial);
+    return refs;
+  }
+  refs.push_back(*chosen);
+  for (auto& s : committed.for_shard(i))
+    if (auto r = s.as<snapshot_ref>(); r && r->checkpoint < chosen->checkpoint)
+      refs.push_back(*r);
+  return refs;
 }
 
 supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
@@ -54,14 +97,19 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto cfg = j.run.shard_cfgs[i];
   auto model = j.cfg.training_model;
   auto seed = j.cfg.training.seed;
-  auto every = j.cfg.checkpoints.every;
-  frame_ptr initial = i < j.run.start_from.size() ? j.run.start_from[i] : nullptr;
+  auto& ckpts = j.cfg.checkpoints;
+  auto every = ckpts.every;
+  // Absolute: a shard on another node reads and writes the same directory.
+  auto dir = ckpts.dir.empty() ? std::string() : std::filesystem::absolute(ckpts.dir).string();
+  auto retry = std::make_pair(ckpts.retry_min, ckpts.retry_max);
+  auto initial = i < j.run.start_from.size() ? std::optional<snapshot_ref>(j.run.start_from[i]) : std::nullopt;
   auto committed = j.progress.checkpoints->snapshots();
-  auto validate = shard_validator(cfg);
+  std::shared_ptr<file_io> io = j.faults->disk();
   auto faults = j.faults->links();
   auto placement = j.cfg.placement;
   auto epochs = j.shard_epochs;
   auto run = j.run.identity;
+  auto validate = shard_validator(io ? io : posix_io(), cfg, !placement);
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
@@ -71,28 +119,20 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
     o.epoch = ++*epochs;
     o.run_id = run.run_id;
     o.config_hash = run.config_hash;
-    // The supervisor hands over a snapshot its validator (validate: every
-    // CRC) accepted; the restore need not check the CRCs again.
-    auto snapshot = ctx.from.as<frame>();
-    // A first start of a restarted shard supervisor has no snapshot from its
-    // supervisor, but the job's last committed checkpoint is still the state
-    // to continue from.
-    if (!snapshot)
-      snapshot = supervision::choose_snapshot(committed->for_shard(i), validate).chosen.as<frame>();
+    o.restore_from = restore_candidates(*committed, i, ctx, validate, initial);
     parameter_shard_env env;
-    env.snapshot_crcs_checked = snapshot != nullptr;
     env.faults = faults;
+    env.io = io;
     if (!cfg.tables.empty())
       env.table_rows = model_table_rows(model, seed);
-    if (!snapshot)
-      snapshot = initial;
-    if (snapshot) {
-      o.snapshot = shard_snapshot_msg(snapshot);
-    } else {
-      o.initial_dense.resize(cfg.dense.size());
-      model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
-    }
+    // Also with refs: a shard none of whose refs validates starts fresh
+    // (and the workers' logs then call for a rollback).
+    o.initial_dense.resize(cfg.dense.size());
+    model->initial_dense(seed, cfg.dense.begin, o.initial_dense);
     o.snapshot_every_steps = every;
+    o.checkpoint_dir = dir;
+    o.retry_min = retry.first;
+    o.retry_max = retry.second;
     o.directory = ctx.directory;
     if (placement)
       return placement->start_shard(sys, ctx.incarnation, o);
@@ -216,6 +256,7 @@ void launch_tree(controller_actor* self) {
   auto& st = self->state;
   st.run.handles.clear();
   st.progress.done.clear();
+  st.readout.final_checkpoint_since.reset();
   st.storage.paused.clear();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
@@ -317,6 +358,7 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
     for (uint32_t w = 0; w < st.cfg.training.workers; ++w)
       if (auto it = st.run.handles.find(actor_id::worker(w)); it != st.run.handles.end())
         self->send(it->second, truncate_atom::value, s.shard, s.step);
+  maybe_finish(self);  // the end of the run may wait for this checkpoint
 }
 
 void on_directory(controller_actor* self, const supervision::directory_update& u) {

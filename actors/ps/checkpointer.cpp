@@ -24,16 +24,16 @@ struct checkpointer_state {
   std::unique_ptr<snapshot_store> store;
   uint64_t last_committed = 0;
   uint64_t last_lost = 0;  // the newest checkpoint given up as incomplete
-  struct arrived {
-    shard_snapshot_msg msg;
-    uint64_t step = 0;
+  using part_set = std::map<uint32_t, committed_shard>;  // shard -> its part
+  struct pending_checkpoint {
+    part_set parts;
+    std::chrono::steady_clock::time_point news;  // the last report of any shard
   };
-  using shard_set = std::map<uint32_t, arrived>;
-  // checkpoint id -> (shard -> snapshot)
-  std::map<uint64_t, shard_set> pending;
-  // The newest checkpoint whose write failed, kept to be written again.
-  std::optional<std::pair<uint64_t, shard_set>> retained;
-  uint32_t failures = 0;  // writes failed in a row since the last commit
+  std::map<uint64_t, pending_checkpoint> pending;  // checkpoint id -> parts so far
+  // The newest complete checkpoint whose manifest write failed, kept to be
+  // written again.
+  std::optional<std::pair<uint64_t, part_set>> retained;
+  uint32_t failures = 0;  // manifest writes failed in a row since the last commit
 };
 
 using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
@@ -45,11 +45,12 @@ int64_t unix_ms() {
 }
 
 void report(checkpointer_actor* self, event_kind kind, std::string detail, uint64_t step,
-            uint64_t checkpoint = 0) {
+            uint64_t checkpoint = 0, bool failed = false) {
   auto& st = self->state;
   auto e = make_job_event(kind, "checkpointer", std::move(detail));
   e.step = step;
   e.checkpoint = checkpoint;
+  e.failed = failed;  // storage, not a lost part
   if (st.cfg.job)
     self->send(st.cfg.job, std::move(e));
 }
@@ -61,47 +62,45 @@ int64_t thread_cpu_us() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
-// A write failed: the checkpoint is written again after the backoff,
-// unless a newer one has arrived complete by then.
-void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::shard_set& shards) {
+// A manifest write failed: it is written again after the backoff, unless
+// a newer checkpoint has completed by then.
+void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {
   auto& st = self->state;
-  st.retained.emplace(id, shards);
+  st.retained.emplace(id, parts);
   auto wait = st.cfg.retry_min * (1u << std::min<uint32_t>(st.failures, 16));
   ++st.failures;
   self->delayed_send(self, std::min(wait, st.cfg.retry_max), retry_atom::value, id);
 }
 
-void write_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_state::shard_set& shards) {
+void commit_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {
   auto& st = self->state;
   st.retained.reset();
-  std::vector<shard_snapshot_msg> snaps;
-  uint64_t step = 0;
+  checkpoint_manifest m;
+  m.checkpoint = id;
+  m.created_unix_ms = unix_ms();
   checkpoint_committed note;
   note.checkpoint = id;
-  for (auto& [shard, a] : shards) {
-    step = std::max(step, a.step);
-    note.shards.push_back({shard, a.step, a.msg.frame()});
-    snaps.push_back(a.msg);
+  int64_t slowest = 0;
+  for (auto& [shard, part] : parts) {
+    m.step = std::max(m.step, part.step);
+    m.shards.push_back(part.snapshot.entry);
+    note.shards.push_back(part);
+    slowest = std::max(slowest, static_cast<int64_t>(part.snapshot.entry.write_us));
+    note.write_cpu_us += static_cast<int64_t>(part.snapshot.entry.write_cpu_us);
   }
-  note.step = step;
+  note.step = m.step;
   auto t0 = std::chrono::steady_clock::now();
   auto cpu0 = thread_cpu_us();
-  auto r = st.store->write_checkpoint(id, step, unix_ms(), snaps);
-  note.write_cpu_us = thread_cpu_us() - cpu0;
-  note.write_us =
-    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto r = st.store->commit(m);
+  note.write_cpu_us += thread_cpu_us() - cpu0;
+  note.write_us = slowest + std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - t0).count();
   if (!r) {
-    st.store->abandon(id);
-    auto e = make_job_event(event_kind::checkpoint_failed, "checkpointer",
-                            "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
-                              ": " + describe(r.error()) + "; checkpoint " +
-                              std::to_string(st.last_committed) + " stays in force");
-    e.step = step;
-    e.checkpoint = id;
-    e.failed = true;  // storage, not a lost snapshot
-    if (st.cfg.job)
-      self->send(st.cfg.job, std::move(e));
-    retain(self, id, shards);
+    report(self, event_kind::checkpoint_failed,
+           "checkpoint " + std::to_string(id) + " at step " + std::to_string(m.step) + ": " +
+             describe(r.error()) + "; checkpoint " + std::to_string(st.last_committed) + " stays in force",
+           m.step, id, true);
+    retain(self, id, parts);
     return;
   }
   st.last_committed = id;
@@ -109,16 +108,112 @@ void write_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_
   // The note first: whoever sees the event can rely on the job knowing it.
   self->send(st.cfg.job, std::move(note));
   report(self, event_kind::checkpoint,
-         "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(step), step, id);
+         "checkpoint " + std::to_string(id) + " committed at step " + std::to_string(m.step), m.step, id);
 }
 
-// The backoff after a failed write of `id` has passed.
-void write_again(checkpointer_actor* self, uint64_t id) {
+// The backoff after a failed manifest write of `id` has passed.
+void commit_again(checkpointer_actor* self, uint64_t id) {
   auto& st = self->state;
   if (!st.retained || st.retained->first != id || id <= st.last_committed)
-    return;  // written since, or replaced by a newer checkpoint
-  auto shards = std::move(st.retained->second);
-  write_checkpoint(self, id, shards);
+    return;  // committed since, or replaced by a newer checkpoint
+  auto parts = std::move(st.retained->second);
+  commit_checkpoint(self, id, parts);
+}
+
+bool settled(const checkpointer_state& st, uint64_t id) {
+  return id <= st.last_committed || id <= st.last_lost;
+}
+
+// The pending checkpoint `id`, its news now (created with its expiry timer).
+checkpointer_state::pending_checkpoint& news_of(checkpointer_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (!st.pending.count(id))
+    self->delayed_send(self, st.cfg.incomplete_timeout, expire_atom::value, id);
+  auto& p = st.pending[id];
+  p.news = std::chrono::steady_clock::now();
+  return p;
+}
+
+// A shard's part: its snapshot file is durable.
+void on_part(checkpointer_actor* self, const checkpoint_manifest_msg& m) {
+  auto& st = self->state;
+  auto d = decode(m);
+  if (!d || d->root().getShards().size() != 1) {
+    report(self, event_kind::checkpoint_failed,
+           "a shard reported an invalid part of a checkpoint: " +
+             (d ? std::string("it names ") + std::to_string(d->root().getShards().size()) + " files, not one"
+                : describe(d.error())),
+           0);
+    return;
+  }
+  auto r = d->root();
+  auto id = r.getCheckpoint();
+  if (settled(st, id))
+    return;  // a shard replaying steps reports checkpoints already settled
+  auto e = r.getShards()[0];
+  if (r.getRunId() != st.cfg.run_id || r.getConfigHash() != st.cfg.config_hash) {
+    report(self, event_kind::checkpoint_failed,
+           "shard " + std::to_string(e.getShard()) + " reported a part of checkpoint " + std::to_string(id) +
+             " of run '" + r.getRunId().cStr() + "', not of this run ('" + st.cfg.run_id + "'): ignored",
+           r.getStep(), id);
+    return;
+  }
+  committed_shard part;
+  part.shard = e.getShard();
+  part.step = r.getStep();
+  part.snapshot = snapshot_ref{st.cfg.dir, id, part.step,
+                               manifest_entry{e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(),
+                                              e.getWriteMicros(), e.getWriteCpuMicros()},
+                               st.cfg.run_id, st.cfg.config_hash};
+  auto& slot = news_of(self, id).parts;
+  slot.insert_or_assign(part.shard, std::move(part));
+  if (slot.size() < st.cfg.num_shards)
+    return;
+  auto parts = std::move(slot);
+  // Older incomplete checkpoints can no longer complete usefully.
+  st.pending.erase(st.pending.begin(), st.pending.upper_bound(id));
+  commit_checkpoint(self, id, parts);
+}
+
+// A shard could not write its file of checkpoint `id`; it tries again.
+void on_write_failed(checkpointer_actor* self, uint64_t id, uint32_t shard, uint64_t step,
+                     const std::string& why) {
+  auto& st = self->state;
+  if (settled(st, id))
+    return;
+  news_of(self, id);  // not lost while its shards keep trying
+  report(self, event_kind::checkpoint_failed,
+         "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": shard " +
+           std::to_string(shard) + " could not write its snapshot: " + why + "; checkpoint " +
+           std::to_string(st.last_committed) + " stays in force",
+         step, id, true);
+}
+
+// No shard has reported on `id` for incomplete_timeout: it is lost.
+void on_expire(checkpointer_actor* self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.pending.find(id);
+  if (it == st.pending.end())
+    return;  // committed, or superseded by a newer one
+  auto quiet = std::chrono::steady_clock::now() - it->second.news;
+  if (quiet < st.cfg.incomplete_timeout) {
+    self->delayed_send(self, st.cfg.incomplete_timeout - quiet, expire_atom::value, id);
+    return;
+  }
+  uint64_t step = 0;
+  std::string have;
+  for (auto& [shard, part] : it->second.parts) {
+    step = std::max(step, part.step);
+    have += (have.empty() ? "" : ", ") + std::to_string(shard);
+  }
+  st.pending.erase(st.pending.begin(), std::next(it));
+  st.last_lost = id;
+  report(self, event_kind::checkpoint_failed,
+         "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) + ": lost, only shard(s) " +
+           (have.empty() ? std::string("none") : have) + " of " + std::to_string(st.cfg.num_shards) +
+           " reported a written snapshot within " + std::to_string(st.cfg.incomplete_timeout.count()) +
+           " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
+         step, id);
 }
 
 }  // namespace
@@ -128,6 +223,7 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
   store_options so;
   so.keep_last = cfg.keep_last;
   so.run = {cfg.run_id, cfg.config_hash, cfg.config};
+  so.shards_write = true;
   if (env.io)
     so.io = env.io;
   auto store = snapshot_store::open(cfg.dir, so);
@@ -146,47 +242,11 @@ caf::expected<caf::actor> spawn_checkpointer(caf::actor_system& sys, checkpointe
     self->set_exception_handler(exception_as_error);
     return {
       [](crash_atom) { throw std::runtime_error("injected exception"); },
-      [self](retry_atom, uint64_t id) { write_again(self, id); },
-      [self](expire_atom, uint64_t id) {
-        auto& st = self->state;
-        auto it = st.pending.find(id);
-        if (it == st.pending.end())
-          return;  // written, or superseded by a newer one
-        uint64_t step = 0;
-        std::string have;
-        for (auto& [shard, a] : it->second) {
-          step = std::max(step, a.step);
-          have += (have.empty() ? "" : ", ") + std::to_string(shard);
-        }
-        st.pending.erase(st.pending.begin(), std::next(it));
-        st.last_lost = id;
-        report(self, event_kind::checkpoint_failed,
-               "checkpoint " + std::to_string(id) + " at step " + std::to_string(step) +
-                 ": lost, only shard(s) " + have + " of " + std::to_string(st.cfg.num_shards) +
-                 " sent a snapshot within " + std::to_string(st.cfg.incomplete_timeout.count()) +
-                 " ms; checkpoint " + std::to_string(st.last_committed) + " stays in force",
-               step, id);
-      },
-      [self](const shard_snapshot_msg& m) {
-        auto& st = self->state;
-        auto d = decode(m);
-        if (!d) {
-          report(self, event_kind::checkpoint_failed, "a shard sent an invalid snapshot: " + describe(d.error()), 0);
-          return;
-        }
-        auto id = d->root().getCheckpoint();
-        if (id <= st.last_committed || id <= st.last_lost)
-          return;  // a shard replaying steps re-sends checkpoints already durable
-        if (!st.pending.count(id))
-          self->delayed_send(self, st.cfg.incomplete_timeout, expire_atom::value, id);
-        auto& slot = st.pending[id];
-        slot.insert_or_assign(d->root().getShard(), checkpointer_state::arrived{m, d->root().getStep()});
-        if (slot.size() < st.cfg.num_shards)
-          return;
-        auto shards = std::move(slot);
-        // Older incomplete checkpoints can no longer complete usefully.
-        st.pending.erase(st.pending.begin(), st.pending.upper_bound(id));
-        write_checkpoint(self, id, shards);
+      [self](retry_atom, uint64_t id) { commit_again(self, id); },
+      [self](expire_atom, uint64_t id) { on_expire(self, id); },
+      [self](const checkpoint_manifest_msg& m) { on_part(self, m); },
+      [self](write_failed_atom, uint64_t id, uint32_t shard, uint64_t step, const std::string& why) {
+        on_write_failed(self, id, shard, step, why);
       },
     };
   };

@@ -1,22 +1,29 @@
 #pragma once
-// The checkpointer actor collects the shards' snapshots of each checkpoint
-// (shards send them straight to it at the same BSP step, see
-// parameter_shard.hpp), writes them through storage's snapshot_store once all
-// shards' are in, and commits the checkpoint's manifest. Each snapshot is
-// decoded (validated) once, when it arrives; what the commit needs of it
-// (shard, step) travels beside the frame from then on. It runs detached, on a thread of its own, so
-// its blocking, fsync'ing writes never stall the actors that train. After a
-// commit it tells `job` (checkpoint_committed), which hands the snapshots to
-// the shard supervisor and lets workers truncate their replay logs. A failed
-// write leaves the previous checkpoint in force and is reported as a
-// job_event (checkpoint_failed, `failed` set); the checkpointer keeps that
-// checkpoint's snapshots and writes them again after a backoff (retry_min,
-// doubling to retry_max) until it commits or a newer checkpoint arrives
-// complete (which replaces it): workers paused by backpressure at its step
-// (worker_core.hpp) wait for exactly that commit. A restarted checkpointer
-// reopens the store (which removes what a crashed writer left) and continues
-// after the last committed checkpoint; the shards send it their newest
-// snapshots again.
+// The checkpointer actor commits checkpoints; it never carries their bytes.
+// Each shard writes its own snapshot file (parameter_shard.hpp) and reports
+// its part, a checkpoint_manifest_msg of one entry (file, length, CRC, and
+// the shard's snapshot step); once every shard's part of a checkpoint is in,
+// the checkpointer checks that each file is there and of its length and
+// writes the manifest through storage's snapshot_store, which commits the
+// checkpoint, then applies retention. After a commit it tells `job`
+// (checkpoint_committed, with a snapshot_ref per shard), which hands the refs
+// to the shard supervisor and lets workers truncate their replay logs. It
+// runs detached, on a thread of its own, so its fsyncs never stall the
+// actors that train.
+//
+// Failures: a shard that could not write its file says so
+// ((write_failed_atom, checkpoint, shard, step, reason)) and writes it again
+// after a backoff; a manifest that could not be written is written again by
+// the checkpointer (retry_min, doubling to retry_max) until it commits or a
+// newer checkpoint completes (which replaces it). Either is reported as a
+// job_event (checkpoint_failed, `failed` set) and leaves the previous
+// checkpoint in force: workers paused by backpressure at its step
+// (worker_core.hpp) wait for exactly that commit. A checkpoint that hears
+// nothing new from any shard for `incomplete_timeout` while parts are
+// missing is lost (reported as checkpoint_failed). A restarted checkpointer
+// reopens the store (which removes what a crashed writer left up to the
+// newest commit) and continues after the last committed checkpoint; the
+// shards report their newest parts to it again.
 //
 // It is described by one checkpointer_config, the same for one started in
 // this process and for one a node agent starts for another process
@@ -48,10 +55,10 @@ struct checkpointer_config {
   uint64_t keep_last = 3;
   uint32_t num_shards = 1;
   caf::actor job;
-  // A checkpoint still missing a shard's snapshot this long after its first
-  // one arrived is lost (the snapshot was): reported as checkpoint_failed.
+  // A checkpoint still missing a shard's part, with no news of it from any
+  // shard for this long, is lost: reported as checkpoint_failed.
   std::chrono::milliseconds incomplete_timeout{5000};
-  // After a failed write, the same checkpoint is written again after
+  // After a failed manifest write, the same manifest is written again after
   // retry_min, doubling with each failure up to retry_max.
   std::chrono::milliseconds retry_min{100};
   std::chrono::milliseconds retry_max{5000};
@@ -83,8 +90,9 @@ struct checkpoint_committed {
   uint64_t checkpoint = 0;
   uint64_t step = 0;                    // the newest shard step in it
   std::vector<committed_shard> shards;  // by shard index
-  // What writing it took the checkpointer (off the training path, but on
-  // the machine's cores): wall time, and CPU time of its thread.
+  // What writing it took (off the training path, but on the machine's
+  // cores): the slowest shard's file write plus the manifest's, wall time;
+  // CPU time of the writing threads, all shards' and the checkpointer's.
   int64_t write_us = 0;
   int64_t write_cpu_us = 0;
 };

@@ -6,9 +6,12 @@
 // job's link faults act; nothing here knows of them.
 #include "actors/ps/parameter_shard.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -18,6 +21,7 @@
 #include "actors/core/crash.hpp"
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/faults/link_ends.hpp"
+#include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -75,9 +79,19 @@ struct shard_state {
   last_reply replied;
   std::deque<pending_pull> pulls;  // waiting for the consistency rule
   uint64_t snapshot_every = 0;
-  uint64_t last_snapshot_id = 0;  // the restored or last sent checkpoint id
+  uint64_t last_snapshot_id = 0;  // the restored or last taken checkpoint id
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
-  std::optional<shard_snapshot_msg> newest;  // the last periodic snapshot taken
+  caf::actor writer;              // its snapshot_writer (with snapshot_every)
+  // The newest periodic snapshot taken and not yet written (let go once its
+  // file is durable), and the part of the newest one written.
+  std::optional<shard_snapshot_msg> newest;
+  uint64_t newest_id = 0, newest_step = 0;
+  std::optional<checkpoint_manifest_msg> written;
+  uint64_t written_id = 0;
+  uint32_t write_failures = 0;  // in a row, for the backoff
+  std::chrono::milliseconds retry_min{100};
+  std::chrono::milliseconds retry_max{5000};
+  std::mt19937_64 tags{std::random_device{}()};  // file name tags (snapshot_writer.hpp)
   // Where the periodic snapshots' memory comes from and returns to, so each
   // reuses the pages of one superseded before it (no fresh page faults).
   std::shared_ptr<buffer_pool> snapshot_memory = snapshot_pool();
@@ -162,15 +176,69 @@ void serve_pulls(shard_actor* self) {
   }
 }
 
-// Sends the newest snapshot to the checkpointer.
-void send_snapshot(shard_actor* self) {
+// Reports the newest written part to the checkpointer.
+void send_part(shard_actor* self) {
   auto& st = self->state;
-  if (!st.checkpointer || !st.newest)
+  if (!st.checkpointer || !st.written)
     return;
-  st.links.send(self, "checkpointer", st.checkpointer, msg_kind::snapshot, *st.newest);
+  st.links.send(self, "checkpointer", st.checkpointer, msg_kind::snapshot, *st.written);
 }
 
-// Sends a snapshot whenever the progress clock enters a new multiple of
+checkpoint_manifest_msg part_of(uint64_t checkpoint, uint64_t step, const manifest_entry& e, const run_identity& run) {
+  return build<schema::CheckpointManifest>(32 + e.file.size() / 8, [&](schema::CheckpointManifest::Builder b) {
+    b.setCheckpoint(checkpoint);
+    b.setStep(step);
+    b.setRunId(run.run_id);
+    b.setConfigHash(run.config_hash);
+    auto shards = b.initShards(1);
+    shards[0].setShard(e.shard);
+    shards[0].setFile(e.file);
+    shards[0].setBytes(e.bytes);
+    shards[0].setCrc32c(e.crc32c);
+    shards[0].setWriteMicros(e.write_us);
+    shards[0].setWriteCpuMicros(e.write_cpu_us);
+  });
+}
+
+void write_newest(shard_actor* self);
+
+// The write of checkpoint `id` (at `step`) failed: the checkpointer hears
+// why, and the snapshot is written again after the backoff unless a newer
+// one has replaced it by then.
+void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::error& err) {
+  auto& st = self->state;
+  if (st.checkpointer)
+    self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step, describe(err));
+  auto wait = st.retry_min * (1u << std::min<uint32_t>(st.write_failures, 16));
+  ++st.write_failures;
+  self->delayed_send(self, std::min(wait, st.retry_max), retry_atom::value, id);
+}
+
+// Hands the newest snapshot to the writer; once its file is durable the
+// snapshot is let go and its part reported.
+void write_newest(shard_actor* self) {
+  auto& st = self->state;
+  if (!st.newest || !st.writer)
+    return;
+  auto id = st.newest_id;
+  auto step = st.newest_step;
+  self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.tags())
+    .then(
+      [self, id, step](const manifest_entry& e) {
+        auto& st = self->state;
+        st.write_failures = 0;
+        if (st.newest && st.newest_id == id)
+          st.newest.reset();
+        if (st.written && st.written_id > id)
+          return;  // a newer one was written first
+        st.written = part_of(id, step, e, st.run);
+        st.written_id = id;
+        send_part(self);
+      },
+      [self, id, step](caf::error& err) { write_failed(self, id, step, err); });
+}
+
+// Takes a snapshot whenever the progress clock enters a new multiple of
 // snapshot_every. Under BSP that is exactly the step boundary, so every
 // shard of a checkpoint holds the same step.
 void maybe_snapshot(shard_actor* self) {
@@ -185,11 +253,20 @@ void maybe_snapshot(shard_actor* self) {
   if (!snap)
     return;
   st.newest = std::move(*snap);
-  send_snapshot(self);
+  st.newest_id = id;
+  st.newest_step = st.core.progress_clock();
+  write_newest(self);
+}
+
+// The backoff after a failed write of checkpoint `id` has passed.
+void write_again(shard_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (st.newest && st.newest_id == id)
+    write_newest(self);
 }
 
 // The checkpointer's name changed hands: a new incarnation gets the newest
-// snapshot again (its predecessor may have died before writing it).
+// part again (its predecessor may have died before committing it).
 void on_checkpointer(shard_actor* self, const supervision::directory_update& u) {
   auto& st = self->state;
   if (u.name != "checkpointer")
@@ -201,7 +278,7 @@ void on_checkpointer(shard_actor* self, const supervision::directory_update& u) 
   if (st.checkpointer == u.handle)
     return;
   st.checkpointer = u.handle;
-  send_snapshot(self);
+  send_part(self);
 }
 
 // A push: the core applies it (or refuses it, saying why) and the ack says
@@ -280,6 +357,7 @@ caf::behavior shard_behavior(shard_actor* self) {
     },
     [self](const supervision::directory_update& u) { on_checkpointer(self, u); },
     [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
+    [self](retry_atom, uint64_t id) { write_again(self, id); },
     [](crash_atom) { throw std::runtime_error("injected exception"); },
   };
 }
@@ -293,41 +371,80 @@ table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed)
   };
 }
 
-caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
-                                                parameter_shard_env env) {
-  std::optional<shard_core> core;
+namespace {
+
+// The shard's starting core: from the first of cfg.restore_from whose file
+// validates, else from cfg.snapshot, else fresh.
+caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env) {
+  if (!cfg.restore_from.empty()) {
+    auto io = env.io ? env.io : posix_io();
+    // Read into memory given back at once: the core holds the state.
+    auto pool = buffer_pool::create(0, 0);
+    std::string why;
+    for (auto& ref : cfg.restore_from) {
+      auto snap = read_snapshot_ref(*io, ref, *pool);
+      auto restored = snap ? restore_shard(cfg.core, snap->root(), verify_mode::structure, env.table_rows)
+                           : caf::expected<shard_core>(snap.error());
+      if (restored)
+        return restored;
+      why += (why.empty() ? "" : "; ") + ("checkpoint " + std::to_string(ref.checkpoint) + ": ") +
+             describe(restored.error());
+    }
+    auto none = "shard " + std::to_string(cfg.core.shard) + " has no snapshot to restore from: " + why;
+    if (cfg.initial_dense.size() != cfg.core.dense.size())
+      return make_error(errc::damaged_snapshot, none);
+    // As a supervisor does when no snapshot validates: a fresh start (whose
+    // missing pushes then call for a rollback), said loudly.
+    std::fprintf(stderr, "keel: %s; starting fresh\n", none.c_str());
+  }
   if (!cfg.snapshot.empty()) {
     auto snap = decode(cfg.snapshot);
     if (!snap)
       return snap.error();
-    auto restored = restore_shard(cfg.core, snap->root(),
-                                  env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums,
-                                  env.table_rows);
-    if (!restored)
-      return restored.error();
-    core.emplace(std::move(*restored));
-  } else {
-    auto fresh = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
-    if (!fresh)
-      return fresh.error();
-    core.emplace(std::move(*fresh));
+    return restore_shard(cfg.core, snap->root(),
+                         env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums,
+                         env.table_rows);
   }
+  return shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
+}
+
+}  // namespace
+
+caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
+                                                parameter_shard_env env) {
   auto every = cfg.snapshot_every_steps;
+  if (every > 0 && cfg.directory && cfg.checkpoint_dir.empty())
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.core.shard) +
+                                                " takes snapshots every " + std::to_string(every) +
+                                                " steps but has no checkpoint directory to write them to");
+  auto core = starting_core(cfg, env);
+  if (!core)
+    return core.error();
   auto directory = cfg.directory;
   auto faults = env.faults;
   auto epoch = cfg.epoch;
   run_identity run{cfg.run_id, cfg.config_hash, {}};
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch,
-                    run](shard_actor* self) mutable {
+  auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
+  auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
+  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch, run,
+                    writer, retry](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->state.epoch = epoch;
     self->state.run = run;
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
+    self->state.writer = writer;
+    self->state.retry_min = retry.first;
+    self->state.retry_max = retry.second;
+    // The writer ends with its shard, however the shard ends.
+    if (writer)
+      self->attach_functor([writer](const caf::error&) {
+        caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+      });
     // A restored shard has its checkpoint already; do not send it again.
     if (every > 0)
       self->state.last_snapshot_id = self->state.core.progress_clock() / every;
-    if (every > 0 && directory)
+    if (writer)
       self->send(directory, supervision::watch_atom::value, std::string("checkpointer"));
     auto& cfg = self->state.core.config();
     self->state.links = link_ends(faults, to_string(actor_id::shard(cfg.shard)), "worker:", cfg.num_workers);

@@ -10,13 +10,27 @@
 //   (fence_atom, epoch)       -> nothing; a newer epoch than its own stops it
 //   (params_atom)             -> shard_snapshot_msg (the final read-out;
 //                                its tables as digests, not rows)
-// Every `snapshot_every_steps` complete BSP steps it sends a snapshot, taken
-// at that step boundary, straight to the checkpointer, so every shard of a
-// checkpoint holds the same step. It finds the checkpointer by watching its
-// name in `directory`; it keeps its newest snapshot and sends it again to a
-// new checkpointer incarnation (the old one may have died holding it), and
-// holds it while no checkpointer is up. It starts from `snapshot` when given
-// one (a restart; the caller has validated it), else from `initial_dense`.
+// Every `snapshot_every_steps` complete BSP steps it takes a snapshot at
+// that step boundary (so every shard of a checkpoint holds the same step)
+// and writes it itself into `checkpoint_dir` through its snapshot_writer
+// (snapshot_writer.hpp: its own thread, on this shard's node); then it
+// reports the file (name, length, CRC: its part of the checkpoint, a
+// checkpoint_manifest_msg of one entry) to the checkpointer, which commits
+// the manifest once every shard's part is in. No snapshot bytes leave the
+// shard's process, and once the file is durable the shard lets its snapshot
+// go. A failed write is reported ((write_failed_atom, checkpoint, shard,
+// step, reason)) and tried again after a backoff (retry_min, doubling up to
+// retry_max) while no newer snapshot replaces it. It finds the checkpointer
+// by watching its name in `directory` and reports its newest written part
+// again to a new checkpointer incarnation.
+// It starts from the first of `restore_from` (newest first) whose file
+// validates (read on this shard's node: every CRC, the very file
+// committed, run and configuration), or from `snapshot` (bytes in memory,
+// validated by the caller), else from `initial_dense`. When no candidate of
+// restore_from validates it starts from `initial_dense` if given (as a
+// supervisor does when no snapshot validates: the workers' logs then call
+// for a rollback), naming each file and why on stderr; else the spawn
+// fails with that text.
 // Pushes, pulls and status requests arrive, and acks, pull replies and
 // snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
 // where the job's link faults, if any, act.
@@ -34,6 +48,7 @@
 // faults, which stay in the job's process, are the parameter_shard_env
 // beside it.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +62,7 @@
 #include "actors/core/shard_core.hpp"
 #include "messages/protocol.hpp"
 #include "messages/wire_bits.hpp"
+#include "storage/checkpoint_files.hpp"
 
 namespace keel {
 
@@ -57,8 +73,12 @@ struct parameter_shard_config {
   shard_config core;                 // the shard_core's keys, rule and optimizer
   std::vector<float> initial_dense;  // core.dense.size() values, used without a snapshot
   shard_snapshot_msg snapshot;       // restart from this snapshot when not empty
+  std::vector<snapshot_ref> restore_from;  // else from the first of these that validates
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
+  std::string checkpoint_dir;        // where it writes its snapshots (needed with snapshot_every_steps)
+  std::chrono::milliseconds retry_min{100};  // the backoff after a failed write
+  std::chrono::milliseconds retry_max{5000};
   // The job's seed: with tables, a row's initial value is the model's
   // initial_rows(seed, table, key); a node binds its row source to it.
   uint64_t seed = 0;
@@ -76,6 +96,7 @@ struct parameter_shard_env {
   // restore skips that pass. Never set for bytes from another process.
   bool snapshot_crcs_checked = false;
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
+  std::shared_ptr<file_io> io;          // the file system it reads and writes (null: the real one)
   // The model's initial rows bound to the job's seed: needed (and only
   // used) when the shard's config has embedding tables.
   table_row_source table_rows;
@@ -90,13 +111,25 @@ table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed)
 caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
                                                 parameter_shard_env env = {});
 
-// The field order is the wire format; the initial values cross as their
+// The field orders are the wire format; the initial values cross as their
 // bits (messages/wire_bits.hpp).
+template <class I>
+typename I::result_type inspect(I& f, manifest_entry& x) {
+  return f(caf::meta::type_name("keel.manifest_entry"), x.shard, x.file, x.bytes, x.crc32c, x.write_us,
+           x.write_cpu_us);
+}
+
+template <class I>
+typename I::result_type inspect(I& f, snapshot_ref& x) {
+  return f(caf::meta::type_name("keel.snapshot_ref"), x.dir, x.checkpoint, x.step, x.entry, x.run_id,
+           x.config_hash);
+}
+
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.snapshot_every_steps, x.directory, x.seed,
-           x.epoch, x.run_id, x.config_hash);
+           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.restore_from, x.snapshot_every_steps,
+           x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.seed, x.epoch, x.run_id, x.config_hash);
 }
 
 }  // namespace keel

@@ -23,10 +23,13 @@ namespace {
 using tp = std::chrono::steady_clock::time_point;
 
 committed_shard part(uint32_t shard, uint64_t step) {
-  auto m = build<schema::SnapshotRequest>(8, [&](schema::SnapshotRequest::Builder b) {
-    b.setCheckpoint(step);
-  });
-  return {shard, step, m.frame()};
+  snapshot_ref ref;
+  ref.dir = "/ckpt";
+  ref.checkpoint = step / 10;
+  ref.step = step;
+  ref.entry.shard = shard;
+  ref.entry.file = "shard-" + std::to_string(shard) + "-step-" + std::to_string(step);
+  return {shard, step, ref};
 }
 
 // Hooks that remember what the driver asked for.
@@ -83,6 +86,8 @@ TEST_CASE("a committed checkpoint's snapshots are what a shard restarts from, ne
   REQUIRE(s.size() == 2);  // the last two are kept
   CHECK(s[0].label == "checkpoint-3");
   CHECK(s[1].label == "checkpoint-2");
+  REQUIRE(s[1].as<snapshot_ref>());
+  CHECK(s[1].as<snapshot_ref>()->entry.file == "shard-1-step-19");
   c.rolled_back(10);
   CHECK(c.snapshots()->for_shard(0).empty());
   CHECK(c.window() == 30);

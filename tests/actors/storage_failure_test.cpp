@@ -143,7 +143,7 @@ TEST_CASE("checkpoints lost while the workers are paused fail the job at the sto
   auto why = describe(r.error());
   CAPTURE(why);
   CHECK(has(why, "past the storage deadline of 1.0 s"));
-  CHECK(has(why, "lost, only shard(s) 1 of 2 sent a snapshot"));
+  CHECK(has(why, "lost, only shard(s) 1 of 2 reported a written snapshot"));
 }
 
 TEST_CASE("50 identical checkpoint failures reach the timeline as 3 events: the first, the 10th, the total") {
@@ -170,6 +170,10 @@ TEST_CASE("failure_series folds digits, summarises at 10^k and ends with the tot
   for (int i = 1; i <= 1000; ++i)
     shown += s.failed("checkpoint " + std::to_string(i) + ": disk full", i).size();
   CHECK(shown == 4);  // 1, 10, 100, 1000
+  // A shard's file names carry a hex tag: words holding a digit fold whole.
+  CHECK(failure_series::key_of("ckpt-00000000000000000003.shard-0.1f2e3d4c5b6a7988.snap: disk full") ==
+        failure_series::key_of("ckpt-00000000000000000004.shard-1.ffee0000aabb1234.snap: disk full"));
+  CHECK(failure_series::key_of("disk full") != failure_series::key_of("disk fill"));
   auto other = s.failed("checkpoint 1001: read-only", 1001);
   REQUIRE(other.size() == 2);  // the old series' total, the new one's first
   CHECK(other[0].count == 1000);

@@ -2,9 +2,11 @@
 // coordinator: actors spawned across processes, every shard message type
 // crossing the process boundary, and the cluster secret and frame checks.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include <caf/io/all.hpp>
 
@@ -25,8 +27,24 @@ namespace {
 
 constexpr auto patience = 10s;
 
+// Where the probe shards write their snapshots: absolute, as a node demands.
+const std::filesystem::path& checkpoint_dir() {
+  struct owned {
+    std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("keel-node-spawn-" + std::to_string(::getpid()));
+    owned() { std::filesystem::create_directories(path); }
+    ~owned() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const owned dir;
+  return dir.path;
+}
+
 parameter_shard_config probe_shard(const caf::actor& directory) {
   parameter_shard_config s;
+  s.checkpoint_dir = checkpoint_dir().string();
   s.core.shard = 0;
   s.core.num_workers = 1;
   s.core.dense = {0, 4};
@@ -131,15 +149,25 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   self->request(*shard, patience, snap_req)
     .receive([&](const shard_snapshot_msg& m) { CHECK(decode(m)); }, [&](caf::error& e) { FAIL(describe(e)); });
 
-  // The periodic snapshot reaches the sink in this process; a shard restarted
-  // from it on the other node serves the same values.
-  shard_snapshot_msg periodic;
-  sink->receive([&](const shard_snapshot_msg& m) { periodic = m; },
-                caf::after(patience) >> [] { FAIL("no periodic snapshot reached the coordinator's sink"); });
-  REQUIRE(decode(periodic));
+  // The shard writes its periodic snapshot itself and reports its part (a
+  // manifest of one entry) to the sink in this process; a shard restarted
+  // from that file on the other node serves the same values.
+  checkpoint_manifest_msg part;
+  sink->receive([&](const checkpoint_manifest_msg& m) { part = m; },
+                caf::after(patience) >> [] { FAIL("no part of a checkpoint reached the coordinator's sink"); });
+  auto d = decode(part);
+  REQUIRE(d);
+  REQUIRE(d->root().getShards().size() == 1);
+  auto e = d->root().getShards()[0];
+  snapshot_ref ref{checkpoint_dir().string(), d->root().getCheckpoint(), d->root().getStep(),
+                   manifest_entry{e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(), 0, 0}, "", ""};
+  CHECK(ref.checkpoint == 1);
+  CHECK(std::filesystem::file_size(checkpoint_dir() / ref.entry.file) == ref.entry.bytes);
   auto restart = probe_shard(caf::actor{});
   restart.initial_dense.clear();
-  restart.snapshot = periodic;
+  auto damaged = ref;
+  damaged.entry.crc32c ^= 1;  // not the file committed: refused, and the next candidate is read
+  restart.restore_from = {damaged, ref};
   auto shard2 = spawn_on(h2, make_spawn_request(restart), patience);
   REQUIRE_MESSAGE(shard2, describe(shard2.error()));
   CHECK(to_string(shard2->node()) == n2->node_id());

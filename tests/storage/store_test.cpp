@@ -173,8 +173,86 @@ TEST_CASE("store file names parse back exactly and foreign names are not the sto
   REQUIRE(t);
   CHECK(t->kind == store_file_kind::temporary);
   CHECK(t->checkpoint == 3);
+  // A shard's own write carries a tag of 16 hex digits.
+  auto tagged = snapshot_name(7, 2, 0x1f2e3d4c5b6a7988ull);
+  CHECK(tagged == "ckpt-00000000000000000007.shard-2.1f2e3d4c5b6a7988.snap");
+  auto g = parse_store_file_name(tagged);
+  REQUIRE(g);
+  CHECK(g->kind == store_file_kind::snapshot);
+  CHECK(g->checkpoint == 7);
+  CHECK(g->shard == 2);
+  auto gt = parse_store_file_name(tagged + ".tmp-99-w1");
+  REQUIRE(gt);
+  CHECK(gt->kind == store_file_kind::temporary);
   for (std::string bad : {"README", "ckpt-1.manifest", "ckpt-00000000000000000001.shard-01.snap",
                           "ckpt-00000000000000000001.shard-.snap", "ckpt-00000000000000000001.snap",
-                          "ckpt-99999999999999999999.manifest", "x.tmp-1"})
+                          "ckpt-99999999999999999999.manifest", "x.tmp-1",
+                          "ckpt-00000000000000000001.shard-1.1f2e3d4c5b6a798.snap",     // 15 digits
+                          "ckpt-00000000000000000001.shard-1.1F2E3D4C5B6A7988.snap",    // upper case
+                          "ckpt-00000000000000000001.shard-1.1f2e3d4c5b6a798g.snap",    // not hex
+                          "ckpt-00000000000000000001.shard-1..snap"})
     CHECK_MESSAGE(!parse_store_file_name(bad), bad);
+}
+
+TEST_CASE("a commit accepts shards' tagged files, refuses a file of another shard or checkpoint, and a ref reads the file back validated") {
+  temp_dir dir;
+  auto store = open_store(dir.path(), 3);
+  auto io = posix_io();
+  std::vector<manifest_entry> entries;
+  for (uint32_t shard = 0; shard < 2; ++shard) {
+    auto e = write_snapshot_file(*io, dir.path(), snapshot_name(1, shard, 0xabcdef0123456789ull + shard),
+                                 sample_snapshot(1, shard), "test-1");
+    REQUIRE_MESSAGE(e, describe(e.error()));
+    entries.push_back(*e);
+  }
+  checkpoint_manifest wrong{1, 10, 0, {entries[1], entries[1]}, {}};
+  wrong.shards[0].shard = 0;  // shard 0's entry names shard 1's file
+  auto refused = store->commit(wrong);
+  REQUIRE(!refused);
+  CHECK_MESSAGE(describe(refused.error()).find("not a snapshot file of shard 0 in checkpoint 1") != std::string::npos,
+                describe(refused.error()));
+  auto done = store->commit({1, 10, 0, entries, {}});
+  REQUIRE_MESSAGE(done, describe(done.error()));
+  auto m = store->manifest(1);
+  REQUIRE(m);
+  auto refs = refs_of(dir.path(), *m);
+  REQUIRE(refs.size() == 2);
+  auto back = read_snapshot_ref(*io, refs[1], *buffer_pool::process_default());
+  REQUIRE_MESSAGE(back, describe(back.error()));
+  CHECK(back->root().getShard() == 1);
+  auto other = refs[1];
+  other.entry.crc32c ^= 1;  // not the file committed
+  auto bad = read_snapshot_ref(*io, other, *buffer_pool::process_default());
+  REQUIRE(!bad);
+  CHECK(is(bad.error(), errc::damaged_snapshot));
+  CHECK_MESSAGE(describe(bad.error()).find("is not the file ckpt-00000000000000000001.manifest committed") !=
+                  std::string::npos,
+                describe(bad.error()));
+  auto latest = store->latest_verified();
+  REQUIRE_MESSAGE(latest, describe(latest.error()));
+  CHECK(latest->manifest.checkpoint == 1);
+  CHECK(latest->skipped.empty());
+}
+
+TEST_CASE("with shards writing their own files, opening the store leaves the files of checkpoints newer than the newest commit") {
+  temp_dir dir;
+  {
+    auto store = open_store(dir.path(), 3);
+    commit_sample(*store, 1);
+  }
+  auto io = posix_io();
+  auto older = snapshot_name(1, 0, 0x1111111111111111ull);  // a stale rewrite of committed checkpoint 1
+  auto newer = snapshot_name(2, 0, 0x2222222222222222ull);  // a shard's write of the next checkpoint
+  for (auto& name : {older, newer})
+    REQUIRE(write_snapshot_file(*io, dir.path(), name, sample_snapshot(name == older ? 1 : 2, 0), "t"));
+  store_options shards_write;
+  shards_write.shards_write = true;
+  auto opened = snapshot_store::open(dir.path(), shards_write);
+  REQUIRE(opened);
+  CHECK(fs::exists(dir.path() / newer));
+  CHECK(fs::exists(dir.path() / older));  // of a kept checkpoint: goes when checkpoint 1 does
+  opened->reset();
+  auto sole = snapshot_store::open(dir.path(), {});  // one writing process: nothing uncommitted survives
+  REQUIRE(sole);
+  CHECK(!fs::exists(dir.path() / newer));
 }

@@ -1,0 +1,60 @@
+#include "actors/ps/snapshot_writer.hpp"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "actors/core/atoms.hpp"
+#include "storage/store_layout.hpp"
+
+namespace keel {
+
+namespace {
+
+int64_t thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+// Temporary names unique in this process (and, with the pid, on this host).
+std::string next_tmp_tag() {
+  static std::atomic<uint64_t> counter{0};
+  return std::to_string(::getpid()) + "-w" + std::to_string(++counter);
+}
+
+caf::result<manifest_entry> write_one(file_io& io, const std::string& dir, const shard_snapshot_msg& snap,
+                                      uint64_t tag) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto cpu0 = thread_cpu_us();
+  auto entry = write_snapshot_file(io, dir, snap, next_tmp_tag(),
+                                   [&](schema::ShardSnapshot::Reader s) -> caf::expected<std::string> {
+                                     return snapshot_name(s.getCheckpoint(), s.getShard(), tag);
+                                   });
+  if (!entry)
+    return std::move(entry.error());
+  entry->write_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
+  entry->write_us = static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  return *entry;
+}
+
+}  // namespace
+
+caf::actor spawn_snapshot_writer(caf::actor_system& sys, std::string dir, std::shared_ptr<file_io> io) {
+  if (!io)
+    io = posix_io();
+  return sys.spawn<caf::detached>([dir = std::move(dir), io](caf::event_based_actor*) -> caf::behavior {
+    return {
+      [dir, io](write_atom, const shard_snapshot_msg& snap, uint64_t tag) {
+        return write_one(*io, dir, snap, tag);
+      },
+    };
+  });
+}
+
+}  // namespace keel
