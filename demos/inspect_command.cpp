@@ -47,7 +47,10 @@ std::string utc_time(int64_t unix_ms) {
 
 void print_shard(std::ostream& out, const snapshot_summary& s) {
   out << "  shard " << s.shard << "  " << s.file << "  " << human_bytes(s.file_bytes) << "  step "
-      << s.step << "  version " << s.shard_version << "  workers " << s.workers << "\n";
+      << s.step << "  version " << s.shard_version << "  workers " << s.workers;
+  if (s.write_us > 0)
+    out << "  written in " << (s.write_us + 500) / 1000 << " ms";
+  out << "\n";
   for (auto& t : s.tensors)
     out << "    tensor  " << t.name << "  " << dtype_name(t.dtype) << " " << shape_text(t.shape)
         << "  " << human_bytes(t.bytes) << " in " << t.chunks << " chunk"

@@ -34,7 +34,7 @@ caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p
                                                   buffer_pool& pool, verify_mode mode,
                                                   manifest_entry* as_recorded) {
   bool crcs = mode == verify_mode::checksums;
-  auto contents = read_sealed(io, p, snapshot_file_magic, pool, crcs);
+  auto contents = read_sealed(io, p, snapshot_file_magic, pool, crcs || mode == verify_mode::payload);
   if (!contents)
     return std::move(contents.error());
   auto snap = decode<schema::ShardSnapshot>(contents->message, snapshot_limits());

@@ -28,6 +28,10 @@ using stored_snapshot = decoded<schema::ShardSnapshot>;
 enum class verify_mode {
   structure,  // header, length and schema; skips the payload and tensor CRCs
   checksums,  // everything, every CRC included (the default for restores)
+  // A file's every byte, once: the payload CRC (which covers the tensors'
+  // bytes too) and the schema, not the tensors' own CRCs again. What a
+  // shard restoring from its own file needs.
+  payload,
 };
 
 // One shard's snapshot file as the manifest records it.

@@ -19,6 +19,7 @@ snapshot_summary summarize(const stored_snapshot& snap, const manifest_entry& e)
   out.shard = r.getShard();
   out.file = e.file;
   out.file_bytes = e.bytes;
+  out.write_us = e.write_us;
   out.step = r.getStep();
   out.shard_version = r.getShardVersion();
   out.run_id = r.getRunId().cStr();

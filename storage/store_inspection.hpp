@@ -34,6 +34,7 @@ struct snapshot_summary {
   uint64_t step = 0;
   uint64_t shard_version = 0;
   size_t workers = 0;  // entries in applied[]
+  uint64_t write_us = 0;  // what writing the file took its shard (0: not recorded)
   std::string run_id;  // the run that took it (empty: a keel from before run ids)
   std::vector<tensor_summary> tensors;
   std::vector<std::pair<std::string, uint64_t>> sections;  // name, bytes

@@ -38,23 +38,15 @@ namespace keel {
 
 namespace {
 
-// Accepts a snapshot ref only if this shard could restore from its file.
-// In one process (`full`) that is every check the restore makes: the file
-// is read here, one at a time, and let go (the shard reads it again, from
-// the page cache). Where shards run on other nodes the coordinator reads
-// no snapshot bytes: it checks that the file is there with the length
-// committed, and the shard on its node checks the rest, falling back to
-// older refs itself (spawn_parameter_shard).
-supervision::snapshot_validator shard_validator(std::shared_ptr<file_io> io, const shard_config& cfg, bool full) {
-  return [io, cfg, full](const supervision::snapshot& s) -> caf::error {
+// Accepts a snapshot ref whose file is there with the length committed. The
+// coordinator reads no snapshot bytes: the shard reads its file (every
+// byte's CRC, the very file committed, its run and layout) and falls back
+// to the older refs itself (spawn_parameter_shard), on its node.
+supervision::snapshot_validator shard_validator(std::shared_ptr<file_io> io) {
+  return [io](const supervision::snapshot& s) -> caf::error {
     auto ref = s.as<snapshot_ref>();
     if (!ref)
       return make_error(errc::damaged_snapshot, "not a shard snapshot ref");
-    if (full) {
-      auto pool = buffer_pool::create(0, 0);
-      auto snap = read_snapshot_ref(*io, *ref, *pool);
-      return snap ? check_shard_snapshot(cfg, snap->root()) : snap.error();
-    }
     auto f = io->open(std::filesystem::path(ref->dir) / ref->entry.file);
     if (!f)
       return make_error(errc::damaged_snapshot, ref->entry.file + ": " + describe(f.error()));
@@ -109,7 +101,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto placement = j.cfg.placement;
   auto epochs = j.shard_epochs;
   auto run = j.run.identity;
-  auto validate = shard_validator(io ? io : posix_io(), cfg, !placement);
+  auto validate = shard_validator(io ? io : posix_io());
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;

@@ -378,11 +378,12 @@ namespace {
 caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env) {
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
-    // Read into memory given back at once: the core holds the state.
-    auto pool = buffer_pool::create(0, 0);
     std::string why;
     for (auto& ref : cfg.restore_from) {
-      auto snap = read_snapshot_ref(*io, ref, *pool);
+      // Every byte of the file checked once (its payload CRC), into the
+      // process's pool of buffers, whose mapped pages spare a restore the
+      // page faults of fresh memory (CAF017.md); the core copies the state.
+      auto snap = read_snapshot_ref(*io, ref, *buffer_pool::process_default(), verify_mode::payload);
       auto restored = snap ? restore_shard(cfg.core, snap->root(), verify_mode::structure, env.table_rows)
                            : caf::expected<shard_core>(snap.error());
       if (restored)

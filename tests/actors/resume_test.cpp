@@ -373,6 +373,9 @@ TEST_CASE("resume refuses a directory into which another run's checkpoint was co
   CHECK_MESSAGE(out.find("run " + theirs) != std::string::npos, out);
   CHECK(out.find("FOREIGN: of run " + mine) != std::string::npos);
   CHECK_MESSAGE(number_after(out, "damaged, ") >= 1, out);  // its own, against the newest (copied) one
+  // The shards wrote their own files, tagged, and the manifests record how long each write took.
+  CHECK_MESSAGE(out.find(".shard-0.") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("written in ") != std::string::npos, out);
 }
 
 TEST_CASE("resume refuses checkpoints without a run identity (a keel from before run ids), saying so") {
