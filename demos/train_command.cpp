@@ -43,6 +43,7 @@ struct train_flags {
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
   std::string mix_text = "all";
   std::string scorers = "workers";
+  std::string combine = "sum";
   uint64_t random_seed = 0;
   double fault_rate = 2.0;
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
@@ -64,6 +65,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
     ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20),
      "examples per worker step (ctr-lr, ctr-fm: 128, so that 2 workers make the plain trainer's 256)")
+    ("combine", text_flag(&f.combine, "HOW"),
+     "how a step's workers' gradients combine: sum (each worker's batch mean, added) | mean (the gradient "
+     "of all the step's examples as one batch, as a single trainer of batch workers x batch computes it; "
+     "ctr-lr, ctr-fm: mean)")
     ("epochs", number_flag<uint64_t>(&f.epochs, "N", 1, 1000000, false),
      "passes over the training set (default: 5 for mnist-mlp, 1 for the others)")
     ("steps", number_flag<uint64_t>(&f.steps, "N", 1, uint64_t{1} << 40, false),
@@ -123,7 +128,10 @@ std::string resume_dir_in(const args& given) {
 
 // The click-log models' own defaults, for the flags not given: AdaGrad (the
 // rate default_lr gives them is AdaGrad's), the plain trainer's batch over 2
-// workers, and checkpoints far enough apart for tables of millions of rows.
+// workers whose gradients are averaged (so that a step is the plain
+// trainer's step of batch 256: summed, they would be twice its gradient,
+// which under AdaGrad is a quarter of its initial accumulator), and
+// checkpoints far enough apart for tables of millions of rows.
 void apply_model_defaults(train_flags& f, const po::variables_map& vm) {
   if (f.choices.model != "ctr-lr" && f.choices.model != "ctr-fm")
     return;
@@ -132,6 +140,8 @@ void apply_model_defaults(train_flags& f, const po::variables_map& vm) {
     f.choices.optimizer = "adagrad";
   if (!given("batch"))
     f.cfg.training.batch_size = 128;
+  if (!given("combine"))
+    f.combine = "mean";
   if (!given("checkpoint-every"))
     f.cfg.checkpoints.every = 500;
 }
@@ -263,6 +273,10 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
     return status;
   if (auto status = add_planned_faults(f, cfg))
     return status;
+  auto combine = parse_gradient_combine(f.combine);
+  if (!combine)
+    return usage_error(f.command, "--combine", error_text(combine.error()));
+  cfg.training.combine = *combine;
   if (f.scorers != "workers" && f.scorers != "coordinator")
     return usage_error(f.command, "--scorers", "'" + f.scorers + "': say workers or coordinator");
   cfg.evaluation.on_workers = f.scorers == "workers";
@@ -323,6 +337,7 @@ void announce(const train_flags& f, bool quiet) {
     std::cout << "keel train: " << f.choices.model << ", " << cfg.training.shards << " shards, " << cfg.training.workers
               << " workers, " << to_string(cfg.training.rule) << ", " << to_string(cfg.training.optimizer.kind)
               << " lr " << cfg.training.optimizer.lr << ", " << cfg.training.steps << " steps of batch " << cfg.training.batch_size
+              << (cfg.training.combine == gradient_combine::mean ? " (the workers' gradients averaged)" : "")
               << ", checkpoints in " << f.checkpoint_dir << std::endl;
   if (cfg.checkpoints.every == 0) {
     // Every push stays in its worker's replay log: say how much that is.

@@ -22,6 +22,19 @@ caf::expected<optimizer_kind> parse_optimizer(const std::string& name) {
                     "unknown optimizer '" + name + "' (expected sgd, momentum, adagrad or adam)");
 }
 
+caf::expected<gradient_combine> parse_gradient_combine(const std::string& name) {
+  if (name == "sum")
+    return gradient_combine::sum;
+  if (name == "mean")
+    return gradient_combine::mean;
+  return make_error(errc::invalid_argument,
+                    "unknown way to combine the workers' gradients '" + name + "' (expected sum or mean)");
+}
+
+const char* to_string(gradient_combine c) {
+  return c == gradient_combine::mean ? "mean" : "sum";
+}
+
 const char* to_string(optimizer_kind k) {
   switch (k) {
     case optimizer_kind::sgd: return "sgd";
@@ -61,15 +74,18 @@ prepared_update prepare_update(const optimizer_config& c, uint64_t t) {
 
 namespace {
 
-// The rules over any gradient source: G(i) is the gradient of parameter i.
-// One streaming pass over p (and the slots) each; the compiler vectorises
-// both sources (a float array, or little-endian floats in a message's bytes
-// read with memcpy).
+// The rules over any gradient source: G(i) is the gradient of parameter i,
+// which the rule takes times gradient_scale (x 1 is exact: a scale of 1
+// changes no bit). One streaming pass over p (and the slots) each; the
+// compiler vectorises both sources (a float array, or little-endian floats
+// in a message's bytes read with memcpy).
 template <class G>
 void update(const prepared_update& u, float* __restrict__ p, float* __restrict__ s1,
-            float* __restrict__ s2, G g, size_t n) {
+            float* __restrict__ s2, G g_in, size_t n) {
   const optimizer_config& c = u.config;
   const float lr = c.lr;
+  const float scale = c.gradient_scale;
+  auto g = [&g_in, scale](size_t i) { return g_in(i) * scale; };
   switch (c.kind) {
     case optimizer_kind::sgd:
       for (size_t i = 0; i < n; ++i)

@@ -22,10 +22,13 @@ template <class I>
 typename I::result_type inspect(I& f, optimizer_config& x) {
   using wire::bits;
   return f(caf::meta::type_name("keel.optimizer_config"), x.kind, bits(x.lr), bits(x.momentum), bits(x.beta1),
-           bits(x.beta2), bits(x.epsilon), bits(x.initial_accumulator));
+           bits(x.beta2), bits(x.epsilon), bits(x.initial_accumulator), bits(x.gradient_scale));
 }
 
 // Parses "sgd", "momentum", "adagrad" or "adam".
 caf::expected<optimizer_kind> parse_optimizer(const std::string& name);
+
+// Parses "sum" or "mean".
+caf::expected<gradient_combine> parse_gradient_combine(const std::string& name);
 
 }  // namespace keel

@@ -65,8 +65,17 @@ worker_core::shard_action worker_core::shard_up(uint32_t shard, uint64_t incarna
     begin_phase(worker_phase::resuming);
     return shard_action::resume;
   }
-  if (phase_ == worker_phase::resuming && !first && !done_[shard])
+  if (phase_ == worker_phase::resuming && !first) {
+    // An answer its previous incarnation gave no longer holds: the new one
+    // may be restored from an older checkpoint. This core, being resumed,
+    // has no log to replay from, so only the new answer can tell whether
+    // the resume step is reachable or a rollback is needed.
+    if (done_[shard]) {
+      done_[shard] = 0;
+      ++pending_;
+    }
     return shard_action::ask_status;
+  }
   if (phase_ == worker_phase::halted)
     return shard_action::none;
   return shard_action::replay;

@@ -129,9 +129,10 @@ class worker_core {
   enum class shard_action { none, resume, ask_status, replay };
   // The directory names a new incarnation of `shard`. Once every shard is
   // known, resolving ends: `resume` (the core is now resuming; ask every
-  // shard its status). While resuming, a shard restarted before it answered
-  // is asked again (`ask_status`); otherwise a restarted shard gets a
-  // `replay`. Nothing while halted.
+  // shard its status). While resuming, a restarted shard is asked again
+  // (`ask_status`), and an answer its previous incarnation gave is dropped:
+  // the new one may be restored from an older checkpoint. Otherwise a
+  // restarted shard gets a `replay`. Nothing while halted.
   shard_action shard_up(uint32_t shard, uint64_t incarnation);
 
   // Fencing (actors/ps/parameter_shard.hpp): the epoch of `shard`'s current

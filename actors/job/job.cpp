@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <caf/all.hpp>
 
@@ -32,6 +33,9 @@ caf::error check(const placed_job_config& c) {
     return bad("job: --shards and --workers must be at least 1");
   if (c.training.batch_size == 0)
     return bad("job: batch size must be at least 1");
+  const float scale = c.training.optimizer.gradient_scale;
+  if (!(std::isfinite(scale) && scale > 0))
+    return bad("job: optimizer.gradient_scale " + std::to_string(scale) + " must be a positive number");
   if (c.checkpoints.dir.empty())
     return bad("job: no checkpoint directory");
   if (c.checkpoints.keep == 0)

@@ -46,6 +46,12 @@ struct training_config {
   uint32_t workers = 2;
   consistency rule;                              // default BSP
   optimizer_config optimizer;
+  // How a step's gradients from the workers combine (optimizer_config.hpp):
+  // sum (the default), or mean, under which a BSP step of W workers of
+  // batch B is one step of batch W x B, as a single trainer takes it. The
+  // job gives each shard optimizer.gradient_scale as it is, or divided by
+  // the number of workers.
+  gradient_combine combine = gradient_combine::sum;
   uint32_t batch_size = 32;
   uint64_t steps = 100;                          // global steps each worker runs
   uint64_t seed = 1;

@@ -123,6 +123,8 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
     sc.sparse = st.run.parts[i].sparse;
     sc.rule = c.training.rule;
     sc.optimizer = c.training.optimizer;
+    if (c.training.combine == gradient_combine::mean)
+      sc.optimizer.gradient_scale /= static_cast<float>(c.training.workers);
     sc.tables = layout.tables();
     sc.table_slot_owners = slot_owners;
     sc.limits = c.training.tables;

@@ -52,6 +52,8 @@ std::string optimizer_text(const optimizer_config& o) {
       break;
     default: break;
   }
+  if (o.gradient_scale != 1.0f)  // only when set: other runs' texts stay as they were
+    s << " gradient_scale " << o.gradient_scale;
   return s.str();
 }
 
@@ -86,6 +88,8 @@ std::string run_configuration(const job_config& cfg) {
   field("optimizer", optimizer_text(t.optimizer));
   field("batch", std::to_string(t.batch_size));
   // Only when set: the configurations of runs without them stay as they were.
+  if (t.combine != gradient_combine::sum)
+    field("combine", to_string(t.combine));
   if (t.tables.capacity_rows > 0 || t.tables.admit_after > 1)
     field("table_limits", "capacity " + std::to_string(t.tables.capacity_rows) + " rows, admission after " +
                               std::to_string(std::max<uint32_t>(1, t.tables.admit_after)) + " pushes");

@@ -17,7 +17,7 @@ namespace keel {
 class snapshot_store;
 
 // "field=value" lines: model, model_options, layout, seed, shards,
-// workers, consistency, optimizer, batch.
+// workers, consistency, optimizer, batch (and combine when mean).
 std::string run_configuration(const job_config& cfg);
 
 // The identity a job starts with. A fresh start: a new random run id. A

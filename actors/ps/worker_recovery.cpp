@@ -84,8 +84,11 @@ void ask_status(worker_actor* self, uint32_t shard, uint32_t attempt) {
       .then(
           [self, shard, gen, handle](uint64_t received, uint64_t, uint64_t, uint64_t epoch) {
             auto& st = self->state;
-            if (handle == st.shards[shard])
-              learned_epoch(self, shard, epoch);
+            // A replaced incarnation's answer says nothing of the one that
+            // replaced it, which has been asked in turn (shard_up).
+            if (handle != st.shards[shard])
+              return;
+            learned_epoch(self, shard, epoch);
             switch (st.core.status_received(gen, shard, received)) {
               case worker_core::resume_outcome::pending:
                 return;

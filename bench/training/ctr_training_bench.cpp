@@ -6,11 +6,15 @@
 //  - plain: models/plain_trainer.hpp, one thread, batch 256, AdaGrad at the
 //    model's rate (ctr_plain_lr): the ceiling and the accuracy reference;
 //  - keel: `keel train`'s layout (2 shards, 2 workers, BSP) in this process,
-//    batch 128 a worker (the plain trainer's 256 a step), the same AdaGrad;
+//    batch 128 a worker, the workers' gradients averaged (combine mean: a
+//    step is the plain trainer's step of batch 256), the same AdaGrad;
 //    three runs: without checkpoints (the workers' replay logs then keep
 //    every push), with a checkpoint every `every` steps, and the same with
 //    shard 0 killed halfway (restored from its snapshot, the pushes since
-//    replayed): its params_sha256 must equal the checkpointing run's.
+//    replayed): its params_sha256 must equal the checkpointing run's;
+//    and a fourth without checkpoints whose workers' gradients are summed
+//    (combine sum, keel's default elsewhere): twice the plain trainer's
+//    gradient, which under AdaGrad is a quarter of its initial accumulator.
 // keel's examples/s is job_result::samples_per_second (start-up included,
 // the final scoring not); the plain trainer's excludes its scoring too.
 // Medians over the rounds; the accuracy figures are the same every round
@@ -67,12 +71,14 @@ void run_plain(const ctr_model& m, figures& f) {
   record(f, r->examples_per_second, r->final_test);
 }
 
-void run_keel(const std::shared_ptr<const ctr_model>& m, uint64_t every, bool kill, figures& f) {
+void run_keel(const std::shared_ptr<const ctr_model>& m, uint64_t every, bool kill, figures& f,
+              gradient_combine combine = gradient_combine::mean) {
   job_config cfg;
   cfg.training_model = m;
   cfg.training.workers = 2;
   cfg.training.shards = 2;
   cfg.training.batch_size = 128;
+  cfg.training.combine = combine;
   cfg.training.optimizer.kind = optimizer_kind::adagrad;
   cfg.training.optimizer.lr = ctr_plain_lr(m->factors());
   cfg.training.steps = steps_per_epoch(m->num_train_examples(), 2, cfg.training.batch_size);
@@ -110,18 +116,19 @@ void print_row(const char* name, const figures& f, const figures& plain) {
 }
 
 void bench_model(const std::shared_ptr<const ctr_model>& m, size_t repeats, uint64_t every) {
-  figures plain, off, on, killed;
+  figures plain, off, on, killed, summed;
   for (size_t i = 0; i < repeats; ++i) {
     if (i % 2 == 0)
       run_plain(*m, plain);
     run_keel(m, 0, false, off);
     run_keel(m, every, false, on);
     run_keel(m, every, true, killed);
+    run_keel(m, 0, false, summed, gradient_combine::sum);
     if (i % 2 == 1)
       run_plain(*m, plain);
   }
   std::printf("== %s: %llu training rows, 1 epoch, AdaGrad lr %g; keel: 2 shards, 2 workers, BSP, batch 128 "
-              "each (median of %zu)\n",
+              "each, gradients averaged unless said (median of %zu)\n",
               m->name().c_str(), static_cast<unsigned long long>(m->num_train_examples()),
               static_cast<double>(ctr_plain_lr(m->factors())), repeats);
   std::printf("%-52s %11s %6s %9s %8s %8s %8s\n", "run", "examples/s", "ratio", "log loss", "vs plain", "auc",
@@ -132,6 +139,7 @@ void bench_model(const std::shared_ptr<const ctr_model>& m, size_t repeats, uint
   const std::string every_text = "keel, a checkpoint every " + std::to_string(every) + " steps";
   print_row(every_text.c_str(), on, plain);
   print_row((every_text + ", shard 0 killed").c_str(), killed, plain);
+  print_row("keel, no checkpoints, gradients summed (not averaged)", summed, plain);
   std::printf("killed run: %llu restarts, acked %llu applied %llu, params_sha256 %s the checkpointing run's "
               "(%llu checkpoints)\n",
               static_cast<unsigned long long>(killed.restarts), static_cast<unsigned long long>(killed.acked),

@@ -3,6 +3,7 @@
 // in every parameter; BSP runs must end bit-identical to the fault-free run.
 // And the job's own contract: it runs whether or not anyone waits, and its
 // event callbacks run on a thread of their own.
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -188,6 +189,13 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   REQUIRE(!refused);
   CHECK(describe(refused.error()).find("'kill:shard:0@11': step 11 is past the run's last step 10") !=
         std::string::npos);
+  for (float scale : {0.0f, -1.0f, std::nanf("")}) {
+    auto bad_scale = config_for(probe(), dir, 10);
+    bad_scale.training.optimizer.gradient_scale = scale;
+    auto no = job::start(bad_scale);
+    REQUIRE(!no);
+    CHECK(describe(no.error()).find("optimizer.gradient_scale") != std::string::npos);
+  }
 }
 
 TEST_CASE("under SSP and ASP too, kills lose no acknowledged push and apply none twice") {

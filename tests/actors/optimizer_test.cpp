@@ -109,3 +109,42 @@ TEST_CASE("the sum of any number of gradients applies as their in-order sum, unr
     }
   }
 }
+
+TEST_CASE("a gradient_scale applies as the gradient times it, through every entry point") {
+  const size_t n = 37;
+  std::vector<float> g(n), half(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = std::cos(static_cast<float>(i)) * 0.3f;
+    half[i] = g[i] * 0.5f;
+  }
+  std::vector<unsigned char> bytes(n * 4), zeros(n * 4, 0);
+  std::memcpy(bytes.data(), g.data(), bytes.size());
+  const unsigned char* two[] = {bytes.data(), zeros.data()};  // g + 0 = g
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam}) {
+    CAPTURE(to_string(kind));
+    optimizer_config plain;
+    plain.kind = kind;
+    optimizer_config scaled = plain;
+    scaled.gradient_scale = 0.5f;
+    // Four paths with the scale against the rule on g * 0.5 without it.
+    std::vector<std::vector<float>> p(5, std::vector<float>(n, 0.25f)), s1(5, std::vector<float>(n, initial_slot(plain, 0))),
+        s2(5, std::vector<float>(n, initial_slot(plain, 1)));
+    for (uint64_t t = 1; t <= 3; ++t) {
+      apply_update(plain, t, p[0].data(), s1[0].data(), s2[0].data(), half.data(), n);
+      apply_update(scaled, t, p[1].data(), s1[1].data(), s2[1].data(), g.data(), n);
+      apply_update_bytes(scaled, t, p[2].data(), s1[2].data(), s2[2].data(), bytes.data(), n);
+      apply_update_sum(scaled, t, p[3].data(), s1[3].data(), s2[3].data(), two, 2, n);
+      apply_prepared(prepare_update(scaled, t), p[4].data(), s1[4].data(), s2[4].data(), g.data(), n);
+    }
+    for (size_t k = 1; k < 5; ++k) {
+      CAPTURE(k);
+      CHECK(std::memcmp(p[0].data(), p[k].data(), n * 4) == 0);
+      CHECK(std::memcmp(s1[0].data(), s1[k].data(), n * 4) == 0);
+      CHECK(std::memcmp(s2[0].data(), s2[k].data(), n * 4) == 0);
+    }
+    // The scale mattered: the rule on g itself ends elsewhere.
+    std::vector<float> q(n, 0.25f), r1(n, initial_slot(plain, 0)), r2(n, initial_slot(plain, 1));
+    for (uint64_t t = 1; t <= 3; ++t) apply_update(plain, t, q.data(), r1.data(), r2.data(), g.data(), n);
+    CHECK(std::memcmp(q.data(), p[0].data(), n * 4) != 0);
+  }
+}

@@ -216,12 +216,34 @@ TEST_CASE(
   CHECK(!c.status_open(gen));
 }
 
-TEST_CASE("a shard restarted before it answered the status request is asked again") {
+TEST_CASE("a shard restarted while the worker resumes is asked again whether or not it had answered") {
   worker_core c(config());
   for (uint32_t i = 0; i < 2; ++i) c.shard_up(i, 1);
   CHECK(c.shard_up(1, 2) == worker_core::shard_action::ask_status);
   c.status_received(c.generation(), 0, 0);
-  CHECK(c.shard_up(0, 2) == worker_core::shard_action::replay);  // it has answered
+  CHECK(c.shard_up(0, 2) == worker_core::shard_action::ask_status);
+  CHECK(!c.done(0));  // the replaced incarnation's answer is dropped
+  CHECK(c.status_received(c.generation(), 0, 0) == worker_core::resume_outcome::pending);
+  CHECK(c.status_received(c.generation(), 1, 0) == worker_core::resume_outcome::start);
+  start_next(c);
+  CHECK(c.shard_up(0, 3) == worker_core::shard_action::replay);  // resumed: a restart is replayed
+}
+
+// The chaos tier's hang (seed 10107 of the long run): a restarted worker
+// asked the shards' status just as their supervisor restarted them; shard 0's
+// old incarnation answered 5, its new one was restored from the checkpoint
+// before (3). With the old answer standing the worker resumed at step 5, a
+// step shard 0 could never serve under BSP (it lacked pushes 4..5 of this
+// worker, which no log held), and the run hung.
+TEST_CASE("under BSP the status of a shard's new incarnation (not its old one's) decides where a worker resumes") {
+  worker_core c(config(consistency_kind::bsp));
+  for (uint32_t i = 0; i < 2; ++i) c.shard_up(i, 1);
+  auto gen = c.generation();
+  CHECK(c.status_received(gen, 0, 5) == worker_core::resume_outcome::pending);
+  CHECK(c.shard_up(0, 2) == worker_core::shard_action::ask_status);  // restored: ask it
+  CHECK(c.status_received(gen, 1, 5) == worker_core::resume_outcome::pending);  // shard 0 still to answer
+  CHECK(c.status_received(gen, 0, 3) == worker_core::resume_outcome::rollback);
+  CHECK(c.rollback_reason() == "restarted worker 7 lost pushes 4..5 that a restored shard needs");
 }
 
 TEST_CASE("the window holds a step back until the job widens it") {

@@ -1,7 +1,10 @@
-// The worker actor against a real shard actor and a directory: what a
-// worker resends to a restarted shard when the link loses part of it.
+// The worker actor against a real shard actor (or stand-ins for one) and a
+// directory: what a worker resends to a restarted shard when the link loses
+// part of it; whose status answer decides where a restarted worker resumes.
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
@@ -12,6 +15,7 @@
 #include "actors/faults/link_faults.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/worker.hpp"
+#include "messages/decode.hpp"
 #include "messages/register_types.hpp"
 #include "models/probe_model.hpp"
 #include "supervision/directory.hpp"
@@ -60,12 +64,16 @@ struct replay_fixture {
     env.faults = links;
     auto s = spawn_parameter_shard(*sys, std::move(o), env);
     REQUIRE(s);
-    (*job)->send(directory, supervision::register_atom::value,
-                 supervision::directory_update{"shard:0", inc, supervision::name_state::up, *s});
+    register_shard(*s, inc);
     return *s;
   }
 
-  caf::actor start_worker0() {
+  void register_shard(const caf::actor& s, uint64_t inc) {
+    (*job)->send(directory, supervision::register_atom::value,
+                 supervision::directory_update{"shard:0", inc, supervision::name_state::up, s});
+  }
+
+  caf::actor start_worker0(std::chrono::milliseconds request_timeout = 300ms) {
     worker_config o;
     o.core.worker = 0;
     o.core.parts = parts;
@@ -76,7 +84,7 @@ struct replay_fixture {
     o.directory = directory;
     o.job = caf::actor_cast<caf::actor>(*job);
     o.batch_size = 16;
-    o.request_timeout = 300ms;
+    o.request_timeout = request_timeout;
     worker_env env;
     env.training_model = probe;
     env.faults = links;
@@ -120,6 +128,42 @@ struct replay_fixture {
   }
 };
 
+using answer_atom = caf::atom_constant<caf::atom("answer")>;
+using asked_atom = caf::atom_constant<caf::atom("asked")>;
+using pulled_atom = caf::atom_constant<caf::atom("pulled")>;
+
+// A stand-in for one incarnation of shard:0: it tells `test` of each status
+// request and holds it until told what to answer (answer_atom, then ok), and
+// tells `test` the clock of each pull, which it never answers.
+struct stand_in_state {
+  std::vector<caf::typed_response_promise<uint64_t, uint64_t, uint64_t, uint64_t>> status;
+  std::vector<caf::typed_response_promise<pull_reply_msg>> pulls;
+};
+
+caf::behavior stand_in(caf::stateful_actor<stand_in_state>* self, caf::actor test) {
+  return {
+    [=](status_atom, uint32_t) -> caf::result<uint64_t, uint64_t, uint64_t, uint64_t> {
+      auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t, uint64_t>();
+      self->state.status.push_back(rp);
+      self->send(test, asked_atom::value, caf::actor_cast<caf::actor>(self));
+      return rp;
+    },
+    [=](answer_atom, uint64_t received) {
+      for (auto& rp : self->state.status) rp.deliver(received, uint64_t{0}, uint64_t{0}, uint64_t{0});
+      self->state.status.clear();
+      return caf::ok_atom::value;
+    },
+    [=](const pull_request_msg& m) -> caf::result<pull_reply_msg> {
+      auto d = decode(m);
+      self->send(test, pulled_atom::value, caf::actor_cast<caf::actor>(self),
+                 d ? d->root().getClock() : ~uint64_t{0});
+      auto rp = self->make_response_promise<pull_reply_msg>();
+      self->state.pulls.push_back(rp);
+      return rp;
+    },
+  };
+}
+
 }  // namespace
 
 TEST_CASE("a replayed push the link loses is sent again, so the restarted BSP shard serves the parked pull") {
@@ -149,4 +193,43 @@ TEST_CASE("a replayed push the link loses is sent again, so the restarted BSP sh
   CHECK(f.links->count(msg_kind::push) >= next + 1);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+}
+
+// Found in the chaos tier: a restarted worker asked shard:0 its status just
+// as shard:0 restarted from an older checkpoint. The old incarnation's
+// answer (it held worker 0's pushes to 5) arriving after the new one was
+// named must not count; the new one, restored to 0, decides. Had the old
+// answer counted, the worker would resume at step 5, which the new
+// incarnation (lacking pushes 1..5, which no log holds) never serves.
+TEST_CASE("a status answer from a replaced shard incarnation does not decide where a restarted worker resumes") {
+  replay_fixture f;
+  caf::scoped_actor test{*f.sys};
+  auto old_shard = f.sys->spawn(stand_in, caf::actor{test});
+  auto new_shard = f.sys->spawn(stand_in, caf::actor{test});
+  auto asked = [&](const caf::actor& who) {
+    bool seen = false;
+    test->receive([&](asked_atom, const caf::actor& from) { seen = from == who; },
+                  caf::after(10s) >> [] {});
+    return seen;
+  };
+  auto answer = [&](const caf::actor& who, uint64_t received) {
+    bool ok = false;
+    test->request(who, 5s, answer_atom::value, received)
+      .receive([&](caf::ok_atom) { ok = true; }, [](caf::error&) {});
+    return ok;  // delivered: in the worker's mailbox before what is sent next
+  };
+  f.register_shard(old_shard, 1);
+  auto w = f.start_worker0(10s);  // no retry muddles the order below
+  REQUIRE(asked(old_shard));
+  f.register_shard(new_shard, 2);
+  REQUIRE(asked(new_shard));
+  REQUIRE(answer(old_shard, 5));
+  REQUIRE(answer(new_shard, 0));
+  uint64_t clock = ~uint64_t{0};
+  caf::actor pulled;
+  test->receive([&](pulled_atom, const caf::actor& from, uint64_t c) { pulled = from, clock = c; },
+                caf::after(10s) >> [] {});
+  CHECK(pulled == new_shard);
+  CHECK(clock == 0);  // the step the new incarnation holds nothing of
+  for (auto& a : {w, old_shard, new_shard}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }

@@ -107,6 +107,7 @@ TEST_CASE("every command rejects a bad flag, a missing or bad value with one lin
     {"train --quiet=yes", "keel train: --quiet: takes no value"},
     {"train --model nope", "keel train: --model: unknown model"},
     {"train --optimizer sgdd", "keel train: --optimizer:"},
+    {"train --combine avg", "keel train: --combine: unknown way to combine the workers' gradients 'avg' (expected sum or mean)"},
     {"train --fault-rate 1e9", "keel train: --fault-rate: '1e9' is too large (at most 100)"},
     {"train --table-capacity 10", "keel train: --table-capacity: is for models with embedding tables, and mnist-mlp has none"},
     {"train --model ctr-lr --admit-after 70000", "keel train: --admit-after: '70000' is too large (at most 65535)"},
@@ -136,7 +137,7 @@ TEST_CASE("keel --help and every command's --help exit 0 and list every flag wit
   temp_dir dir;
   const std::pair<std::string, std::vector<std::string>> commands[] = {
     {"train",
-     {"--help", "--model", "--shards", "--workers", "--consistency", "--optimizer", "--lr", "--batch",
+     {"--help", "--model", "--shards", "--workers", "--consistency", "--optimizer", "--lr", "--batch", "--combine",
       "--epochs", "--steps", "--seed", "--checkpoint-dir", "--resume", "--checkpoint-every", "--kill", "--faults",
       "--random-faults", "--fault-rate", "--fault-mix", "--request-timeout", "--report", "--plot",
       "--data-dir", "--train-limit", "--test-limit", "--timeout", "--quiet", "--verbose"}},
@@ -270,19 +271,40 @@ TEST_CASE("the click log's size is part of a ctr run's identity: runs on differe
   CHECK(hashes[0] == hashes[2]);
 }
 
-TEST_CASE("the click-log models default to AdaGrad, batch 128 and a checkpoint every 500 steps, and given flags win") {
+TEST_CASE("the click-log models default to AdaGrad, batch 128 averaged and a checkpoint every 500 steps, and given flags win") {
   temp_dir dir;
   auto defaults = run_keel(dir, "train --model ctr-lr --train-limit 2048 --test-limit 100 --steps 2");
   REQUIRE_MESSAGE(defaults.status == 0, defaults.err);
-  CHECK_MESSAGE(has(defaults.out, "ctr-lr, 2 shards, 2 workers, bsp, adagrad lr 1, 2 steps of batch 128"), defaults.out);
+  CHECK_MESSAGE(has(defaults.out, "ctr-lr, 2 shards, 2 workers, bsp, adagrad lr 1, 2 steps of batch 128 (the workers' "
+                                  "gradients averaged)"),
+                defaults.out);
   auto given = run_keel(dir, "train --model ctr-lr --train-limit 2048 --test-limit 100 --steps 2 --optimizer sgd "
-                             "--batch 64 --checkpoint-every 1");
+                             "--batch 64 --checkpoint-every 1 --combine sum");
   REQUIRE_MESSAGE(given.status == 0, given.err);
-  CHECK_MESSAGE(has(given.out, "ctr-lr, 2 shards, 2 workers, bsp, sgd lr 1, 2 steps of batch 64"), given.out);
+  CHECK_MESSAGE(has(given.out, "ctr-lr, 2 shards, 2 workers, bsp, sgd lr 1, 2 steps of batch 64, "), given.out);
   CHECK_MESSAGE(has(given.out, "2 checkpoints committed"), given.out);
   auto mnist = run_keel(dir, "train --model probe --steps 2");
   REQUIRE_MESSAGE(mnist.status == 0, mnist.err);
-  CHECK_MESSAGE(has(mnist.out, "sgd lr 1, 2 steps of batch 32"), mnist.out);
+  CHECK_MESSAGE(has(mnist.out, "sgd lr 1, 2 steps of batch 32, "), mnist.out);
+}
+
+TEST_CASE("how the workers' gradients combine is part of a run's identity and of its result") {
+  temp_dir dir;
+  std::vector<std::string> hashes, shas;
+  for (const char* combine : {"sum", "mean", "sum"}) {
+    auto store = (dir.path() / ("ck-" + std::to_string(hashes.size()))).string();
+    auto r = run_keel(dir, std::string("train --model ctr-lr --train-limit 3000 --test-limit 200 --steps 6 ") +
+                               "--checkpoint-every 3 --combine " + combine + " --checkpoint-dir " + store);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    hashes.push_back(configuration_in(dir, store));
+    auto at = r.out.find("params_sha256 ");
+    REQUIRE(at != std::string::npos);
+    shas.push_back(r.out.substr(at, 78));
+  }
+  CHECK(hashes[0] != hashes[1]);
+  CHECK(hashes[0] == hashes[2]);
+  CHECK(shas[0] != shas[1]);
+  CHECK(shas[0] == shas[2]);
 }
 
 TEST_CASE("keel plot refuses a report that is not a regular file at once, exit 2, without reading it") {
