@@ -375,15 +375,18 @@ namespace {
 
 // The shard's starting core: from the first of cfg.restore_from whose file
 // validates, else from cfg.snapshot, else fresh.
-caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env) {
+// `memory` is the pool the shard's snapshots will use: a file restored from
+// is read into it, so the next snapshot reuses that buffer's pages instead
+// of a second one staying mapped beside it.
+caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
+                                        buffer_pool& memory) {
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
     std::string why;
     for (auto& ref : cfg.restore_from) {
-      // Every byte of the file checked once (its payload CRC), into the
-      // process's pool of buffers, whose mapped pages spare a restore the
-      // page faults of fresh memory (CAF017.md); the core copies the state.
-      auto snap = read_snapshot_ref(*io, ref, *buffer_pool::process_default(), verify_mode::payload);
+      // Every byte of the file checked once (its payload CRC); the core
+      // copies the state, and the buffer goes back to `memory`.
+      auto snap = read_snapshot_ref(*io, ref, memory, verify_mode::payload);
       auto restored = snap ? restore_shard(cfg.core, snap->root(), verify_mode::structure, env.table_rows)
                            : caf::expected<shard_core>(snap.error());
       if (restored)
@@ -418,7 +421,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.core.shard) +
                                                 " takes snapshots every " + std::to_string(every) +
                                                 " steps but has no checkpoint directory to write them to");
-  auto core = starting_core(cfg, env);
+  auto memory = snapshot_pool();
+  auto core = starting_core(cfg, env, *memory);
   if (!core)
     return core.error();
   auto directory = cfg.directory;
@@ -428,13 +432,14 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
   return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch, run,
-                    writer, retry](shard_actor* self) mutable {
+                    writer, retry, memory](shard_actor* self) mutable {
     self->state.core = std::move(*c);
     self->state.epoch = epoch;
     self->state.run = run;
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     self->state.writer = writer;
+    self->state.snapshot_memory = memory;
     self->state.retry_min = retry.first;
     self->state.retry_max = retry.second;
     // The writer ends with its shard, however the shard ends.
