@@ -20,6 +20,7 @@
 // A plain value owned by the job's controller thread; the committed
 // snapshots it shares with the shard specs are guarded by their own mutex.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,6 +33,14 @@
 #include "supervision/snapshot.hpp"
 
 namespace keel {
+
+// The wait before writing again after `failures` failed writes in a row:
+// retry_min, doubling with each failure, at most retry_max. Shared by a
+// shard rewriting its file and the checkpointer rewriting a manifest.
+inline std::chrono::milliseconds write_retry_backoff(std::chrono::milliseconds retry_min,
+                                                     std::chrono::milliseconds retry_max, uint32_t failures) {
+  return std::min(retry_min * (1u << std::min<uint32_t>(failures, 16)), retry_max);
+}
 
 // One shard's part of a committed checkpoint.
 struct committed_shard {

@@ -67,9 +67,8 @@ int64_t thread_cpu_us() {
 void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {
   auto& st = self->state;
   st.retained.emplace(id, parts);
-  auto wait = st.cfg.retry_min * (1u << std::min<uint32_t>(st.failures, 16));
-  ++st.failures;
-  self->delayed_send(self, std::min(wait, st.cfg.retry_max), retry_atom::value, id);
+  auto wait = write_retry_backoff(st.cfg.retry_min, st.cfg.retry_max, st.failures++);
+  self->delayed_send(self, wait, retry_atom::value, id);
 }
 
 void commit_checkpoint(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {

@@ -18,6 +18,7 @@
 
 #include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
+#include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/faults/link_ends.hpp"
@@ -209,9 +210,8 @@ void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::erro
   auto& st = self->state;
   if (st.checkpointer)
     self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step, describe(err));
-  auto wait = st.retry_min * (1u << std::min<uint32_t>(st.write_failures, 16));
-  ++st.write_failures;
-  self->delayed_send(self, std::min(wait, st.retry_max), retry_atom::value, id);
+  auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
+  self->delayed_send(self, wait, retry_atom::value, id);
 }
 
 // Hands the newest snapshot to the writer; once its file is durable the
