@@ -172,6 +172,14 @@ struct ShardSnapshot {
   # from before run identities.
   runId @11 :Text;
   configHash @12 :Text;
+  # An incremental snapshot (a delta) holds only what changed since its
+  # parent, the shard's previous snapshot file in the same chain (file name
+  # and checkpoint below); a base (parentFile empty) holds everything. A
+  # chain is a base and the deltas after it, in order: restoring it applies
+  # each in turn (actors/core/shard_snapshot.hpp says what a delta holds).
+  parentFile @13 :Text;
+  parentCheckpoint @14 :UInt64;
+  baseCheckpoint @15 :UInt64;  # the chain's base (a base: its own checkpoint)
 }
 
 const snapshotMagic :UInt64 = 0x4b45454c534e4150;  # "KEELSNAP"
@@ -185,6 +193,18 @@ struct ManifestEntry {
   # CPU time of the writing thread. 0 in files of a keel from before.
   writeMicros @4 :UInt64;
   writeCpuMicros @5 :UInt64;
+  # When `file` is a delta: the files it applies on, base first, each
+  # committed before by a checkpoint of its own (empty: `file` is a base).
+  chain @6 :List(ChainLink);
+}
+
+# One file of a shard's chain as the manifest records it: the same checks
+# as its own entry (size, payload CRC, checkpoint, run) apply when it is read.
+struct ChainLink {
+  checkpoint @0 :UInt64;
+  file @1 :Text;
+  bytes @2 :UInt64;
+  crc32c @3 :UInt32;
 }
 
 # Written last and atomically: a checkpoint without its manifest does not exist.

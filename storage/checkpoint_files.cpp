@@ -30,6 +30,29 @@ caf::error damaged(const fs::path& p, const caf::error& e) {
 
 }  // namespace
 
+void set_entry(schema::ManifestEntry::Builder b, const manifest_entry& e) {
+  b.setShard(e.shard);
+  b.setFile(e.file);
+  b.setBytes(e.bytes);
+  b.setCrc32c(e.crc32c);
+  b.setWriteMicros(e.write_us);
+  b.setWriteCpuMicros(e.write_cpu_us);
+  auto links = b.initChain(static_cast<unsigned>(e.chain.size()));
+  for (unsigned i = 0; i < e.chain.size(); ++i) {
+    links[i].setCheckpoint(e.chain[i].checkpoint);
+    links[i].setFile(e.chain[i].file);
+    links[i].setBytes(e.chain[i].bytes);
+    links[i].setCrc32c(e.chain[i].crc32c);
+  }
+}
+
+manifest_entry entry_of(schema::ManifestEntry::Reader r) {
+  manifest_entry e{r.getShard(), r.getFile().cStr(), r.getBytes(), r.getCrc32c(), r.getWriteMicros(),
+                   r.getWriteCpuMicros(), {}};
+  for (auto l : r.getChain()) e.chain.push_back({l.getCheckpoint(), l.getFile().cStr(), l.getBytes(), l.getCrc32c()});
+  return e;
+}
+
 caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p,
                                                   buffer_pool& pool, verify_mode mode,
                                                   manifest_entry* as_recorded) {
@@ -45,7 +68,7 @@ caf::expected<stored_snapshot> read_snapshot_file(file_io& io, const fs::path& p
       return damaged(p, err);
   if (as_recorded != nullptr)
     *as_recorded = manifest_entry{snap->root().getShard(), p.filename().string(),
-                                  contents->summary.file_bytes, contents->summary.payload_crc32c, 0, 0};
+                                  contents->summary.file_bytes, contents->summary.payload_crc32c, 0, 0, {}};
   return snap;
 }
 
@@ -62,7 +85,7 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
   auto summary = write_sealed(io, dir, *name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
   if (!summary)
     return std::move(summary.error());
-  return manifest_entry{d->root().getShard(), *name, summary->file_bytes, summary->payload_crc32c, 0, 0};
+  return manifest_entry{d->root().getShard(), *name, summary->file_bytes, summary->payload_crc32c, 0, 0, {}};
 }
 
 caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& dir,
@@ -75,7 +98,7 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
   auto summary = write_sealed(io, dir, name, snapshot_file_magic, *snapshot.frame(), tmp_tag);
   if (!summary)
     return std::move(summary.error());
-  return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c, 0, 0};
+  return manifest_entry{d->root().getShard(), name, summary->file_bytes, summary->payload_crc32c, 0, 0, {}};
 }
 
 namespace {
@@ -150,9 +173,7 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
   out.step = r.getStep();
   out.created_unix_ms = r.getCreatedUnixMs();
   out.run = {r.getRunId().cStr(), r.getConfigHash().cStr(), r.getConfig().cStr()};
-  for (auto e : r.getShards())
-    out.shards.push_back({e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(), e.getWriteMicros(),
-                          e.getWriteCpuMicros()});
+  for (auto e : r.getShards()) out.shards.push_back(entry_of(e));
   std::sort(out.shards.begin(), out.shards.end(),
             [](const manifest_entry& a, const manifest_entry& b) { return a.shard < b.shard; });
   return out;
@@ -161,8 +182,10 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
 caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::string& name,
                                const checkpoint_manifest& m, const std::string& tmp_tag) {
   size_t hint = 32 + (m.run.run_id.size() + m.run.config_hash.size() + m.run.config.size()) / 8 + 3;
-  for (auto& e : m.shards)
-    hint += 6 + e.file.size() / 8;
+  for (auto& e : m.shards) {
+    hint += 8 + e.file.size() / 8;
+    for (auto& l : e.chain) hint += 6 + l.file.size() / 8;
+  }
   auto msg = build<schema::CheckpointManifest>(hint, [&](schema::CheckpointManifest::Builder b) {
     b.setCheckpoint(m.checkpoint);
     b.setStep(m.step);
@@ -171,14 +194,7 @@ caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::stri
     b.setConfigHash(m.run.config_hash);
     b.setConfig(m.run.config);
     auto shards = b.initShards(static_cast<unsigned>(m.shards.size()));
-    for (unsigned i = 0; i < m.shards.size(); ++i) {
-      shards[i].setShard(m.shards[i].shard);
-      shards[i].setFile(m.shards[i].file);
-      shards[i].setBytes(m.shards[i].bytes);
-      shards[i].setCrc32c(m.shards[i].crc32c);
-      shards[i].setWriteMicros(m.shards[i].write_us);
-      shards[i].setWriteCpuMicros(m.shards[i].write_cpu_us);
-    }
+    for (unsigned i = 0; i < m.shards.size(); ++i) set_entry(shards[i], m.shards[i]);
   });
   if (auto d = decode(msg); !d)
     return in_context(d.error(), "refusing to write " + name + ": ");

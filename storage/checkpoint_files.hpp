@@ -34,6 +34,15 @@ enum class verify_mode {
   payload,
 };
 
+// One file of a shard's chain (a base or a delta the newer file applies
+// on), as the manifest records it (schema ChainLink).
+struct chain_link {
+  uint64_t checkpoint = 0;
+  std::string file;
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
 // One shard's snapshot file as the manifest records it.
 struct manifest_entry {
   uint32_t shard = 0;
@@ -43,7 +52,15 @@ struct manifest_entry {
   // What writing it took (wall, and CPU of the writing thread); 0: not known.
   uint64_t write_us = 0;
   uint64_t write_cpu_us = 0;
+  // When `file` is a delta: the files it applies on, base first (empty: a
+  // base). Restoring reads them in order, then `file`.
+  std::vector<chain_link> chain;
 };
+
+// A manifest entry to and from its schema form (one codec for the manifest
+// file and for a shard's report of its part).
+void set_entry(schema::ManifestEntry::Builder b, const manifest_entry& e);
+manifest_entry entry_of(schema::ManifestEntry::Reader r);
 
 // A checkpoint's manifest: which snapshot file each shard restarts from.
 struct checkpoint_manifest {

@@ -160,10 +160,7 @@ void on_part(checkpointer_actor* self, const checkpoint_manifest_msg& m) {
   committed_shard part;
   part.shard = e.getShard();
   part.step = r.getStep();
-  part.snapshot = snapshot_ref{st.cfg.dir, id, part.step,
-                               manifest_entry{e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(),
-                                              e.getWriteMicros(), e.getWriteCpuMicros()},
-                               st.cfg.run_id, st.cfg.config_hash};
+  part.snapshot = snapshot_ref{st.cfg.dir, id, part.step, entry_of(e), st.cfg.run_id, st.cfg.config_hash};
   auto& slot = news_of(self, id).parts;
   slot.insert_or_assign(part.shard, std::move(part));
   if (slot.size() < st.cfg.num_shards)

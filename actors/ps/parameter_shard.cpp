@@ -186,18 +186,14 @@ void send_part(shard_actor* self) {
 }
 
 checkpoint_manifest_msg part_of(uint64_t checkpoint, uint64_t step, const manifest_entry& e, const run_identity& run) {
-  return build<schema::CheckpointManifest>(32 + e.file.size() / 8, [&](schema::CheckpointManifest::Builder b) {
+  size_t words = 40 + e.file.size() / 8;
+  for (auto& l : e.chain) words += 6 + l.file.size() / 8;
+  return build<schema::CheckpointManifest>(words, [&](schema::CheckpointManifest::Builder b) {
     b.setCheckpoint(checkpoint);
     b.setStep(step);
     b.setRunId(run.run_id);
     b.setConfigHash(run.config_hash);
-    auto shards = b.initShards(1);
-    shards[0].setShard(e.shard);
-    shards[0].setFile(e.file);
-    shards[0].setBytes(e.bytes);
-    shards[0].setCrc32c(e.crc32c);
-    shards[0].setWriteMicros(e.write_us);
-    shards[0].setWriteCpuMicros(e.write_cpu_us);
+    set_entry(b.initShards(1)[0], e);
   });
 }
 

@@ -114,9 +114,14 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
 // The field orders are the wire format; the initial values cross as their
 // bits (messages/wire_bits.hpp).
 template <class I>
+typename I::result_type inspect(I& f, chain_link& x) {
+  return f(caf::meta::type_name("keel.chain_link"), x.checkpoint, x.file, x.bytes, x.crc32c);
+}
+
+template <class I>
 typename I::result_type inspect(I& f, manifest_entry& x) {
   return f(caf::meta::type_name("keel.manifest_entry"), x.shard, x.file, x.bytes, x.crc32c, x.write_us,
-           x.write_cpu_us);
+           x.write_cpu_us, x.chain);
 }
 
 template <class I>

@@ -160,7 +160,7 @@ TEST_CASE("a shard spawned on a node process serves pushes, pulls, snapshots and
   REQUIRE(d->root().getShards().size() == 1);
   auto e = d->root().getShards()[0];
   snapshot_ref ref{checkpoint_dir().string(), d->root().getCheckpoint(), d->root().getStep(),
-                   manifest_entry{e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(), 0, 0}, "", ""};
+                   manifest_entry{e.getShard(), e.getFile().cStr(), e.getBytes(), e.getCrc32c(), 0, 0, {}}, "", ""};
   CHECK(ref.checkpoint == 1);
   CHECK(std::filesystem::file_size(checkpoint_dir() / ref.entry.file) == ref.entry.bytes);
   auto restart = probe_shard(caf::actor{});

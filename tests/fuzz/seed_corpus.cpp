@@ -285,9 +285,9 @@ std::map<std::string, seed_file> manifest_seeds() {
   memory_io io;
   checkpoint_manifest none{3, 30, 1700000000000, {}, {}};
   checkpoint_manifest three{4, 40, 1700000000000,
-                            {{0, "ckpt-4.shard-0.snap", 1024, 0x1234},
-                             {1, "ckpt-4.shard-1.snap", 2048, 0x5678},
-                             {5, "ckpt-4.shard-5.snap", 512, 0x9abc}},
+                            {{0, "ckpt-4.shard-0.snap", 1024, 0x1234, 0, 0, {}},
+                             {1, "ckpt-4.shard-1.snap", 2048, 0x5678, 0, 0, {{2, "ckpt-2.shard-1.snap", 4096, 7}}},
+                             {5, "ckpt-4.shard-5.snap", 512, 0x9abc, 0, 0, {}}},
                             {}};
   for (auto& [name, m] : {std::pair{"empty", none}, std::pair{"three-shards", three}}) {
     if (auto err = write_manifest_file(io, "/seed", name, m, "seed"))
