@@ -30,7 +30,8 @@
 // (created where the table has none) and become the most recently updated,
 // in rank order. Last the row count must be the header's (count_mismatch
 // otherwise, naming both): a delta applied to a table other than its
-// parent's is found out. On an error after the checks (only that count) the
+// parent's is found out when that count differs (the guard that it is the
+// parent is the chain's file linkage, storage's check). On an error after the checks (only that count) the
 // table is left valid but changed: the caller discards it.
 
 #include <cstddef>
