@@ -80,7 +80,7 @@ caf::error check_sections(const std::vector<section_view>& sections) {
 size_t size_hint_words(const snapshot_header& h, const std::vector<tensor_view>& tensors,
                        const std::vector<section_view>& sections, size_t chunk_bytes) {
   size_t words = 32 + 2 * h.applied.size() + words_for(h.run_id.size() + 1) +
-                 words_for(h.config_hash.size() + 1);
+                 words_for(h.config_hash.size() + 1) + words_for(h.parent_file.size() + 1);
   for (auto& t : tensors) {
     size_t chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
     words += 8 + words_for(t.name.size() + 1) + t.shape.size() + chunks * 2 + words_for(t.bytes);
@@ -152,6 +152,10 @@ caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
   b.setCreatedUnixMs(header.created_unix_ms);
   b.setRunId(header.run_id);
   b.setConfigHash(header.config_hash);
+  b.setParentFile(header.parent_file);
+  b.setParentCheckpoint(header.parent_checkpoint);
+  b.setBaseCheckpoint(header.parent_file.empty() && header.base_checkpoint == 0 ? header.checkpoint
+                                                                                : header.base_checkpoint);
   auto a = b.initApplied(static_cast<unsigned>(applied.size()));
   for (unsigned i = 0; i < applied.size(); ++i) {
     a[i].setWorker(applied[i].worker);

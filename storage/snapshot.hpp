@@ -76,6 +76,14 @@ struct snapshot_header {
   int64_t created_unix_ms = 0;
   std::string run_id;       // the run that takes it (storage/run_identity.hpp); may be empty
   std::string config_hash;
+  // Its place in a chain (schema ShardSnapshot): a delta names its parent,
+  // the shard's previous snapshot file in the chain, and the chain's base
+  // checkpoint. A base leaves parent_file empty and parent_checkpoint 0;
+  // its base_checkpoint 0 means "this snapshot's own checkpoint" (stored as
+  // `checkpoint`).
+  std::string parent_file;
+  uint64_t parent_checkpoint = 0;
+  uint64_t base_checkpoint = 0;
 };
 
 // Builds the snapshot in memory from `pool`. Fails with

@@ -164,3 +164,28 @@ TEST_CASE("a written tensor holds what its fill wrote into its chunks, as a copi
   REQUIRE(!wrong);
   CHECK(contains(describe(wrong.error()), "'t' has 2400 bytes"));
 }
+
+TEST_CASE("make_snapshot records a snapshot's place in a chain: a base is its own base, a delta names its parent") {
+  float w[4] = {1, 2, 3, 4};
+  snapshot_header h;
+  h.shard = 2;
+  h.checkpoint = 9;
+  auto base = make_snapshot(h, {{"w", schema::DType::FLOAT32, {4}, w, sizeof(w)}});
+  REQUIRE(base);
+  auto b = decode(*base);
+  REQUIRE(b);
+  CHECK(std::string(b->root().getParentFile().cStr()).empty());
+  CHECK(b->root().getParentCheckpoint() == 0);
+  CHECK(b->root().getBaseCheckpoint() == 9);
+  h.checkpoint = 11;
+  h.parent_file = "ckpt-00000000000000000010.shard-2.snap";
+  h.parent_checkpoint = 10;
+  h.base_checkpoint = 9;
+  auto delta = make_snapshot(h, {{"w", schema::DType::FLOAT32, {4}, w, sizeof(w)}});
+  REQUIRE(delta);
+  auto d = decode(*delta);
+  REQUIRE(d);
+  CHECK(std::string(d->root().getParentFile().cStr()) == h.parent_file);
+  CHECK(d->root().getParentCheckpoint() == 10);
+  CHECK(d->root().getBaseCheckpoint() == 9);
+}
