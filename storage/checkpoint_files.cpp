@@ -136,6 +136,64 @@ caf::expected<stored_snapshot> read_expected(file_io& io, const fs::path& dir, c
   return snap;
 }
 
+// The file `i` of `e`'s chain (chain[i], or `e.file` when i == chain.size())
+// as a manifest entry: what read_expected checks it against.
+manifest_entry link_entry(const manifest_entry& e, size_t i) {
+  if (i == e.chain.size())
+    return manifest_entry{e.shard, e.file, e.bytes, e.crc32c, 0, 0, {}};
+  auto& l = e.chain[i];
+  return manifest_entry{e.shard, l.file, l.bytes, l.crc32c, 0, 0, {}};
+}
+
+// Whether `root`, read as file `i` of `e`'s chain, names its place in it:
+// file 0 is a base (no parent; its base is itself, or 0 in files of a keel
+// from before chains), every later file a delta on the file before it, of
+// the chain's base.
+caf::error check_linkage(schema::ShardSnapshot::Reader root, const manifest_entry& e, size_t i) {
+  auto file = i == e.chain.size() ? e.file : e.chain[i].file;
+  auto bad = [&](const std::string& why) { return make_error(errc::damaged_snapshot, file + ": " + why); };
+  std::string parent = root.getParentFile().cStr();
+  auto checkpoint = root.getCheckpoint();
+  auto base = root.getBaseCheckpoint();
+  if (i == 0) {
+    if (!parent.empty())
+      return bad("a delta on " + parent + ", but the chain says it is a base" +
+                 (e.chain.empty() ? " (the manifest records no chain for it)" : ""));
+    if (base != checkpoint && base != 0)
+      return bad("a base that names checkpoint " + std::to_string(base) + " as its base");
+    return {};
+  }
+  auto& before = e.chain[i - 1];
+  if (parent.empty())
+    return bad("a base, but the chain says it is a delta on " + before.file);
+  if (parent != before.file)
+    return bad("a delta on " + parent + ", but the chain says " + before.file);
+  if (root.getParentCheckpoint() != before.checkpoint)
+    return bad("a delta on checkpoint " + std::to_string(root.getParentCheckpoint()) + ", but the chain says " +
+               before.file + " of checkpoint " + std::to_string(before.checkpoint));
+  if (base != e.chain[0].checkpoint)
+    return bad("a delta of the chain based on checkpoint " + std::to_string(base) + ", but the chain's base is " +
+               e.chain[0].file + " of checkpoint " + std::to_string(e.chain[0].checkpoint));
+  return {};
+}
+
+caf::expected<stored_snapshot> read_link(file_io& io, const fs::path& dir, const manifest_entry& e, size_t i,
+                                         uint64_t checkpoint, const std::string& run_id,
+                                         const std::string& config_hash, const std::string& named_by,
+                                         buffer_pool& pool, verify_mode mode) {
+  if (i > e.chain.size())
+    return make_error(errc::invalid_argument, e.file + ": its chain has " + std::to_string(e.chain.size() + 1) +
+                                                " files, there is no file " + std::to_string(i));
+  auto link_checkpoint = i == e.chain.size() ? checkpoint : e.chain[i].checkpoint;
+  auto snap =
+    read_expected(io, dir, link_entry(e, i), link_checkpoint, run_id, config_hash, named_by, pool, mode);
+  if (!snap)
+    return snap;
+  if (auto err = check_linkage(snap->root(), e, i))
+    return err;
+  return snap;
+}
+
 }  // namespace
 
 caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::path& dir,
@@ -143,7 +201,15 @@ caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const fs::pa
                                                        const checkpoint_manifest& m,
                                                        const manifest_entry& e, buffer_pool& pool,
                                                        verify_mode mode) {
-  return read_expected(io, dir, e, m.checkpoint, m.run.run_id, m.run.config_hash, manifest_file, pool, mode);
+  return read_link(io, dir, e, e.chain.size(), m.checkpoint, m.run.run_id, m.run.config_hash, manifest_file,
+                   pool, mode);
+}
+
+caf::expected<stored_snapshot> read_committed_link(file_io& io, const fs::path& dir,
+                                                   const std::string& manifest_file, const checkpoint_manifest& m,
+                                                   const manifest_entry& e, size_t i, buffer_pool& pool,
+                                                   verify_mode mode) {
+  return read_link(io, dir, e, i, m.checkpoint, m.run.run_id, m.run.config_hash, manifest_file, pool, mode);
 }
 
 std::vector<snapshot_ref> refs_of(const fs::path& dir, const checkpoint_manifest& m) {
@@ -153,10 +219,20 @@ std::vector<snapshot_ref> refs_of(const fs::path& dir, const checkpoint_manifest
   return out;
 }
 
+caf::expected<stored_snapshot> read_chain_link(file_io& io, const snapshot_ref& ref, size_t i, buffer_pool& pool,
+                                               verify_mode mode) {
+  return read_link(io, ref.dir, ref.entry, i, ref.checkpoint, ref.run_id, ref.config_hash,
+                   manifest_name(ref.checkpoint), pool, mode);
+}
+
 caf::expected<stored_snapshot> read_snapshot_ref(file_io& io, const snapshot_ref& ref, buffer_pool& pool,
                                                  verify_mode mode) {
-  return read_expected(io, ref.dir, ref.entry, ref.checkpoint, ref.run_id, ref.config_hash,
-                       manifest_name(ref.checkpoint), pool, mode);
+  if (!ref.entry.chain.empty())
+    return make_error(errc::invalid_argument,
+                      ref.entry.file + ": a delta (the last of a chain of " + std::to_string(ref.entry.chain.size() + 1) +
+                        " files on the base " + ref.entry.chain[0].file +
+                        "), not a whole snapshot; read its chain with read_chain_link");
+  return read_chain_link(io, ref, 0, pool, mode);
 }
 
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::path& p,

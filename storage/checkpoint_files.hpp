@@ -99,7 +99,9 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const std::filesy
 // Reads the snapshot that manifest `m` (stored as `manifest_file` in `dir`)
 // names in `entry`, validates it with `mode`, and checks it is the very file
 // that was committed: same size and payload CRC, same checkpoint and shard,
-// same run and configuration hash.
+// same run and configuration hash, and its place in the entry's chain (a
+// base when the entry has no chain, else a delta on the chain's last file;
+// see read_chain_link). Of a delta it reads that file alone, not its chain.
 // A missing file is errc::damaged_snapshot naming both files.
 caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const std::filesystem::path& dir,
                                                        const std::string& manifest_file,
@@ -107,6 +109,13 @@ caf::expected<stored_snapshot> read_committed_snapshot(file_io& io, const std::f
                                                        const manifest_entry& entry,
                                                        buffer_pool& pool,
                                                        verify_mode mode = verify_mode::checksums);
+
+// The same for file `i` of the entry's chain (read_chain_link says which).
+caf::expected<stored_snapshot> read_committed_link(file_io& io, const std::filesystem::path& dir,
+                                                   const std::string& manifest_file,
+                                                   const checkpoint_manifest& m, const manifest_entry& entry,
+                                                   size_t i, buffer_pool& pool,
+                                                   verify_mode mode = verify_mode::checksums);
 
 // Where one committed snapshot file lies and what it must hold: enough for
 // any process that reaches the directory (a restarted shard, on whatever
@@ -123,11 +132,30 @@ struct snapshot_ref {
 // The refs of manifest `m` in `dir`, by shard.
 std::vector<snapshot_ref> refs_of(const std::filesystem::path& dir, const checkpoint_manifest& m);
 
-// Reads the file `ref` names and validates it as read_committed_snapshot
-// does: every CRC (with `mode` checksums), the very file committed (size and
-// payload CRC), its checkpoint and shard, its run and configuration hash.
+// Reads the file `ref` names, which must be a whole snapshot (a base: an
+// entry without a chain), and validates it as read_committed_snapshot does:
+// every CRC (with `mode` checksums), the very file committed (size and
+// payload CRC), its checkpoint and shard, its run and configuration hash,
+// and that it is a base. A ref to a delta is refused (errc::invalid_argument
+// naming the file): it holds only what changed, and restoring from it alone
+// would lose the rest; read its chain with read_chain_link.
 caf::expected<stored_snapshot> read_snapshot_ref(file_io& io, const snapshot_ref& ref, buffer_pool& pool,
                                                  verify_mode mode = verify_mode::checksums);
+
+// Reads file `i` of `ref`'s chain: i < chain.size() is chain[i] (0 the
+// base), i == chain.size() the entry's own file; restoring applies them in
+// order 0..chain.size(), one at a time. Validates it as read_snapshot_ref
+// does, against the link's recorded size, payload CRC and checkpoint (the
+// ref's run and configuration hash, the entry's shard), and checks its
+// place in the chain: file 0 is a base (no parent file; its base checkpoint
+// its own, or 0 in files of a keel from before chains), every file i > 0 a
+// delta whose parent file and checkpoint are file i-1's and whose base is
+// file 0's checkpoint. Failures are errc::damaged_snapshot naming the file
+// and why, e.g. "ckpt-..7.shard-1.<tag>.snap: a delta on ckpt-..6.shard-1.
+// <tag1>.snap, but the chain says ckpt-..6.shard-1.<tag2>.snap"; an `i`
+// past the chain is errc::invalid_argument.
+caf::expected<stored_snapshot> read_chain_link(file_io& io, const snapshot_ref& ref, size_t i, buffer_pool& pool,
+                                               verify_mode mode = verify_mode::checksums);
 
 // Reads and validates a manifest file (header, CRCs, schema).
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,

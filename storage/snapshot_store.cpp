@@ -66,12 +66,35 @@ caf::expected<std::vector<uint64_t>> snapshot_store::committed() const {
   return committed_locked();
 }
 
+// The snapshot files the manifests of `ids` name, as entries or in their
+// chains. An unreadable manifest is an error: it might name any file.
+caf::expected<std::set<std::string>> snapshot_store::named_files(const std::vector<uint64_t>& ids) const {
+  std::set<std::string> out;
+  for (auto id : ids) {
+    auto m = manifest(id);
+    if (!m)
+      return in_context(m.error(), "keeping every snapshot file, as " + manifest_name(id) +
+                                     " cannot be read to tell which it needs: ");
+    for (auto& e : m->shards) {
+      out.insert(e.file);
+      for (auto& l : e.chain)
+        out.insert(l.file);
+    }
+  }
+  return out;
+}
+
 // Removes manifests beyond the newest keep_last, then every snapshot or
 // temporary file of checkpoint `limit` or older that no kept manifest
-// covers (files of a later checkpoint may belong to a write in progress).
+// covers: a snapshot file is kept when its checkpoint's manifest is kept or
+// a kept manifest names it (as an entry, or in a chain: a chain's old base
+// lives as long as a manifest needs it), and files of a later checkpoint
+// may belong to a write in progress. If a kept manifest cannot be read, no
+// snapshot file is removed (temporary ones are) and `*unreadable` says why.
 // Manifests go first and are made durable before their snapshots go: a
 // crash in between leaves uncommitted snapshots, which the next sweep removes.
-caf::error snapshot_store::apply_retention(uint64_t limit, std::vector<uint64_t>& removed) {
+caf::error snapshot_store::apply_retention(uint64_t limit, std::vector<uint64_t>& removed,
+                                           caf::error* unreadable) {
   auto names = opts_.io->list(dir_);
   if (!names)
     return std::move(names.error());
@@ -96,20 +119,23 @@ caf::error snapshot_store::apply_retention(uint64_t limit, std::vector<uint64_t>
   if (drop > 0)
     if (auto err = opts_.io->sync_dir(dir_))
       return err;
-  std::set<uint64_t> kept(manifests.begin() + static_cast<std::ptrdiff_t>(drop), manifests.end());
+  std::vector<uint64_t> kept_ids(manifests.begin() + static_cast<std::ptrdiff_t>(drop), manifests.end());
+  std::set<uint64_t> kept(kept_ids.begin(), kept_ids.end());
+  auto named = named_files(kept_ids);
   bool any = false;
   for (auto& [name, f] : others) {
     if (f.checkpoint > limit)
       continue;
-    if (f.kind == store_file_kind::snapshot && kept.count(f.checkpoint) != 0)
+    if (f.kind == store_file_kind::snapshot &&
+        (!named || kept.count(f.checkpoint) != 0 || named->count(name) != 0))
       continue;
     if (auto err = opts_.io->remove(dir_ / name); err && !is(err, errc::not_found))
       return err;
     any = true;
   }
-  if (any)
-    return opts_.io->sync_dir(dir_);
-  return {};
+  if (!named)
+    *unreadable = std::move(named.error());
+  return any ? opts_.io->sync_dir(dir_) : caf::error{};
 }
 
 // With shards_write, files of checkpoints newer than the newest committed
@@ -124,7 +150,10 @@ caf::error snapshot_store::recover() {
     return std::move(ids.error());
   newest_committed_ = ids->empty() ? 0 : ids->back();
   std::vector<uint64_t> removed;
-  return apply_retention(opts_.shards_write ? newest_committed_ : UINT64_MAX, removed);
+  // A kept manifest that cannot be read keeps every snapshot file; the
+  // store still opens (latest_valid skips that checkpoint, naming it).
+  caf::error unreadable;
+  return apply_retention(opts_.shards_write ? newest_committed_ : UINT64_MAX, removed, &unreadable);
 }
 
 caf::expected<manifest_entry> snapshot_store::write_snapshot(const shard_snapshot_msg& snapshot) {
@@ -158,6 +187,52 @@ caf::expected<manifest_entry> snapshot_store::write_snapshot_of(const shard_snap
   return named;
 }
 
+// Whether `file` is in the directory with `bytes` bytes: a manifest must
+// never name a file that is not there.
+caf::error snapshot_store::check_present(const std::string& file, uint64_t bytes) const {
+  auto f = opts_.io->open(dir_ / file);
+  if (!f)
+    return std::move(f.error());
+  auto size = (*f)->size();
+  if (!size)
+    return size.error();
+  if (*size != bytes)
+    return make_error(errc::invalid_argument,
+                      file + " holds " + std::to_string(*size) + " bytes, the entry says " + std::to_string(bytes));
+  return {};
+}
+
+// Every link of `e`'s chain names a snapshot file of e.shard, of a
+// checkpoint older than `checkpoint`, ascending along the chain, present
+// with its recorded length.
+caf::error snapshot_store::check_chain(const manifest_entry& e, uint64_t checkpoint) const {
+  auto shard = std::to_string(e.shard);
+  uint64_t before = 0;
+  for (size_t i = 0; i < e.chain.size(); ++i) {
+    auto& l = e.chain[i];
+    auto named = parse_store_file_name(l.file);
+    auto refuse = [&](const std::string& why) {
+      return make_error(errc::invalid_argument, "shard " + shard + "'s chain, file " + std::to_string(i) + " ('" +
+                                                  l.file + "'): " + why);
+    };
+    if (!named || named->kind != store_file_kind::snapshot || named->shard != e.shard)
+      return refuse("not a snapshot file of shard " + shard);
+    if (named->checkpoint != l.checkpoint)
+      return refuse("a file of checkpoint " + std::to_string(named->checkpoint) + ", the link says checkpoint " +
+                    std::to_string(l.checkpoint));
+    if (l.checkpoint >= checkpoint)
+      return refuse("of checkpoint " + std::to_string(l.checkpoint) + ", not older than the entry's (" +
+                    std::to_string(checkpoint) + ")");
+    if (i > 0 && l.checkpoint <= before)
+      return refuse("of checkpoint " + std::to_string(l.checkpoint) + ", not newer than the file before it (" +
+                    std::to_string(before) + "): a chain ascends");
+    if (auto err = check_present(l.file, l.bytes))
+      return refuse(error_text(err));
+    before = l.checkpoint;
+  }
+  return {};
+}
+
 caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
   auto refuse = [&](const std::string& why) {
     return make_error(errc::invalid_argument,
@@ -180,16 +255,11 @@ caf::error snapshot_store::check_commit(checkpoint_manifest& m) const {
       return refuse("shard " + std::to_string(e.shard) + " names '" + e.file + "', not a snapshot file of shard " +
                     std::to_string(e.shard) + " in checkpoint " + std::to_string(m.checkpoint) + " (" +
                     snapshot_name(m.checkpoint, e.shard) + ", or with a tag)");
-    // A manifest must never name a file that is not there.
-    auto f = opts_.io->open(dir_ / e.file);
-    if (!f)
-      return in_context(f.error(), "commit of checkpoint " + std::to_string(m.checkpoint) + ": ");
-    auto size = (*f)->size();
-    if (!size)
-      return size.error();
-    if (*size != e.bytes)
-      return refuse(e.file + " holds " + std::to_string(*size) + " bytes, the entry says " +
-                    std::to_string(e.bytes));
+    if (auto err = check_present(e.file, e.bytes))
+      return is(err, errc::invalid_argument) ? refuse(error_text(err))
+                                             : in_context(err, "commit of checkpoint " + std::to_string(m.checkpoint) + ": ");
+    if (auto err = check_chain(e, m.checkpoint))
+      return refuse(error_text(err));
   }
   return {};
 }
@@ -216,7 +286,10 @@ caf::expected<commit_result> snapshot_store::commit(checkpoint_manifest m) {
   newest_committed_ = m.checkpoint;
   commit_result out;
   out.checkpoint = m.checkpoint;
-  out.retention_problem = apply_retention(m.checkpoint, out.removed);
+  caf::error unreadable;
+  out.retention_problem = apply_retention(m.checkpoint, out.removed, &unreadable);
+  if (!out.retention_problem)
+    out.retention_problem = std::move(unreadable);
   return out;
 }
 
@@ -239,6 +312,9 @@ caf::expected<commit_result> snapshot_store::write_checkpoint(
   return result;
 }
 
+// A newer manifest may name a file of `checkpoint` in a chain (a shard
+// chained on its own file of a checkpoint that never committed): such a
+// file stays, and if one of them cannot be read, every snapshot file does.
 caf::error snapshot_store::abandon(uint64_t checkpoint) {
   std::lock_guard<std::mutex> guard(commit_mtx_);
   auto names = opts_.io->list(dir_);
@@ -247,16 +323,26 @@ caf::error snapshot_store::abandon(uint64_t checkpoint) {
   std::set<std::string> present(names->begin(), names->end());
   if (present.count(manifest_name(checkpoint)) != 0)
     return {};
+  std::vector<uint64_t> newer;
+  for (auto& n : present)
+    if (auto f = parse_store_file_name(n); f && f->kind == store_file_kind::manifest && f->checkpoint > checkpoint)
+      newer.push_back(f->checkpoint);
+  auto named = named_files(newer);
   bool any = false;
   for (auto& n : present) {
     auto f = parse_store_file_name(n);
     if (!f || f->checkpoint != checkpoint)
       continue;
+    if (f->kind == store_file_kind::snapshot && (!named || named->count(n) != 0))
+      continue;
     if (auto err = opts_.io->remove(dir_ / n); err && !is(err, errc::not_found))
       return err;
     any = true;
   }
-  return any ? opts_.io->sync_dir(dir_) : caf::error{};
+  if (any)
+    if (auto err = opts_.io->sync_dir(dir_))
+      return err;
+  return named ? caf::error{} : std::move(named.error());
 }
 
 caf::expected<std::vector<uint64_t>> snapshot_store::discard_after(uint64_t checkpoint) {
@@ -301,8 +387,25 @@ caf::expected<stored_snapshot> snapshot_store::read_entry(const checkpoint_manif
   return read_committed_snapshot(*opts_.io, dir_, manifest_file, m, e, pool);
 }
 
+// Every file of `e`'s chain, in order, validated one at a time into
+// `passing` (which caches nothing) and let go; then the entry's own file
+// into `own`. `*bad_file` names the file being read.
+caf::expected<stored_snapshot> snapshot_store::read_chain(const checkpoint_manifest& m, const manifest_entry& e,
+                                                          const std::string& manifest_file, buffer_pool& passing,
+                                                          buffer_pool& own, std::string* bad_file) const {
+  for (size_t i = 0; i < e.chain.size(); ++i) {
+    *bad_file = e.chain[i].file;
+    auto link = read_committed_link(*opts_.io, dir_, manifest_file, m, e, i, passing);
+    if (!link)
+      return std::move(link.error());
+  }
+  *bad_file = e.file;
+  return read_entry(m, e, manifest_file, own);
+}
+
 // With `keep` false every snapshot is validated and let go at once, into a
-// pool that caches nothing: the result holds the manifest alone.
+// pool that caches nothing: the result holds the manifest alone. Chain
+// files are never held.
 caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint, std::string* bad_file,
                                                       bool keep) const {
   auto name = manifest_name(checkpoint);
@@ -316,11 +419,10 @@ caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint, std::
   }
   if (m->checkpoint != checkpoint)
     return damaged(name, "records checkpoint " + std::to_string(m->checkpoint));
-  auto passing = keep ? nullptr : buffer_pool::create(0, 0);
+  auto passing = buffer_pool::create(0, 0);
   loaded_checkpoint out;
   for (auto& e : m->shards) {
-    *bad_file = e.file;
-    auto snap = read_entry(*m, e, name, keep ? *opts_.pool : *passing);
+    auto snap = read_chain(*m, e, name, *passing, keep ? *opts_.pool : *passing, bad_file);
     if (!snap)
       return std::move(snap.error());
     if (keep)

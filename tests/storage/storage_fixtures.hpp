@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,12 +66,22 @@ inline shard_state sample_state(uint64_t checkpoint, uint32_t shard, size_t rows
           rows};
 }
 
+// A snapshot's place in a chain (snapshot_header's fields): a base by default.
+struct chain_place {
+  std::string parent_file;
+  uint64_t parent_checkpoint = 0;
+  uint64_t base_checkpoint = 0;
+};
+
 // A snapshot of `shard` in `checkpoint`, tensors split into chunks of
 // `chunk_bytes` (small by default so every test crosses chunk boundaries).
 inline shard_snapshot_msg sample_snapshot(uint64_t checkpoint, uint32_t shard, size_t rows = 64,
-                                          size_t chunk_bytes = 1000) {
+                                          size_t chunk_bytes = 1000, const chain_place& place = {}) {
   auto s = sample_state(checkpoint, shard, rows);
   snapshot_header h;
+  h.parent_file = place.parent_file;
+  h.parent_checkpoint = place.parent_checkpoint;
+  h.base_checkpoint = place.base_checkpoint;
   h.shard = shard;
   h.checkpoint = checkpoint;
   h.step = checkpoint * 10;
@@ -100,6 +111,67 @@ inline void commit_sample(snapshot_store& store, uint64_t id, uint32_t shards = 
                                   sample_checkpoint(id, shards));
   REQUIRE_MESSAGE(r, describe(r.error()));
 }
+
+// Commits checkpoints whose shards' files form chains, as shards writing
+// incremental checkpoints do: `commit(id, true)` starts a new chain with a
+// base per shard, `commit(id, false)` adds to every shard's chain a delta
+// (a sample snapshot whose header names its parent and base) and commits
+// it with the chain it applies on.
+struct chain_writer {
+  explicit chain_writer(snapshot_store& s, uint32_t n = 2, std::map<uint32_t, std::vector<chain_link>> c = {})
+    : store(s), shards(n), chains(std::move(c)) {}
+
+  snapshot_store& store;
+  uint32_t shards;
+  std::map<uint32_t, std::vector<chain_link>> chains;  // per shard, newest file last
+
+  // The snapshot shard `shard` would write as checkpoint `id`.
+  shard_snapshot_msg snapshot(uint64_t id, uint32_t shard, bool base) {
+    auto& c = chains[shard];
+    chain_place place;
+    if (!base) {
+      REQUIRE(!c.empty());
+      place = {c.back().file, c.back().checkpoint, c.front().checkpoint};
+    }
+    return sample_snapshot(id, shard, 64, 1000, place);
+  }
+
+  // The entry of `file` in checkpoint `id`'s manifest, with its chain.
+  manifest_entry entry(const manifest_entry& written, bool base) {
+    auto e = written;
+    if (!base)
+      e.chain = chains[e.shard];
+    return e;
+  }
+
+  void committed(const checkpoint_manifest& m) {
+    for (auto& e : m.shards) {
+      auto& c = chains[e.shard];
+      if (e.chain.empty())
+        c.clear();
+      c.push_back({m.checkpoint, e.file, e.bytes, e.crc32c});
+    }
+  }
+
+  caf::expected<commit_result> try_commit(uint64_t id, bool base) {
+    checkpoint_manifest m{id, id * 10, 1700000000000 + static_cast<int64_t>(id), {}, {}};
+    for (uint32_t s = 0; s < shards; ++s) {
+      auto written = store.write_snapshot(snapshot(id, s, base));
+      REQUIRE_MESSAGE(written, describe(written.error()));
+      m.shards.push_back(entry(*written, base));
+    }
+    auto r = store.commit(m);
+    if (r)
+      committed(m);
+    return r;
+  }
+
+  commit_result commit(uint64_t id, bool base) {
+    auto r = try_commit(id, base);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    return *r;
+  }
+};
 
 // Checks that `snap` holds exactly what sample_snapshot(checkpoint, shard) put in.
 inline void check_sample(const stored_snapshot& snap, uint64_t checkpoint, uint32_t shard,
