@@ -32,6 +32,7 @@
 #include "actors/core/consistency.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/optimizer.hpp"
+#include "actors/core/snapshot_chain.hpp"
 #include "actors/core/table_limits.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "models/model.hpp"
@@ -104,6 +105,12 @@ struct checkpoint_config {
   // fail the job, naming the last failure and the last good checkpoint,
   // which stays intact for a resume.
   std::chrono::milliseconds storage_deadline{60000};
+  // Incremental checkpoints: each shard writes a full base at least every
+  // `full_every` checkpoints and between them a delta of what changed
+  // since its previous one, while the chain's deltas stay within
+  // `delta_fraction` of the base's bytes (actors/core/snapshot_chain.hpp).
+  // full_every 1: every checkpoint is full.
+  chain_options incremental;
 };
 
 // The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a
