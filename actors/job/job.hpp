@@ -29,10 +29,10 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/core/chain_options.hpp"
 #include "actors/core/consistency.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/optimizer.hpp"
-#include "actors/core/snapshot_chain.hpp"
 #include "actors/core/table_limits.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "models/model.hpp"
@@ -108,7 +108,7 @@ struct checkpoint_config {
   // Incremental checkpoints: each shard writes a full base at least every
   // `full_every` checkpoints and between them a delta of what changed
   // since its previous one, while the chain's deltas stay within
-  // `delta_fraction` of the base's bytes (actors/core/snapshot_chain.hpp).
+  // `delta_fraction` of the base's bytes (actors/core/chain_options.hpp).
   // full_every 1: every checkpoint is full.
   chain_options incremental;
 };

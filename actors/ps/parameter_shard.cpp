@@ -401,14 +401,16 @@ struct start {
 };
 
 // Restores from `ref`'s chain, one file at a time (every byte of each
-// checked once, its payload CRC) into `memory`. A file found bad goes into
-// `bad`, so no older ref whose chain holds it is tried.
+// checked once, its payload CRC) into `memory`. A file found bad (as
+// recorded: name, size and CRC) goes into `bad`, so no older ref whose chain
+// holds it is tried.
 caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env, file_io& io,
                                  const snapshot_ref& ref, buffer_pool& memory, std::set<std::string>& bad) {
   auto links = ref.entry.chain;
   links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
+  auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
   for (auto& l : links)
-    if (bad.count(l.file) != 0)
+    if (bad.count(key(l)) != 0)
       return make_error(errc::damaged_snapshot, "its chain holds " + l.file + ", found damaged above");
   size_t at = 0;
   auto read = [&](size_t i) {
@@ -417,7 +419,7 @@ caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parame
   };
   auto core = restore_chain(cfg.core, links.size(), read, verify_mode::structure, env.table_rows);
   if (!core) {
-    bad.insert(links[at].file);
+    bad.insert(key(links[at]));
     return core.error();
   }
   // A chain of another run (not this run's files) is not extended.
