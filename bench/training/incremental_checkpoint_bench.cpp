@@ -10,14 +10,15 @@
 //           one entry, built as a shard builds it from the manifest's
 //           entries) and the manifest file it writes, at two vocabularies
 //           (model sizes): the goal is that they do not grow with the model.
-//  cost:    ctr-fm with a big vocabulary, a checkpoint every ~3 s (the
-//           interval is set from the first run without checkpoints):
+//  cost:    ctr-fm with a big vocabulary, a checkpoint every 2 s of the
+//           first run without checkpoints (slower runs space them more):
 //           examples/s with incremental checkpoints and with full ones
 //           beside the same run without checkpoints (the ceiling; its
 //           replay logs bounded); alternating rounds, ranges over them
 //           (goal: incremental costs at most 2%).
-//  restore: the biggest shard of the last incremental cost run, restored
-//           from its newest longest chain as a restarted shard does
+//  restore: a shard of about 1 GB (ctr-fm on one shard, a checkpoint every
+//           1/16 of the epoch), restored from its longest chain (most bytes
+//           among equals) as a restarted shard does
 //           (read_chain_link with verify_mode::payload, then restore_chain
 //           with structure: parameter_shard.cpp's restore_ref), and its base
 //           alone, beside read(2) of the same files into a warm buffer plus
@@ -25,8 +26,9 @@
 //           chain within 1.2x).
 // Usage: incremental_checkpoint_bench [what=all|bytes|cost|restore]
 //          [repeats=2] [cost_examples=1000000] [bytes_examples=500000]
-//          [cost_vocabulary=10000000] [seconds_between_checkpoints=3]
+//          [cost_vocabulary=10000000] [seconds_between_checkpoints=2]
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,9 +250,9 @@ struct cost_runs {
   std::vector<double> inc_interval, full_interval;  // seconds between checkpoints
   std::vector<double> inc_write_share, full_write_share;  // checkpoint_write_seconds / seconds
   std::vector<double> inc_wait_share, full_wait_share;    // window_wait_seconds / seconds / workers
+  std::vector<double> inc_cpu_share, full_cpu_share;      // checkpoint_write_cpu_seconds / (2 cores x seconds)
   checkpoint_bytes inc_files;  // the last incremental run's checkpoints
   uint64_t every = 0, model = 0, checkpoints = 0;
-  job_config last_incremental;  // its directory is kept for the restore
 };
 
 void run_cost(cost_runs& c, const std::shared_ptr<const ctr_model>& m, int kind) {
@@ -268,16 +270,14 @@ void run_cost(cost_runs& c, const std::shared_ptr<const ctr_model>& m, int kind)
   const double share = r.checkpoint_write_seconds / r.seconds;
   const double wait = r.window_wait_seconds / r.seconds / cfg.training.workers;
   (kind == 1 ? c.inc_wait_share : c.full_wait_share).push_back(wait);
+  (kind == 1 ? c.inc_cpu_share : c.full_cpu_share).push_back(r.checkpoint_write_cpu_seconds / r.seconds / 2);
   (kind == 1 ? c.incremental : c.full).push_back(r.samples_per_second);
   (kind == 1 ? c.inc_interval : c.full_interval).push_back(interval);
   (kind == 1 ? c.inc_write_share : c.full_write_share).push_back(share);
   c.checkpoints = r.checkpoints;
-  if (kind == 1) {
-    c.last_incremental = cfg;
+  if (kind == 1)
     c.inc_files = scan(cfg.checkpoints.dir);
-  }
-  else
-    fs::remove_all(cfg.checkpoints.dir);
+  fs::remove_all(cfg.checkpoints.dir);
 }
 
 std::string range(const std::vector<double>& v, double scale, const char* fmt) {
@@ -295,7 +295,7 @@ std::vector<double> ratios(const std::vector<double>& v, const std::vector<doubl
   return out;
 }
 
-cost_runs bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double seconds) {
+void bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double seconds) {
   auto m = make_model(vocabulary, examples, true);
   cost_runs c;
   // Round 0 begins without checkpoints: its speed sets the interval.
@@ -311,16 +311,18 @@ cost_runs bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, dou
               "checkpoints a run); %zu rounds, alternating, ranges over them\n",
               static_cast<double>(vocabulary), static_cast<unsigned long long>(examples), c.model / 1e6,
               static_cast<unsigned long long>(c.every), static_cast<unsigned long long>(c.checkpoints), repeats);
-  const char* row = "%-47s %-14s %-12s %-10s %-12s %s\n";
-  std::printf(row, "run", "examples/s", "ratio", "s/ckpt", "write share", "window wait");
+  const char* row = "%-47s %-14s %-12s %-10s %-12s %-12s %s\n";
+  std::printf(row, "run", "examples/s", "ratio", "s/ckpt", "write share", "write CPU", "window wait");
   std::printf(row, "no checkpoints (ceiling; logs bounded 64 MiB)", range(c.none, 1, "%.0f").c_str(), "1", "-", "-",
-              "-");
+              "-", "-");
   std::printf(row, "incremental (full_every 8, delta_fraction 0.5)", range(c.incremental, 1, "%.0f").c_str(),
               range(ratios(c.incremental, c.none), 1, "%.3f").c_str(), range(c.inc_interval, 1, "%.1f").c_str(),
-              range(c.inc_write_share, 100, "%.0f%%").c_str(), range(c.inc_wait_share, 100, "%.1f%%").c_str());
+              range(c.inc_write_share, 100, "%.0f%%").c_str(), range(c.inc_cpu_share, 100, "%.0f%%").c_str(),
+              range(c.inc_wait_share, 100, "%.1f%%").c_str());
   std::printf(row, "full (full_every 1)", range(c.full, 1, "%.0f").c_str(),
               range(ratios(c.full, c.none), 1, "%.3f").c_str(), range(c.full_interval, 1, "%.1f").c_str(),
-              range(c.full_write_share, 100, "%.0f%%").c_str(), range(c.full_wait_share, 100, "%.1f%%").c_str());
+              range(c.full_write_share, 100, "%.0f%%").c_str(), range(c.full_cpu_share, 100, "%.0f%%").c_str(),
+              range(c.full_wait_share, 100, "%.1f%%").c_str());
   const auto& f = c.inc_files;
   uint64_t added = 0;
   for (auto& [id, b] : f.added) added += b;
@@ -331,9 +333,8 @@ cost_runs bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, dou
               f.manifest_bytes / static_cast<double>(f.added.size()));
   std::printf("(ratio: each round's examples/s over that round's run without checkpoints; goal: incremental "
               ">= 0.98. s/ckpt: the run's seconds over its checkpoints. write share: job_result's "
-              "checkpoint_write_seconds (the shards' file writes, wall, summed) over the run's seconds; window "
-              "wait: the steps the checkpoint window held a worker back, per worker, over the run's seconds)\n\n");
-  return c;
+              "checkpoint_write_seconds (the shards' file writes, wall, summed) over the run's seconds; write "
+              "CPU: their writing threads' CPU over 2 cores' run time; window wait: the steps the checkpoint window held a worker back, per worker, over the run's seconds)\n\n");
 }
 
 }  // namespace
@@ -391,34 +392,70 @@ snapshot_ref longest_chain(const fs::path& dir) {
   return best;
 }
 
-// read(2) of each file into `buf` (warm, big enough), then its CRC32C.
-double read_and_crc(const std::vector<fs::path>& files, std::vector<char>& buf, uint32_t& sink) {
-  auto t0 = clock_type::now();
-  for (auto& p : files) {
-    int fd = ::open(p.c_str(), O_RDONLY);
-    if (fd < 0) {
-      std::fprintf(stderr, "incremental_checkpoint_bench: open %s: %s\n", p.c_str(), errno_text(errno).c_str());
-      std::exit(1);
-    }
-    size_t n = 0;
-    for (ssize_t got; (got = ::read(fd, buf.data() + n, buf.size() - n)) > 0;) n += static_cast<size_t>(got);
-    ::close(fd);
-    sink ^= crc32c(buf.data(), n);
-  }
-  return seconds_since(t0);
+// Wall and process CPU seconds of one timed piece.
+struct timing {
+  double wall = 0, cpu = 0;
+};
+
+double cpu_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-double restore_links(const shard_config& sc, const snapshot_ref& ref, size_t links, buffer_pool& pool,
+template <class F>
+timing timed(F&& f) {
+  auto t0 = clock_type::now();
+  auto c0 = cpu_now();
+  f();
+  return {seconds_since(t0), cpu_now() - c0};
+}
+
+// read(2) of each file into `buf` (warm, big enough), then its CRC32C.
+timing read_and_crc(const std::vector<fs::path>& files, std::vector<char>& buf, uint32_t& sink) {
+  return timed([&] {
+    for (auto& p : files) {
+      int fd = ::open(p.c_str(), O_RDONLY);
+      if (fd < 0) {
+        std::fprintf(stderr, "incremental_checkpoint_bench: open %s: %s\n", p.c_str(), errno_text(errno).c_str());
+        std::exit(1);
+      }
+      size_t n = 0;
+      for (ssize_t got; (got = ::read(fd, buf.data() + n, buf.size() - n)) > 0;) n += static_cast<size_t>(got);
+      ::close(fd);
+      sink ^= crc32c(buf.data(), n);
+    }
+  });
+}
+
+timing restore_links(const shard_config& sc, const snapshot_ref& ref, size_t links, buffer_pool& pool,
                      const table_row_source& rows, uint64_t& rows_restored) {
   auto read = [&](size_t i) { return read_chain_link(*posix_io(), ref, i, pool, verify_mode::payload); };
-  auto t0 = clock_type::now();
-  auto core = restore_chain(sc, links, read, verify_mode::structure, rows);
-  const double s = seconds_since(t0);
+  caf::expected<shard_core> core{shard_core{}};
+  auto t = timed([&] { core = restore_chain(sc, links, read, verify_mode::structure, rows); });
   if (!core)
     fail("restoring " + ref.entry.file, core.error());
   rows_restored = 0;
-  for (auto& t : core->tables()) rows_restored += t.rows();
-  return s;
+  for (auto& table : core->tables()) rows_restored += table.rows();
+  return t;
+}
+
+struct restore_times {
+  std::vector<timing> ceiling, keel;
+};
+
+void print_restore_row(const char* name, const restore_times& r, uint64_t bytes) {
+  auto best = [](const std::vector<timing>& v, double timing::*field) {
+    double b = v[0].*field;
+    for (auto& t : v) b = std::min(b, t.*field);
+    return b;
+  };
+  std::vector<double> walls;
+  for (auto& t : r.keel) walls.push_back(t.wall);
+  const double kw = best(r.keel, &timing::wall), cw = best(r.ceiling, &timing::wall);
+  const double kc = best(r.keel, &timing::cpu), cc = best(r.ceiling, &timing::cpu);
+  std::printf("%-16s %8.3f %6.2f %8.3f %6.2f %8.3f %8.3f %6.2f   (keel wall, all: %s)\n", name, kw, bytes / kw / 1e9,
+              cw, kw / cw, kc, cc, kc / cc, range(walls, 1, "%.3f").c_str());
 }
 
 void bench_restore(const job_config& j, size_t repeats) {
@@ -439,41 +476,53 @@ void bench_restore(const job_config& j, size_t repeats) {
   auto pool = buffer_pool::create(size_t{8} << 30);
   uint32_t sink = 0;
   uint64_t chain_rows = 0, base_rows = 0;
-  std::vector<double> ceil_chain, keel_chain, ceil_base, keel_base;
+  restore_times chain, base;
   read_and_crc(files, buf, sink);  // the files in the page cache for both
   for (size_t i = 0; i < std::max<size_t>(repeats, 3); ++i) {
-    ceil_chain.push_back(read_and_crc(files, buf, sink));
-    keel_chain.push_back(restore_links(sc, ref, files.size(), *pool, rows, chain_rows));
-    ceil_base.push_back(read_and_crc({files[0]}, buf, sink));
-    keel_base.push_back(restore_links(sc, ref, 1, *pool, rows, base_rows));
+    chain.ceiling.push_back(read_and_crc(files, buf, sink));
+    chain.keel.push_back(restore_links(sc, ref, files.size(), *pool, rows, chain_rows));
+    base.ceiling.push_back(read_and_crc({files[0]}, buf, sink));
+    base.keel.push_back(restore_links(sc, ref, 1, *pool, rows, base_rows));
   }
-  auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   std::printf("== restore of shard %u from its chain as a restarted shard reads it (%zu files: a base of %.0f MB "
               "and %zu deltas, %.0f MB in all; %llu rows, the base %llu), page cache; best of %zu (crc %08x)\n",
               ref.entry.shard, files.size(), fs::file_size(files[0]) / 1e6, files.size() - 1, chain_bytes / 1e6,
               static_cast<unsigned long long>(chain_rows), static_cast<unsigned long long>(base_rows),
-              keel_chain.size(), sink);
-  std::printf("%-28s %10s %10s %10s %10s\n", "restore", "keel s", "GB/s", "read+crc s", "ratio");
-  std::printf("%-28s %10.3f %10.2f %10.3f %10.2f   (all: %s)\n", "the chain", best(keel_chain),
-              chain_bytes / best(keel_chain) / 1e9, best(ceil_chain), best(keel_chain) / best(ceil_chain),
-              range(keel_chain, 1, "%.3f").c_str());
-  std::printf("%-28s %10.3f %10.2f %10.3f %10.2f   (all: %s)\n", "the base alone", best(keel_base),
-              fs::file_size(files[0]) / best(keel_base) / 1e9, best(ceil_base), best(keel_base) / best(ceil_base),
-              range(keel_base, 1, "%.3f").c_str());
+              chain.keel.size(), sink);
+  std::printf("%-16s %8s %6s %8s %6s %8s %8s %6s\n", "restore", "keel s", "GB/s", "ceil s", "ratio", "keel cpu",
+              "ceil cpu", "ratio");
+  print_restore_row("the chain", chain, chain_bytes);
+  print_restore_row("the base alone", base, fs::file_size(files[0]));
   std::printf("(ceiling: read(2) of the same files into a warm buffer and their CRC32C, no decoding; keel: "
-              "read_chain_link (payload CRC) + restore_chain, a pool kept across repetitions. Goal: the chain "
-              "<= 1.2x)\n\n");
+              "read_chain_link (payload CRC) + restore_chain, a pool kept across repetitions; wall and this "
+              "process's CPU seconds, each the best of the repetitions. Goal: the chain <= 1.2x)\n\n");
 }
 
 }  // namespace
 
+// A shard of about 1 GB with a chain: ctr-fm on one shard, a checkpoint
+// every 1/16 of the epoch; its directory is left for the restore.
+job_config restore_source(uint64_t examples, uint64_t vocabulary) {
+  auto m = make_model(vocabulary, examples, true);
+  auto every = std::max<uint64_t>(1, steps_per_epoch(examples, 2, 128) / 16);
+  auto cfg = config_of(m, every, chain_options{}.full_every, bench_dir("restore"), 16);
+  cfg.training.shards = 1;
+  auto r = run_job(cfg);
+  std::printf("(the shard to restore: ctr-fm, vocabulary %.0e, %llu training rows, 1 shard, 2 workers, a "
+              "checkpoint every %llu steps; %.0f MB of values and AdaGrad state)\n",
+              static_cast<double>(vocabulary), static_cast<unsigned long long>(examples),
+              static_cast<unsigned long long>(every), model_bytes(r) / 1e6);
+  return cfg;
+}
+
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it comes
   const std::string what = argc > 1 ? argv[1] : "all";
   const size_t repeats = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2;
   const uint64_t cost_examples = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1'000'000;
   const uint64_t bytes_examples = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 500'000;
   const uint64_t vocabulary = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 10'000'000;
-  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 3.0;
+  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 2.0;
   if (what != "all" && what != "bytes" && what != "cost" && what != "restore") {
     std::fprintf(stderr, "incremental_checkpoint_bench: what must be all, bytes, cost or restore, not %s\n",
                  what.c_str());
@@ -487,17 +536,12 @@ int main(int argc, char** argv) {
   }
   if (what == "all" || what == "bytes")
     bench_bytes(bytes_examples);
-  if (what == "all" || what == "cost" || what == "restore") {
-    cost_runs c;
-    if (what == "restore") {  // one incremental run to restore from
-      auto m = make_model(vocabulary, cost_examples, true);
-      c.every = std::max<uint64_t>(1, steps_per_epoch(cost_examples, 2, 128) / 16);
-      run_cost(c, m, 1);
-    } else {
-      c = bench_cost(cost_examples, vocabulary, repeats, seconds);
-    }
-    bench_restore(c.last_incremental, repeats);
-    fs::remove_all(c.last_incremental.checkpoints.dir);
+  if (what == "all" || what == "cost")
+    bench_cost(cost_examples, vocabulary, repeats, seconds);
+  if (what == "all" || what == "restore") {
+    auto source = restore_source(cost_examples, vocabulary);
+    bench_restore(source, repeats);
+    fs::remove_all(source.checkpoints.dir);
   }
   return 0;
 }
