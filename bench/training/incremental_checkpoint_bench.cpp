@@ -10,7 +10,7 @@
 //           one entry, built as a shard builds it from the manifest's
 //           entries) and the manifest file it writes, at two vocabularies
 //           (model sizes): the goal is that they do not grow with the model.
-//  cost:    ctr-fm with a big vocabulary, a checkpoint every 2 s of the
+//  cost:    ctr-fm with a big vocabulary, a checkpoint every 3 s of the
 //           first run without checkpoints (slower runs space them more):
 //           examples/s with incremental checkpoints and with full ones
 //           beside the same run without checkpoints (the ceiling; its
@@ -26,7 +26,7 @@
 //           chain within 1.2x).
 // Usage: incremental_checkpoint_bench [what=all|bytes|cost|restore]
 //          [repeats=2] [cost_examples=1000000] [bytes_examples=500000]
-//          [cost_vocabulary=10000000] [seconds_between_checkpoints=2]
+//          [cost_vocabulary=10000000] [seconds_between_checkpoints=3]
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +63,13 @@ namespace {
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// This process's CPU seconds so far (every thread's).
+double cpu_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 std::shared_ptr<const ctr_model> make_model(uint64_t vocabulary, uint64_t examples, bool fm) {
@@ -247,6 +254,7 @@ namespace {
 
 struct cost_runs {
   std::vector<double> none, incremental, full;   // examples/s
+  std::vector<double> none_cpu, inc_cpu, full_cpu;  // CPU seconds of the process per million examples
   std::vector<double> inc_interval, full_interval;  // seconds between checkpoints
   std::vector<double> inc_write_share, full_write_share;  // checkpoint_write_seconds / seconds
   std::vector<double> inc_wait_share, full_wait_share;    // window_wait_seconds / seconds / workers
@@ -259,7 +267,10 @@ void run_cost(cost_runs& c, const std::shared_ptr<const ctr_model>& m, int kind)
   const char* names[] = {"cost-none", "cost-incremental", "cost-full"};
   auto cfg = config_of(m, kind == 0 ? 0 : c.every, kind == 2 ? 1 : chain_options{}.full_every, bench_dir(names[kind]),
                        8);
+  const double cpu0 = cpu_now();
   auto r = run_job(cfg);
+  const double cpu = (cpu_now() - cpu0) * 1e6 / static_cast<double>(m->num_train_examples());
+  (kind == 0 ? c.none_cpu : kind == 1 ? c.inc_cpu : c.full_cpu).push_back(cpu);
   c.model = model_bytes(r);
   if (kind == 0) {
     c.none.push_back(r.samples_per_second);
@@ -311,16 +322,19 @@ void bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double s
               "checkpoints a run); %zu rounds, alternating, ranges over them\n",
               static_cast<double>(vocabulary), static_cast<unsigned long long>(examples), c.model / 1e6,
               static_cast<unsigned long long>(c.every), static_cast<unsigned long long>(c.checkpoints), repeats);
-  const char* row = "%-47s %-14s %-12s %-10s %-12s %-12s %s\n";
-  std::printf(row, "run", "examples/s", "ratio", "s/ckpt", "write share", "write CPU", "window wait");
-  std::printf(row, "no checkpoints (ceiling; logs bounded 64 MiB)", range(c.none, 1, "%.0f").c_str(), "1", "-", "-",
-              "-", "-");
+  const char* row = "%-47s %-14s %-12s %-10s %-12s %-10s %-12s %-12s %s\n";
+  std::printf(row, "run", "examples/s", "ratio", "CPU s/M ex", "ratio", "s/ckpt", "write share", "write CPU",
+              "window wait");
+  std::printf(row, "no checkpoints (ceiling; logs bounded 64 MiB)", range(c.none, 1, "%.0f").c_str(), "1",
+              range(c.none_cpu, 1, "%.1f").c_str(), "1", "-", "-", "-", "-");
   std::printf(row, "incremental (full_every 8, delta_fraction 0.5)", range(c.incremental, 1, "%.0f").c_str(),
-              range(ratios(c.incremental, c.none), 1, "%.3f").c_str(), range(c.inc_interval, 1, "%.1f").c_str(),
+              range(ratios(c.incremental, c.none), 1, "%.3f").c_str(), range(c.inc_cpu, 1, "%.1f").c_str(),
+              range(ratios(c.none_cpu, c.inc_cpu), 1, "%.3f").c_str(), range(c.inc_interval, 1, "%.1f").c_str(),
               range(c.inc_write_share, 100, "%.0f%%").c_str(), range(c.inc_cpu_share, 100, "%.0f%%").c_str(),
               range(c.inc_wait_share, 100, "%.1f%%").c_str());
   std::printf(row, "full (full_every 1)", range(c.full, 1, "%.0f").c_str(),
-              range(ratios(c.full, c.none), 1, "%.3f").c_str(), range(c.full_interval, 1, "%.1f").c_str(),
+              range(ratios(c.full, c.none), 1, "%.3f").c_str(), range(c.full_cpu, 1, "%.1f").c_str(),
+              range(ratios(c.none_cpu, c.full_cpu), 1, "%.3f").c_str(), range(c.full_interval, 1, "%.1f").c_str(),
               range(c.full_write_share, 100, "%.0f%%").c_str(), range(c.full_cpu_share, 100, "%.0f%%").c_str(),
               range(c.full_wait_share, 100, "%.1f%%").c_str());
   const auto& f = c.inc_files;
@@ -332,7 +346,9 @@ void bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double s
               static_cast<double>(f.links) / f.files, f.part_bytes / static_cast<double>(f.files),
               f.manifest_bytes / static_cast<double>(f.added.size()));
   std::printf("(ratio: each round's examples/s over that round's run without checkpoints; goal: incremental "
-              ">= 0.98. s/ckpt: the run's seconds over its checkpoints. write share: job_result's "
+              ">= 0.98. CPU s/M ex: this process's CPU seconds (all threads, start-up and scoring included) per "
+              "million training examples, less sensitive to other load than examples/s; its ratio: the run "
+              "without checkpoints' over this one's. s/ckpt: the run's seconds over its checkpoints. write share: job_result's "
               "checkpoint_write_seconds (the shards' file writes, wall, summed) over the run's seconds; write "
               "CPU: their writing threads' CPU over 2 cores' run time; window wait: the steps the checkpoint window held a worker back, per worker, over the run's seconds)\n\n");
 }
@@ -396,12 +412,6 @@ snapshot_ref longest_chain(const fs::path& dir) {
 struct timing {
   double wall = 0, cpu = 0;
 };
-
-double cpu_now() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 template <class F>
 timing timed(F&& f) {
@@ -522,7 +532,7 @@ int main(int argc, char** argv) {
   const uint64_t cost_examples = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1'000'000;
   const uint64_t bytes_examples = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 500'000;
   const uint64_t vocabulary = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 10'000'000;
-  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 2.0;
+  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 3.0;
   if (what != "all" && what != "bytes" && what != "cost" && what != "restore") {
     std::fprintf(stderr, "incremental_checkpoint_bench: what must be all, bytes, cost or restore, not %s\n",
                  what.c_str());
