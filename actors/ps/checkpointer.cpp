@@ -1,6 +1,5 @@
 #include "actors/ps/checkpointer.hpp"
 
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>

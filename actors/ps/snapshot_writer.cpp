@@ -1,6 +1,5 @@
 #include "actors/ps/snapshot_writer.hpp"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
