@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "storage/file_damage.hpp"
+#include "storage/store_inspection.hpp"
 #include "storage/store_layout.hpp"
 #include "storage_fixtures.hpp"
 
@@ -324,4 +325,43 @@ TEST_CASE("abandon leaves a file a newer chain names; discard_after leaves an ol
     CHECK(fs::exists(dir / snapshot_name(1, 0)));
     CHECK(store->load(2));
   }
+}
+
+TEST_CASE("inspect_store tells bases from deltas, lists a delta's chain, and names a damaged chain file") {
+  temp_dir dir;
+  auto store = open_store(dir.path(), 2);
+  chain_writer w{*store};
+  for (uint64_t id = 1; id <= 3; ++id)
+    w.commit(id, id == 1);
+  auto pool = buffer_pool::create();
+  auto clean = inspect_store(dir.path(), verify_mode::checksums, *posix_io(), *pool);
+  REQUIRE(clean);
+  REQUIRE(clean->checkpoints.size() == 2);  // manifest 1 dropped; its files kept for the chain
+  CHECK(clean->leftovers.empty());
+  CHECK(clean->damaged() == 0);
+  auto& s = clean->checkpoints[0].shards.at(1);
+  CHECK(s.delta());
+  CHECK(s.base_checkpoint == 1);
+  REQUIRE(s.chain.size() == 2);
+  CHECK(s.chain[0].file == snapshot_name(1, 1));
+  CHECK(s.chain[1].file == snapshot_name(2, 1));
+  CHECK(s.chain_bytes() == s.file_bytes + s.chain[0].bytes + s.chain[1].bytes);
+  CHECK(s.tensors.size() == 2);
+  REQUIRE(!flip_bit(dir / snapshot_name(2, 1), fs::file_size(dir / snapshot_name(2, 1)) - 64));
+  auto quick = inspect_store(dir.path(), verify_mode::structure, *posix_io(), *pool);
+  REQUIRE(quick);
+  CHECK(quick->damaged() == 0);  // a flipped tensor byte needs --verify
+  auto verified = inspect_store(dir.path(), verify_mode::checksums, *posix_io(), *pool);
+  REQUIRE(verified);
+  CHECK(verified->damaged() == 2);
+  auto& three = verified->checkpoints[0];
+  REQUIRE(three.damage.size() == 1);
+  CHECK(three.damage[0].file == snapshot_name(2, 1));
+  CHECK(three.shards.at(1).chain[1].damaged);
+  CHECK(!three.shards.at(1).chain[0].damaged);
+  // A file no manifest names any more is a leftover; one a chain names is not.
+  REQUIRE(store->write_snapshot(sample_snapshot(7, 0)));
+  auto later = inspect_store(dir.path(), verify_mode::structure, *posix_io(), *pool);
+  REQUIRE(later);
+  CHECK(later->leftovers == std::vector<std::string>{snapshot_name(7, 0)});
 }
