@@ -116,6 +116,12 @@ TEST_CASE("a file whose place in the chain is not the manifest's is refused, nam
     CHECK_MESSAGE(contains(describe(as_base.error()), snapshot_name(2, 0) + ": a delta on " + snapshot_name(1, 0) +
                                                         ", but the chain says it is a base"),
                   describe(as_base.error()));
+    auto outside = ref_of(*store, 2, 0);
+    outside.entry.chain[0].file = "../" + snapshot_name(1, 0);
+    auto escaped = read_chain_link(*posix_io(), outside, 0, *pool);
+    REQUIRE(!escaped);
+    CHECK_MESSAGE(contains(describe(escaped.error()), "not a snapshot file of that shard and checkpoint"),
+                  describe(escaped.error()));
     auto ref2 = ref_of(*store, 2, 0);
     ref2.entry.chain.insert(ref2.entry.chain.begin(), ref2.entry.chain[0]);  // base, base, delta
     ref2.entry.chain[1].checkpoint = 1;
