@@ -166,6 +166,8 @@ uint32_t embedding_table::append_row(uint64_t key) {
   if ((rows_ >> block_shift_) >= blocks_.size())
     blocks_.emplace_back(stride_ << block_shift_);  // untouched until rows are written
   uint32_t r = rows_++;
+  if ((r >> 6) >= changed_bits_.size())
+    changed_bits_.resize(changed_bits_.size() + (size_t{1} << block_shift_) / 64 + 1, 0);
   std::memcpy(row_at(r), &key, sizeof key);
   index_insert(key, r);
   return r;
@@ -344,6 +346,7 @@ void embedding_table::apply_unbounded(const uint64_t* keys, size_t n, const floa
       r = append_row(keys[i]);
       init_row(r, keys[i]);
     }
+    mark_changed(r);
     update_row(u, row_at(r) + header_, d, state_slots_, grads + i * d);
   }
 }
@@ -367,6 +370,7 @@ void embedding_table::apply_bounded(const uint64_t* keys, size_t n, const float*
       continue;
     }
     update_row(u, row_at(r) + header_, d, state_slots_, grads + size_t{i} * d);
+    mark_changed(r);
     unlink(r);
     link_tail(r);
     ++touched;
@@ -380,6 +384,7 @@ void embedding_table::apply_bounded(const uint64_t* keys, size_t n, const float*
       continue;
     }
     update_row(u, row_at(r) + header_, d, state_slots_, grads + size_t{i} * d);
+    mark_changed(r);
     link_tail(r);
     ++touched;
   }
@@ -397,6 +402,13 @@ uint32_t embedding_table::make_room(uint64_t key, size_t rows_of_this_push) {
       return no_row;
     r = head_;
     unlink(r);
+    if (!changes_lost_)
+      evicted_.push_back(key_at(r));
+    if (evicted_.size() > std::max<size_t>(rows_, size_t{1} << 16)) {
+      evicted_.clear();
+      evicted_.shrink_to_fit();
+      changes_lost_ = true;
+    }
     index_erase(key_at(r));
     std::memcpy(row_at(r), &key, sizeof key);
     index_insert(key, r);
@@ -423,7 +435,16 @@ size_t embedding_table::bytes() const {
   b += index_.capacity() * sizeof(uint32_t);
   b += sketch_.bytes();
   b += (seen_.capacity() + order_.capacity() + pending_.capacity()) * sizeof(uint32_t);
+  b += (changed_bits_.capacity() + evicted_.capacity()) * sizeof(uint64_t);
   return b;
+}
+
+void embedding_table::clear_changes() {
+  if (changed_ > 0)
+    std::fill(changed_bits_.begin(), changed_bits_.end(), 0);
+  changed_ = 0;
+  evicted_.clear();
+  changes_lost_ = false;
 }
 
 std::vector<uint64_t> embedding_table::keys_in_order() const {

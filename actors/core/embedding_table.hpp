@@ -49,6 +49,12 @@
 //
 // Errors (table_error, actors/core/table_error.hpp) refuse the whole request:
 // nothing of a refused push is applied.
+//
+// Changes since a mark: the table remembers which rows a push created or
+// updated, and which keys it evicted, since the last clear_changes() (a
+// bit per row and a list of evicted keys): what an incremental snapshot
+// (actors/core/table_delta.hpp) writes. With a capacity the changed rows are
+// exactly the most recently updated ones, the tail of the recency order.
 
 #include <cstddef>
 #include <cstdint>
@@ -140,6 +146,18 @@ class embedding_table {
   // The keys from least to most recently updated (empty without capacity).
   std::vector<uint64_t> keys_by_recency() const;
 
+  // Rows created or updated since the last clear_changes() (or since the
+  // table was made or decoded), and keys evicted since then (in eviction
+  // order; an evicted key may have a row again).
+  uint64_t changed_rows() const { return changed_; }
+  const std::vector<uint64_t>& evicted_keys() const { return evicted_; }
+  // False once more keys were evicted since the mark than the table holds
+  // rows (at least 65536): the list is then dropped (its memory is bounded)
+  // and only a full snapshot captures the table.
+  bool changes_complete() const { return !changes_lost_; }
+  // Marks every row unchanged: the caller took a snapshot of the table.
+  void clear_changes();
+
  private:
   friend class table_codec;  // actors/core/table_snapshot.cpp
   static constexpr uint32_t no_row = 0xffffffffu;
@@ -172,6 +190,13 @@ class embedding_table {
   void apply_unbounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
   void apply_bounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
   uint32_t make_room(uint64_t key, size_t rows_of_this_push);
+  void mark_changed(uint32_t r) {
+    uint64_t& w = changed_bits_[r >> 6];
+    const uint64_t bit = uint64_t{1} << (r & 63);
+    changed_ += (w & bit) == 0;
+    w |= bit;
+  }
+  bool is_changed(uint32_t r) const { return (changed_bits_[r >> 6] >> (r & 63)) & 1; }
 
   // Recency list (with a capacity): prev/next row numbers in the row's
   // header, head_ the least recently updated.
@@ -219,6 +244,12 @@ class embedding_table {
   uint32_t head_ = no_row, tail_ = no_row;
   count_min_sketch sketch_;
   table_counters stats_;
+  // Changes since clear_changes(): a bit per row number (grown with the
+  // rows), their count, and the keys evicted.
+  std::vector<uint64_t> changed_bits_;
+  uint64_t changed_ = 0;
+  std::vector<uint64_t> evicted_;
+  bool changes_lost_ = false;
   // Scratch reused by apply (no allocation per push once grown).
   std::vector<uint32_t> seen_;
   std::vector<uint32_t> order_;

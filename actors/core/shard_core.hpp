@@ -151,6 +151,24 @@ class shard_core {
   const std::vector<embedding_table>& tables() const { return tables_; }
   const table_row_source& row_source() const { return rows_; }
 
+  // Changes since the last clear_changes() (or since the shard was made or
+  // restored): what an incremental snapshot (actors/core/shard_delta.hpp)
+  // writes. Dense parameters are tracked by chunks of dense_chunk_floats
+  // keys (a bit each, with their optimizer state), tables by row
+  // (embedding_table.hpp). The legacy sparse scalars are not tracked: a
+  // delta carries them whole.
+  static constexpr uint64_t dense_chunk_floats = uint64_t{1} << 16;
+  bool dense_chunk_changed(uint64_t chunk) const {
+    return chunk / 64 < dense_changed_.size() && ((dense_changed_[chunk >> 6] >> (chunk & 63)) & 1);
+  }
+  uint64_t dense_chunks() const { return (dense_.size() + dense_chunk_floats - 1) / dense_chunk_floats; }
+  // Whether every table kept its changes (else only a full snapshot will do).
+  bool changes_complete() const;
+  // About the bytes a delta would take now (rows and values; no headers).
+  uint64_t delta_bytes_estimate() const;
+  // Marks everything unchanged: a snapshot of this state was taken.
+  void clear_changes();
+
   // Replaces the whole state (used by restore; checked by the caller).
   struct state {
     std::vector<float> dense, slot1, slot2;
@@ -180,6 +198,7 @@ class shard_core {
   void apply_dense(uint64_t begin, const float* g, size_t n);
   void apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n);
   void apply_sparse(uint64_t key, float g);
+  void mark_dense(size_t off, size_t n);
 
   shard_config cfg_;
   std::vector<float> dense_, slot1_, slot2_;
@@ -194,6 +213,7 @@ class shard_core {
   uint64_t optimizer_steps_ = 0;
   std::vector<float> scratch_;  // gradient sums and copies, reused
   std::vector<embedding_table> tables_;
+  std::vector<uint64_t> dense_changed_;  // a bit per dense chunk changed since clear_changes()
   table_row_source rows_;
   summed_rows table_sum_;                 // a BSP step's rows of one table, reused
   std::vector<row_block_view> table_blocks_;  // reused

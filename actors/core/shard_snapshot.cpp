@@ -11,6 +11,7 @@
 
 #include <kj/exception.h>
 
+#include "actors/core/shard_snapshot_parts.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "actors/core/tensor_recycler.hpp"
 #include "actors/core/update_rules.hpp"
@@ -21,83 +22,9 @@
 
 namespace keel {
 
+using namespace snapshot_parts;
+
 namespace {
-
-// Names of the tensors a shard snapshot holds.
-constexpr const char* t_dense = "dense";
-constexpr const char* t_slot1 = "dense.slot1";
-constexpr const char* t_slot2 = "dense.slot2";
-constexpr const char* t_sparse_keys = "sparse.keys";
-constexpr const char* t_sparse_entries = "sparse.entries";  // value, slot1, slot2 per key
-constexpr const char* t_worker_clock = "workers.clock";
-constexpr const char* t_counters = "counters";  // version, bsp clock, optimizer steps
-// Table t is the uint8 tensor "table.<name>" holding encode_table's bytes
-// (actors/core/table_snapshot.hpp), chunked like every tensor, so a table
-// past capnp's 512 MiB Data limit still fits.
-const std::string t_table_prefix = "table.";
-
-tensor_view f32(const char* name, const std::vector<float>& v, std::vector<uint64_t> shape) {
-  return {name, schema::DType::FLOAT32, std::move(shape), v.data(), v.size() * 4};
-}
-
-tensor_view i64(const char* name, const std::vector<uint64_t>& v) {
-  return {name, schema::DType::INT64, {v.size()}, v.data(), v.size() * 8};
-}
-
-// Finds tensor `name` and checks its dtype and shape against what `cfg`
-// implies, then copies it into `out` (when given; else only checks it).
-template <class T>
-caf::error load(schema::ShardSnapshot::Reader snap, const char* name, schema::DType dtype,
-                const std::vector<uint64_t>& shape, std::vector<T>* out) {
-  for (auto t : snap.getTensors()) {
-    if (t.getName() != name)
-      continue;
-    std::vector<uint64_t> got;
-    for (auto d : t.getShape())
-      got.push_back(d);
-    if (t.getDtype() != dtype || got != shape)
-      return make_error(errc::shape_mismatch,
-                        "snapshot of shard " + std::to_string(snap.getShard()) + ": tensor '" + name +
-                          "' is " + dtype_name(t.getDtype()) + shape_text(got) + ", expected " +
-                          dtype_name(dtype) + shape_text(shape));
-    uint64_t n = 1;
-    for (auto d : shape)
-      n *= d;
-    // Each walk over the chunks counts against the reader's traversal limit
-    // (messages/decode.hpp), so this one both sizes and classifies them.
-    uint64_t bytes = 0;
-    bool whole_values = true;
-    for (auto c : t.getChunks()) {
-      bytes += c.size();
-      whole_values = whole_values && c.size() % sizeof(T) == 0;
-    }
-    if (bytes != n * sizeof(T))
-      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(snap.getShard()) +
-                                                  ": tensor '" + name + "' holds " + std::to_string(bytes) +
-                                                  " bytes for " + std::to_string(n) + " values");
-    if (!out)
-      return {};
-    // One pass straight from the chunks (capnp Data is word-aligned), not a
-    // zero-filled vector copied over afterwards.
-    if (!whole_values) {
-      out->resize(n);
-      return copy_tensor(t, out->data(), n * sizeof(T));
-    }
-    // Into memory a stopped shard had faulted in, where there is some.
-    if constexpr (std::is_same<T, float>::value)
-      *out = tensor_recycler::take(n);
-    else
-      out->clear();
-    out->reserve(n);
-    for (auto c : t.getChunks()) {
-      auto first = reinterpret_cast<const T*>(c.begin());
-      out->insert(out->end(), first, first + c.size() / sizeof(T));
-    }
-    return {};
-  }
-  return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(snap.getShard()) +
-                                            ": tensor '" + name + "' is missing");
-}
 
 // Frames whose CRCs are known good (see check_shard_snapshot(cfg, frame)).
 // Weak references: the memo keeps no frame alive, and an expired entry
@@ -140,11 +67,13 @@ std::shared_ptr<buffer_pool> snapshot_pool() {
   return buffer_pool::create(SIZE_MAX, 1);
 }
 
-caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                              int64_t created_unix_ms, const run_identity& run,
-                                              bool table_rows, std::shared_ptr<buffer_pool> pool) {
+namespace snapshot_parts {
+
+common_parts common_of(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms,
+                       const run_identity& run) {
   const auto& cfg = core.config();
-  snapshot_header h;
+  common_parts p;
+  snapshot_header& h = p.header;
   h.shard = cfg.shard;
   h.checkpoint = checkpoint;
   h.step = core.progress_clock();
@@ -152,33 +81,44 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
   h.created_unix_ms = created_unix_ms;
   h.run_id = run.run_id;
   h.config_hash = run.config_hash;
-  std::vector<uint64_t> clocks;
   for (uint32_t w = 0; w < cfg.num_workers; ++w) {
     h.applied.push_back({w, core.applied(w)});
-    clocks.push_back(core.worker_clock(w));
+    p.clocks.push_back(core.worker_clock(w));
   }
-  std::vector<uint64_t> keys;
-  keys.reserve(core.sparse().size());
+  p.keys.reserve(core.sparse().size());
   for (auto& [k, e] : core.sparse())
-    keys.push_back(k);
-  std::sort(keys.begin(), keys.end());  // snapshots list sparse keys in order
-  std::vector<float> entries;
-  entries.reserve(keys.size() * 3);
-  for (auto k : keys) {
+    p.keys.push_back(k);
+  std::sort(p.keys.begin(), p.keys.end());  // snapshots list sparse keys in order
+  p.entries.reserve(p.keys.size() * 3);
+  for (auto k : p.keys) {
     auto& e = core.sparse().at(k);
-    entries.insert(entries.end(), {e.value, e.slot1, e.slot2});
+    p.entries.insert(p.entries.end(), {e.value, e.slot1, e.slot2});
   }
-  std::vector<uint64_t> counters = {core.version(), core.bsp_clock(), core.optimizer_steps()};
+  p.counters = {core.version(), core.bsp_clock(), core.optimizer_steps()};
+  return p;
+}
+
+void common_parts::add_to(std::vector<tensor_view>& tensors) const {
+  tensors.push_back(i64(t_sparse_keys, keys));
+  tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
+  tensors.push_back(i64(t_worker_clock, clocks));
+  tensors.push_back(i64(t_counters, counters));
+}
+
+}  // namespace snapshot_parts
+
+caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
+                                              int64_t created_unix_ms, const run_identity& run,
+                                              bool table_rows, std::shared_ptr<buffer_pool> pool) {
+  const auto& cfg = core.config();
+  auto parts = common_of(core, checkpoint, created_unix_ms, run);
   std::vector<tensor_view> tensors = {f32(t_dense, core.dense(), {core.dense().size()})};
   auto slots = slots_per_parameter(cfg.optimizer.kind);
   if (slots >= 1)
     tensors.push_back(f32(t_slot1, core.dense_slot(0), {core.dense().size()}));
   if (slots >= 2)
     tensors.push_back(f32(t_slot2, core.dense_slot(1), {core.dense().size()}));
-  tensors.push_back(i64(t_sparse_keys, keys));
-  tensors.push_back(f32(t_sparse_entries, entries, {keys.size(), 3}));
-  tensors.push_back(i64(t_worker_clock, clocks));
-  tensors.push_back(i64(t_counters, counters));
+  parts.add_to(tensors);
   std::vector<unsigned char> digests;
   std::vector<uint64_t> table_counts;  // the read-out's table_counters, table by table
   if (!table_rows && !core.tables().empty()) {
@@ -202,11 +142,54 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
     tables.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {bytes}, bytes,
                       [&table](const std::vector<byte_span>& chunks) { return encode_table_into(table, chunks); }});
   }
-  auto snap = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
+  auto snap = make_snapshot(parts.header, tensors, tables, default_chunk_bytes, std::move(pool));
   if (snap)
     verified_frames::instance().add(snap->frame());
   return snap;
 }
+
+namespace snapshot_parts {
+
+caf::error load_common(const shard_config& cfg, schema::ShardSnapshot::Reader snap, shard_core::state& s) {
+  s.sparse.clear();
+  std::vector<uint64_t> keys;
+  std::vector<float> entries;
+  for (auto t : snap.getTensors())
+    if (t.getName() == t_sparse_keys && t.getShape().size() == 1)
+      keys.resize(t.getShape()[0]);
+  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, &keys))
+    return err;
+  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, &entries))
+    return err;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!cfg.sparse.contains(keys[i]) || (i > 0 && keys[i] <= keys[i - 1]))
+      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                  ": sparse key " + std::to_string(keys[i]) +
+                                                  " is out of order or not this shard's");
+    s.sparse.emplace(keys[i], sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
+  }
+  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, &s.worker_clock))
+    return err;
+  std::vector<uint64_t> counters;
+  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, &counters))
+    return err;
+  s.version = counters[0];
+  s.bsp_clock = counters[1];
+  s.optimizer_steps = counters[2];
+  s.applied.assign(cfg.num_workers, 0);
+  auto applied = snap.getApplied();
+  for (auto a : applied) {
+    if (a.getWorker() >= cfg.num_workers)
+      return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(cfg.shard) +
+                                                " records worker " + std::to_string(a.getWorker()) +
+                                                ", but the job has " +
+                                                std::to_string(cfg.num_workers) + " workers");
+    s.applied[a.getWorker()] = a.getSeq();
+  }
+  return {};
+}
+
+}  // namespace snapshot_parts
 
 namespace {
 
@@ -288,13 +271,20 @@ caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader sn
   return {};
 }
 
-// Checks everything restore_shard checks; with `restore`, also builds the
-// shard (the dense tensors are copied only then).
-caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
-                                            bool restore, verify_mode mode, const table_row_source& rows) {
+}  // namespace
+
+namespace snapshot_parts {
+
+caf::error load_state(const shard_config& cfg, schema::ShardSnapshot::Reader snap, bool restore,
+                      verify_mode mode, const table_row_source& rows, shard_core::state& s) {
   if (snap.getShard() != cfg.shard)
     return make_error(errc::invalid_argument, "snapshot is of shard " + std::to_string(snap.getShard()) +
                                                 ", not shard " + std::to_string(cfg.shard));
+  if (snap.getParentFile().size() > 0)
+    return make_error(errc::invalid_argument,
+                      "snapshot of shard " + std::to_string(cfg.shard) + " checkpoint " +
+                        std::to_string(snap.getCheckpoint()) + " is a delta on " + snap.getParentFile().cStr() +
+                        ": only its chain restores the shard");
   // A restore checks the CRCs of the dense tensors on a second thread
   // while it copies them (each pass alone takes about as long as the
   // other); every other tensor and section is checked first.
@@ -313,7 +303,6 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
     if (auto err = verify_checksums(snap, checked_aside))
       return err;
   }
-  shard_core::state s;
   uint64_t n = cfg.dense.size();
   if (auto err = load(snap, t_dense, schema::DType::FLOAT32, {n}, restore ? &s.dense : nullptr))
     return err;
@@ -325,44 +314,24 @@ caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::Sha
       return err;
   if (auto err = dense_crcs.finish())
     return err;
-  std::vector<uint64_t> keys;
-  std::vector<float> entries;
-  for (auto t : snap.getTensors())
-    if (t.getName() == t_sparse_keys && t.getShape().size() == 1)
-      keys.resize(t.getShape()[0]);
-  if (auto err = load(snap, t_sparse_keys, schema::DType::INT64, {keys.size()}, &keys))
+  if (auto err = load_common(cfg, snap, s))
     return err;
-  if (auto err = load(snap, t_sparse_entries, schema::DType::FLOAT32, {keys.size(), 3}, &entries))
-    return err;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!cfg.sparse.contains(keys[i]) || (i > 0 && keys[i] <= keys[i - 1]))
-      return make_error(errc::damaged_snapshot, "snapshot of shard " + std::to_string(cfg.shard) +
-                                                  ": sparse key " + std::to_string(keys[i]) +
-                                                  " is out of order or not this shard's");
-    s.sparse.emplace(keys[i], sparse_entry{entries[3 * i], entries[3 * i + 1], entries[3 * i + 2]});
-  }
-  if (auto err = load(snap, t_worker_clock, schema::DType::INT64, {cfg.num_workers}, &s.worker_clock))
-    return err;
-  std::vector<uint64_t> counters;
-  if (auto err = load(snap, t_counters, schema::DType::INT64, {3}, &counters))
-    return err;
-  s.version = counters[0];
-  s.bsp_clock = counters[1];
-  s.optimizer_steps = counters[2];
-  s.applied.assign(cfg.num_workers, 0);
-  auto applied = snap.getApplied();
-  for (auto a : applied) {
-    if (a.getWorker() >= cfg.num_workers)
-      return make_error(errc::shape_mismatch, "snapshot of shard " + std::to_string(cfg.shard) +
-                                                " records worker " + std::to_string(a.getWorker()) +
-                                                ", but the job has " +
-                                                std::to_string(cfg.num_workers) + " workers");
-    s.applied[a.getWorker()] = a.getSeq();
-  }
   if (restore && !cfg.tables.empty() && !rows)
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) +
                                                 ": restoring tables needs the model's initial rows");
-  if (auto err = load_tables(cfg, snap, rows, s.tables))
+  return load_tables(cfg, snap, rows, s.tables);
+}
+
+}  // namespace snapshot_parts
+
+namespace {
+
+// Checks everything restore_shard checks; with `restore`, also builds the
+// shard (the dense tensors are copied only then).
+caf::expected<shard_core> restore_unguarded(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
+                                            bool restore, verify_mode mode, const table_row_source& rows) {
+  shard_core::state s;
+  if (auto err = load_state(cfg, snap, restore, mode, rows, s))
     return err;
   if (!restore)
     return shard_core{};

@@ -1,0 +1,64 @@
+#pragma once
+// Incremental shard snapshots: a delta holds what changed in a shard_core
+// since its last clear_changes() (shard_core.hpp), and a chain (a base, then
+// deltas each on the one before) restores the shard it was taken from.
+//
+// A delta is a ShardSnapshot (messages/protocol.capnp) whose parentFile,
+// parentCheckpoint and baseCheckpoint name its place in the chain, with the
+// header (applied seqs, step, version) of a full snapshot and the tensors:
+//   "dense.chunks"  int64 [c]: the dense chunks (shard_core::dense_chunk_floats
+//                   keys each) that changed, ascending;
+//   "dense", "dense.slot1", "dense.slot2"  float32 [v]: those chunks' values
+//                   and optimizer state, chunk after chunk;
+//   "sparse.keys", "sparse.entries", "workers.clock", "counters": whole, as
+//                   in a full snapshot (the legacy sparse scalars are not
+//                   tracked);
+//   "table.<name>"  uint8: the table's delta (actors/core/table_delta.hpp).
+// Restoring a chain reads its links one at a time (each is let go before the
+// next is read): the base's state (restore_shard's checks), then each delta
+// checked whole (CRCs with verify_mode::checksums, shapes, chunk indices,
+// the table deltas' own checks) before it is applied. Errors name the shard,
+// the link's checkpoint and what was wrong: damage is errc::damaged_snapshot,
+// another layout errc::shape_mismatch. That the links' files follow each
+// other by name is storage's check (the chain reader).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/core/shard_core.hpp"
+#include "messages/buffer_pool.hpp"
+#include "storage/checkpoint_files.hpp"
+#include "storage/run_identity.hpp"
+
+namespace keel {
+
+// Where a delta sits: its parent (the shard's previous snapshot file in the
+// chain) and the chain's base checkpoint.
+struct delta_parent {
+  std::string file;
+  uint64_t checkpoint = 0;
+  uint64_t base_checkpoint = 0;
+};
+
+// The delta of `core` since its last clear_changes(), as checkpoint
+// `checkpoint` on `parent`, from `pool`. Fails with invalid_argument when a
+// table dropped its changes (core.changes_complete() false: take a base).
+caf::expected<shard_snapshot_msg> delta_snapshot_of(const shard_core& core, uint64_t checkpoint,
+                                                    int64_t created_unix_ms, const run_identity& run,
+                                                    const delta_parent& parent,
+                                                    std::shared_ptr<buffer_pool> pool = buffer_pool::process_default());
+
+// Link `i` of a chain (0: the base), read and validated by the caller.
+using chain_reader = std::function<caf::expected<stored_snapshot>(size_t i)>;
+
+// The shard that the `links` snapshots `read` gives restore (see above).
+// `mode` as for restore_shard: structure when the reader checked every byte.
+caf::expected<shard_core> restore_chain(const shard_config& cfg, size_t links, const chain_reader& read,
+                                        verify_mode mode = verify_mode::checksums,
+                                        const table_row_source& rows = {});
+
+}  // namespace keel

@@ -1,0 +1,304 @@
+#include "actors/core/table_delta.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "actors/core/table_codec.hpp"
+
+namespace keel {
+
+using namespace table_wire;
+
+std::vector<uint32_t> table_codec::changed_row_numbers(const embedding_table& t) {
+  std::vector<uint32_t> out;
+  out.reserve(t.changed_);
+  for (size_t w = 0; w < t.changed_bits_.size(); ++w)
+    for (uint64_t bits = t.changed_bits_[w]; bits != 0; bits &= bits - 1)
+      out.push_back(static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+  return out;
+}
+
+void table_codec::remove_row(embedding_table& t, uint32_t r) {
+  const bool bounded = t.cfg_.capacity_rows > 0;
+  if (bounded)
+    t.unlink(r);
+  t.index_erase(t.key_at(r));
+  const uint32_t last = t.rows_ - 1;
+  if (r != last) {
+    // The last row moves into r: its index bucket and its neighbours follow.
+    const uint64_t key = t.key_at(last);
+    std::memcpy(t.row_at(r), t.row_at(last), t.stride_ * sizeof(float));
+    const size_t mask = t.index_.size() - 1;
+    size_t b = t.bucket_of(key);
+    while (t.index_[b] != last) b = (b + 1) & mask;
+    t.index_[b] = r;
+    if (bounded) {
+      uint32_t p = t.link(r, 0), n = t.link(r, 1);
+      if (p != embedding_table::no_row)
+        t.set_link(p, 1, r);
+      else
+        t.head_ = r;
+      if (n != embedding_table::no_row)
+        t.set_link(n, 0, r);
+      else
+        t.tail_ = r;
+    }
+  }
+  --t.rows_;
+}
+
+void table_codec::put_row(embedding_table& t, uint64_t key, const float* values) {
+  const bool bounded = t.cfg_.capacity_rows > 0;
+  uint32_t r = t.find(key);
+  if (r == embedding_table::no_row)
+    r = t.append_row(key);
+  else if (bounded)
+    t.unlink(r);
+  std::memcpy(t.row_at(r) + t.header_, values, size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float));
+  if (bounded)
+    t.link_tail(r);
+}
+
+namespace {
+
+struct delta_sizes {
+  uint64_t row = 0, total = 0;  // total: every byte after the 104-byte header but the CRC; 0 on overflow
+};
+
+delta_sizes delta_sizes_of(const header& h, uint64_t changed, uint64_t removed, uint64_t available) {
+  delta_sizes s;
+  s.row = 8 + (h.capacity_rows > 0 ? 4 : 0) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
+  if (changed > available / s.row || removed > available / 8)
+    return s;
+  const uint64_t bitmap = (uint64_t{h.slot_count} + 63) / 64 * 8;
+  const uint64_t sketch = h.min_pushes > 1 ? uint64_t{h.sketch_depth} * h.sketch_width * 2 : 0;
+  s.total = h.name_bytes + bitmap + changed * s.row + removed * 8 + sketch;
+  return s;
+}
+
+header delta_header_of(const embedding_table& t) {
+  header h = header_of(t);
+  h.magic = table_delta_magic;
+  h.version = table_delta_version;
+  h.evictions = table_codec::stats(t).evictions;
+  h.admissions_refused = table_codec::stats(t).admissions_refused;
+  h.full_refused = table_codec::stats(t).full_refused;
+  return h;
+}
+
+}  // namespace
+
+table_delta_plan plan_table_delta(const embedding_table& t) {
+  if (!t.changes_complete())
+    throw std::logic_error("table '" + t.name() + "': its changes since the last snapshot were not all kept");
+  table_delta_plan plan;
+  const uint64_t n = t.changed_rows();
+  std::vector<uint32_t> rows;  // changed row numbers; with a capacity in recency order, oldest first
+  if (t.config().capacity_rows > 0) {
+    rows.resize(n);
+    uint32_t r = table_codec::tail(t);
+    for (uint64_t i = 0; i < n; ++i, r = table_codec::previous(t, r)) {
+      if (r == table_codec::no_row || !table_codec::is_changed(t, r))
+        throw std::logic_error("table '" + t.name() + "': its changed rows are not the most recent ones");
+      rows[n - 1 - i] = r;
+    }
+  } else {
+    rows = table_codec::changed_row_numbers(t);
+  }
+  std::vector<uint64_t> keys(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) keys[i] = table_codec::key_at(t, rows[i]);
+  plan.changed = sorted_by_key(keys);  // (key, position in `rows`)
+  if (t.config().capacity_rows > 0)
+    for (auto& [key, at] : plan.changed) plan.ranks.push_back(at);  // the position is the rank
+  for (auto& [key, at] : plan.changed) at = rows[at];
+  plan.removed = t.evicted_keys();
+  std::sort(plan.removed.begin(), plan.removed.end());
+  plan.removed.erase(std::unique(plan.removed.begin(), plan.removed.end()), plan.removed.end());
+  plan.removed.erase(std::remove_if(plan.removed.begin(), plan.removed.end(),
+                                    [&](uint64_t k) { return t.find_row(k) != nullptr; }),
+                     plan.removed.end());
+  const header h = delta_header_of(t);
+  plan.bytes = table_delta_header_bytes +
+               delta_sizes_of(h, plan.changed.size(), plan.removed.size(), UINT64_MAX).total + 4;
+  return plan;
+}
+
+uint32_t encode_table_delta_into(const embedding_table& t, const table_delta_plan& plan,
+                                 const std::vector<byte_span>& out) {
+  uint64_t room = 0;
+  for (const auto& s : out) room += s.size;
+  if (room != plan.bytes)
+    throw std::invalid_argument("encode_table_delta_into: table '" + t.name() + "''s delta is " +
+                                std::to_string(plan.bytes) + " bytes, the spans hold " + std::to_string(room));
+  const header h = delta_header_of(t);
+  span_writer w{out};
+  put_header(w, h);
+  w.put(uint64_t{plan.changed.size()});
+  w.put(uint64_t{plan.removed.size()});
+  w.put_bytes(t.name().data(), t.name().size());
+  for (uint64_t word : t.config().slots.words()) w.put(word);
+  const size_t row_bytes = size_t{t.dim()} * (1 + t.state_slots()) * sizeof(float);
+  for (size_t i = 0; i < plan.changed.size(); ++i) {
+    if (i + rows_ahead < plan.changed.size())
+      table_codec::prefetch(t, plan.changed[i + rows_ahead].second);
+    w.put(plan.changed[i].first);
+    if (h.capacity_rows > 0)
+      w.put(plan.ranks[i]);
+    w.put_bytes(table_codec::values(t, plan.changed[i].second), row_bytes);
+  }
+  for (uint64_t k : plan.removed) w.put(k);
+  if (h.min_pushes > 1) {
+    const auto& c = table_codec::sketch(t).counters();
+    w.put_bytes(c.data(), c.size() * sizeof(uint16_t));
+  }
+  w.put(w.crc());
+  return w.crc();
+}
+
+std::vector<unsigned char> encode_table_delta(const embedding_table& t) {
+  auto plan = plan_table_delta(t);
+  std::vector<unsigned char> out(plan.bytes);
+  encode_table_delta_into(t, plan, {{out.data(), out.size()}});
+  return out;
+}
+
+namespace {
+
+// The header and the counts after it, with the length they imply.
+table_error read_delta_header(const unsigned char* data, size_t n, header& h, table_delta_counts& c) {
+  if (n < table_delta_header_bytes + 4)
+    return damage(table_errc::malformed, "delta of " + std::to_string(n) + " bytes, shorter than a header (" +
+                                             std::to_string(table_delta_header_bytes + 4) + ")");
+  reader in{data};
+  h = get_header(in);
+  if (h.magic != table_delta_magic)
+    return damage(table_errc::malformed, "not a table delta (magic " + std::to_string(h.magic) + ")");
+  if (h.version != table_delta_version)
+    return damage(table_errc::malformed, "delta format version " + std::to_string(h.version) +
+                                             " (this build reads " + std::to_string(table_delta_version) + ")");
+  if (auto e = check_header_fields(h))
+    return e;
+  c.changed = in.get<uint64_t>();
+  c.removed = in.get<uint64_t>();
+  c.rows_after = h.rows;
+  const uint64_t body = n - table_delta_header_bytes - 4;
+  auto s = delta_sizes_of(h, c.changed, c.removed, body);
+  if (s.total != body)
+    return damage(table_errc::count_mismatch, "a delta whose counts (" + std::to_string(c.changed) +
+                                                  " changed rows, " + std::to_string(c.removed) +
+                                                  " removed keys) do not make its " + std::to_string(n) + " bytes");
+  return {};
+}
+
+// The changed rows and removed keys, checked (not yet applied).
+struct delta_body {
+  std::vector<uint64_t> keys;
+  std::vector<const unsigned char*> values;  // per changed row (unaligned)
+  std::vector<uint32_t> by_rank;             // with a capacity: changed row indices, oldest first
+  std::vector<uint64_t> removed;
+};
+
+table_error check_rows(reader& in, const header& h, const table_delta_counts& c, const embedding_table& t,
+                       delta_body& out) {
+  const auto& slots = t.config().slots;
+  const bool bounded = h.capacity_rows > 0;
+  const size_t floats = size_t{h.dim} * (1 + h.state_slots);
+  out.by_rank.assign(bounded ? c.changed : 0, UINT32_MAX);
+  std::vector<float> row(floats);
+  for (uint64_t i = 0; i < c.changed; ++i) {
+    uint64_t key = in.get<uint64_t>();
+    if (i > 0 && key <= out.keys.back())
+      return key == out.keys.back() ? damage(table_errc::duplicate_key, "delta: key " + std::to_string(key) + " twice")
+                                    : damage(table_errc::malformed, "delta: changed row " + std::to_string(i) +
+                                                                        "'s key is not above the one before it");
+    if (!slots.contains_key(key))
+      return damage(table_errc::key_outside_slots, "delta: key " + std::to_string(key) + " is outside the shard's slots");
+    if (bounded) {
+      uint32_t rank = in.get<uint32_t>();
+      if (rank >= c.changed || out.by_rank[rank] != UINT32_MAX)
+        return damage(table_errc::count_mismatch, "delta: recency rank " + std::to_string(rank) + " of key " +
+                                                      std::to_string(key) + " is out of range or repeated");
+      out.by_rank[rank] = static_cast<uint32_t>(i);
+    }
+    std::memcpy(row.data(), in.at, floats * sizeof(float));
+    if (!all_finite(row.data(), floats))
+      return damage(table_errc::non_finite, "delta: row of key " + std::to_string(key) + " holds NaN or Inf");
+    out.keys.push_back(key);
+    out.values.push_back(in.at);
+    in.at += floats * sizeof(float);
+  }
+  size_t j = 0;  // merge cursor over the changed keys
+  for (uint64_t i = 0; i < c.removed; ++i) {
+    uint64_t key = in.get<uint64_t>();
+    if ((i > 0 && key <= out.removed.back()) || !slots.contains_key(key))
+      return damage(table_errc::malformed, "delta: removed key " + std::to_string(key) +
+                                               " is out of order or outside the shard's slots");
+    while (j < out.keys.size() && out.keys[j] < key) ++j;
+    if (j < out.keys.size() && out.keys[j] == key)
+      return damage(table_errc::duplicate_key, "delta: key " + std::to_string(key) + " both changed and removed");
+    out.removed.push_back(key);
+  }
+  return {};
+}
+
+}  // namespace
+
+table_result<table_delta_counts> table_delta_counts_of(const unsigned char* data, size_t n) {
+  header h;
+  table_delta_counts c;
+  if (auto e = read_delta_header(data, n, h, c))
+    return e;
+  return c;
+}
+
+table_error apply_table_delta(embedding_table& t, const unsigned char* data, size_t n) {
+  header h;
+  table_delta_counts c;
+  if (auto e = read_delta_header(data, n, h, c))
+    return e;
+  uint32_t stored;
+  std::memcpy(&stored, data + n - 4, 4);
+  if (uint32_t actual = crc32c(data, n - 4); stored != actual)
+    return damage(table_errc::crc_mismatch, "delta: CRC32C " + std::to_string(actual) + " of its bytes, " +
+                                                std::to_string(stored) + " stored");
+  reader in{data + table_delta_header_bytes};
+  std::string name(reinterpret_cast<const char*>(in.at), h.name_bytes);
+  in.at += h.name_bytes;
+  std::vector<uint64_t> bitmap((uint64_t{h.slot_count} + 63) / 64);
+  for (auto& w : bitmap) w = in.get<uint64_t>();
+  if (auto e = check_shape(h, name, bitmap, t))
+    return e;
+  delta_body body;
+  if (auto e = check_rows(in, h, c, t, body))
+    return e;
+  // Checked: now applied.
+  for (uint64_t key : body.removed)
+    if (uint32_t r = table_codec::find(t, key); r != table_codec::no_row)
+      table_codec::remove_row(t, r);
+  std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
+  auto put = [&](size_t i) {
+    std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
+    table_codec::put_row(t, body.keys[i], row.data());
+  };
+  if (h.capacity_rows > 0)
+    for (uint32_t i : body.by_rank) put(i);
+  else
+    for (size_t i = 0; i < body.keys.size(); ++i) put(i);
+  if (h.min_pushes > 1) {
+    auto& counters = table_codec::sketch(t).counters();
+    std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));
+  }
+  auto& stats = table_codec::stats(t);
+  stats.evictions = h.evictions;
+  stats.admissions_refused = h.admissions_refused;
+  stats.full_refused = h.full_refused;
+  if (table_codec::rows(t) != h.rows)
+    return damage(table_errc::count_mismatch, "delta: the table has " + std::to_string(table_codec::rows(t)) +
+                                                  " rows once it is applied, the delta says " + std::to_string(h.rows) +
+                                                  " (a delta of another parent?)");
+  return {};
+}
+
+}  // namespace keel
