@@ -7,6 +7,7 @@
 // manifest names, whichever checkpoint wrote it.
 #include <doctest/doctest.h>
 
+#include "storage/faulty_io.hpp"
 #include "storage/file_damage.hpp"
 #include "storage/store_inspection.hpp"
 #include "storage/store_layout.hpp"
@@ -370,4 +371,38 @@ TEST_CASE("inspect_store tells bases from deltas, lists a delta's chain, and nam
   auto later = inspect_store(dir.path(), verify_mode::structure, *posix_io(), *pool);
   REQUIRE(later);
   CHECK(later->leftovers == std::vector<std::string>{snapshot_name(7, 0)});
+}
+
+TEST_CASE("a kept manifest that cannot be read for EIO keeps every snapshot file, and the store still opens") {
+  temp_dir dir;
+  auto io = faulty_io::wrap();
+  store_options opts;
+  opts.keep_last = 2;
+  opts.io = io;
+  auto store = snapshot_store::open(dir.path(), opts);
+  REQUIRE(store);
+  chain_writer w{**store};
+  for (uint64_t id = 1; id <= 3; ++id)
+    w.commit(id, true);
+  // From here every read fails: the commit's retention cannot tell what
+  // manifests 3 and 4 name, so 2's files, whose manifest goes, stay.
+  io->arm(io_fault{io_op::read, 1, 5, 1000});
+  auto r = w.commit(4, true);
+  CHECK(!fs::exists(dir / manifest_name(2)));
+  REQUIRE(r.retention_problem);
+  CHECK_MESSAGE(contains(describe(r.retention_problem), "keeping every snapshot file, as " + manifest_name(3)),
+                describe(r.retention_problem));
+  CHECK(fs::exists(dir / snapshot_name(2, 0)));
+  store->reset();
+  auto again = snapshot_store::open(dir.path(), opts);
+  REQUIRE_MESSAGE(again, describe(again.error()));
+  CHECK(fs::exists(dir / snapshot_name(2, 0)));
+  again->reset();
+  // Readable again: the next sweep removes what no kept manifest names.
+  io->disarm();
+  auto reopened = snapshot_store::open(dir.path(), opts);
+  REQUIRE(reopened);
+  CHECK(!fs::exists(dir / snapshot_name(2, 0)));
+  CHECK(fs::exists(dir / snapshot_name(3, 0)));
+  CHECK((*reopened)->load(4));
 }
