@@ -83,6 +83,12 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
     ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep their pushes in memory, up to --replay-log-mb, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
+    ("checkpoint-full-every", number_flag<uint32_t>(&c.checkpoints.incremental.full_every, "N", 1, 1u << 20),
+     "each shard's checkpoint is a full base at least every N checkpoints, and between them a delta of what "
+     "changed since its previous one (1: every checkpoint full)")
+    ("checkpoint-delta-fraction", number_flag<double>(&c.checkpoints.incremental.delta_fraction, "F", 0.0, 1000.0),
+     "a shard writes a full base instead of a delta once its chain's deltas would pass this fraction of the "
+     "base's bytes (a restore reads the base and its deltas: at most 1 + F times a base)")
     ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
      "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
      "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "

@@ -24,6 +24,7 @@ constexpr uint32_t max_workers = 1u << 16;
 constexpr uint32_t max_shards = 1u << 16;
 constexpr uint64_t max_dense_keys = uint64_t{1} << 28;
 constexpr uint64_t max_keep_last = 1000;
+constexpr uint64_t max_chain_links = 100000;  // files in one shard's chain
 constexpr size_t max_routes = 4096;
 
 caf::error bad(const std::string& where, const std::string& what) {
@@ -77,15 +78,24 @@ caf::error check_shard(const parameter_shard_config& s) {
                                        std::to_string(max_keep_last) + ")");
   for (size_t i = 0; i < s.restore_from.size(); ++i) {
     auto& r = s.restore_from[i];
-    auto named = parse_store_file_name(r.entry.file);
-    if (!std::filesystem::path(r.dir).is_absolute() || !named || named->kind != store_file_kind::snapshot)
-      return bad("shard.restore_from[" + std::to_string(i) + "]",
-                 "'" + r.dir + "' / '" + r.entry.file + "' is not a snapshot file in an absolute directory");
+    auto files = r.entry.chain;
+    files.push_back({r.checkpoint, r.entry.file, r.entry.bytes, r.entry.crc32c});
+    if (files.size() > max_chain_links)
+      return bad("shard.restore_from[" + std::to_string(i) + "]", "a chain of " + std::to_string(files.size()) +
+                                                                   " files (at most " + std::to_string(max_chain_links) + ")");
+    for (auto& l : files) {
+      auto named = parse_store_file_name(l.file);
+      if (!std::filesystem::path(r.dir).is_absolute() || !named || named->kind != store_file_kind::snapshot)
+        return bad("shard.restore_from[" + std::to_string(i) + "]",
+                   "'" + r.dir + "' / '" + l.file + "' is not a snapshot file in an absolute directory");
+    }
   }
   if (s.snapshot_every_steps > 0 && !std::filesystem::path(s.checkpoint_dir).is_absolute())
     return bad("shard.checkpoint_dir", "'" + s.checkpoint_dir + "' is not an absolute path");
   if (s.retry_min.count() <= 0 || s.retry_max < s.retry_min)
     return bad("shard.retry_min", "the write backoff must be positive and at most retry_max");
+  if (s.chain.full_every == 0 || !(s.chain.delta_fraction >= 0) || !std::isfinite(s.chain.delta_fraction))
+    return bad("shard.chain", "full_every must be at least 1 and delta_fraction finite and not negative");
   return {};
 }
 

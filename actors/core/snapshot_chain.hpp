@@ -27,15 +27,11 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/core/chain_options.hpp"
 #include "actors/core/shard_delta.hpp"
 #include "storage/checkpoint_files.hpp"
 
 namespace keel {
-
-struct chain_options {
-  uint32_t full_every = 8;      // at most this many files in a chain (1: bases only)
-  double delta_fraction = 0.5;  // a chain's deltas stay within this fraction of its base's bytes
-};
 
 class snapshot_chain {
  public:

@@ -44,6 +44,9 @@ caf::error check(const placed_job_config& c) {
     return bad("job: the storage deadline must be positive");
   if (c.checkpoints.retry_min.count() <= 0 || c.checkpoints.retry_max < c.checkpoints.retry_min)
     return bad("job: checkpoint retries need 0 < retry_min <= retry_max");
+  if (auto& inc = c.checkpoints.incremental; inc.full_every == 0 || !(inc.delta_fraction >= 0) ||
+                                             !std::isfinite(inc.delta_fraction))
+    return bad("job: incremental checkpoints need full_every >= 1 and a finite delta_fraction >= 0");
   auto dense = c.training_model->layout().dense_size();
   if (c.training.shards > dense + c.training_model->layout().sparse_key_count())
     return bad("job: " + std::to_string(c.training.shards) + " shards for only " + std::to_string(dense) +

@@ -29,6 +29,7 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/core/chain_options.hpp"
 #include "actors/core/consistency.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/optimizer.hpp"
@@ -104,6 +105,12 @@ struct checkpoint_config {
   // fail the job, naming the last failure and the last good checkpoint,
   // which stays intact for a resume.
   std::chrono::milliseconds storage_deadline{60000};
+  // Incremental checkpoints: each shard writes a full base at least every
+  // `full_every` checkpoints and between them a delta of what changed
+  // since its previous one, while the chain's deltas stay within
+  // `delta_fraction` of the base's bytes (actors/core/chain_options.hpp).
+  // full_every 1: every checkpoint is full.
+  chain_options incremental;
 };
 
 // The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a

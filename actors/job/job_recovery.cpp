@@ -63,7 +63,7 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
 }
 
 // Whether a shard of `cfg` could restore from `ref` (shapes, tables, layout,
-// workers), read again here one shard at a time (latest_verified has
+// workers: its chain's base), read again here one shard at a time (latest_verified has
 // checked every CRC already) and let go: refused by name before the run
 // starts, rather than as a shard that cannot start.
 caf::error check_resumable(const shard_config& cfg, const snapshot_ref& ref, uint32_t shard) {
@@ -71,7 +71,8 @@ caf::error check_resumable(const shard_config& cfg, const snapshot_ref& ref, uin
     return make_error(errc::invalid_argument, "the checkpoint's snapshot " + ref.entry.file + " is of shard " +
                                                 std::to_string(ref.entry.shard));
   auto pool = buffer_pool::create(0, 0);
-  auto snap = read_snapshot_ref(*posix_io(), ref, *pool, verify_mode::structure);
+  // A delta's layout is its chain's base's: that file is the one checked.
+  auto snap = read_chain_link(*posix_io(), ref, 0, *pool, verify_mode::structure);
   if (!snap)
     return snap.error();
   return check_shard_snapshot(cfg, snap->root());

@@ -38,7 +38,8 @@ namespace keel {
 
 namespace {
 
-// Accepts a snapshot ref whose file is there with the length committed. The
+// Accepts a snapshot ref whose files (a delta's chain too) are there with
+// the lengths committed. The
 // coordinator reads no snapshot bytes: the shard reads its file (every
 // byte's CRC, the very file committed, its run and layout) and falls back
 // to the older refs itself (spawn_parameter_shard), on its node.
@@ -47,14 +48,19 @@ supervision::snapshot_validator shard_validator(std::shared_ptr<file_io> io) {
     auto ref = s.as<snapshot_ref>();
     if (!ref)
       return make_error(errc::damaged_snapshot, "not a shard snapshot ref");
-    auto f = io->open(std::filesystem::path(ref->dir) / ref->entry.file);
-    if (!f)
-      return make_error(errc::damaged_snapshot, ref->entry.file + ": " + describe(f.error()));
-    auto size = (*f)->size();
-    if (!size || *size != ref->entry.bytes)
-      return make_error(errc::damaged_snapshot,
-                        ref->entry.file + ": holds " + (size ? std::to_string(*size) : describe(size.error())) +
-                          " bytes, the manifest says " + std::to_string(ref->entry.bytes));
+    // Every file of a delta's chain too: the shard reads them all.
+    auto files = ref->entry.chain;
+    files.push_back({ref->checkpoint, ref->entry.file, ref->entry.bytes, ref->entry.crc32c});
+    for (auto& l : files) {
+      auto f = io->open(std::filesystem::path(ref->dir) / l.file);
+      if (!f)
+        return make_error(errc::damaged_snapshot, l.file + ": " + describe(f.error()));
+      auto size = (*f)->size();
+      if (!size || *size != l.bytes)
+        return make_error(errc::damaged_snapshot, l.file + ": holds " +
+                                                    (size ? std::to_string(*size) : describe(size.error())) +
+                                                    " bytes, the manifest says " + std::to_string(l.bytes));
+    }
     return {};
   };
 }
@@ -94,6 +100,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   // Absolute: a shard on another node reads and writes the same directory.
   auto dir = ckpts.dir.empty() ? std::string() : std::filesystem::absolute(ckpts.dir).string();
   auto retry = std::make_pair(ckpts.retry_min, ckpts.retry_max);
+  auto incremental = ckpts.incremental;
   auto initial = i < j.run.start_from.size() ? std::optional<snapshot_ref>(j.run.start_from[i]) : std::nullopt;
   auto committed = j.progress.checkpoints->snapshots();
   std::shared_ptr<file_io> io = j.faults->disk();
@@ -125,6 +132,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
     o.checkpoint_dir = dir;
     o.retry_min = retry.first;
     o.retry_max = retry.second;
+    o.chain = incremental;
     o.directory = ctx.directory;
     if (placement)
       return placement->start_shard(sys, ctx.incarnation, o);

@@ -12,6 +12,7 @@
 #include <deque>
 #include <optional>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -20,11 +21,14 @@
 #include "actors/core/atoms.hpp"
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/crash.hpp"
+#include "actors/core/shard_delta.hpp"
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/core/snapshot_chain.hpp"
 #include "actors/faults/link_ends.hpp"
 #include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
 #include "supervision/directory.hpp"
+#include "storage/store_layout.hpp"
 #include "supervision/protocol.hpp"
 
 namespace keel {
@@ -87,6 +91,8 @@ struct shard_state {
   // file is durable), and the part of the newest one written.
   std::optional<shard_snapshot_msg> newest;
   uint64_t newest_id = 0, newest_step = 0;
+  uint64_t newest_tag = 0;  // its file's name tag (a write again reuses it: snapshot_writer.hpp)
+  snapshot_chain chain;     // bases and deltas: which the next snapshot is
   std::optional<checkpoint_manifest_msg> written;
   uint64_t written_id = 0;
   uint32_t write_failures = 0;  // in a row, for the backoff
@@ -211,32 +217,44 @@ void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::erro
 }
 
 // Hands the newest snapshot to the writer; once its file is durable the
-// snapshot is let go and its part reported.
+// snapshot is let go and its part (with the chain it extends) reported.
 void write_newest(shard_actor* self) {
   auto& st = self->state;
   if (!st.newest || !st.writer)
     return;
   auto id = st.newest_id;
   auto step = st.newest_step;
-  self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.tags())
+  self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.newest_tag)
     .then(
-      [self, id, step](const manifest_entry& e) {
+      [self, id, step](manifest_entry& e) {
         auto& st = self->state;
         st.write_failures = 0;
         if (st.newest && st.newest_id == id)
           st.newest.reset();
+        auto chain = st.chain.written(id, e);
+        if (!chain) {  // a delta on a file never written: lost, not retried
+          if (st.checkpointer)
+            self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step,
+                       describe(chain.error()));
+          return;
+        }
         if (st.written && st.written_id > id)
           return;  // a newer one was written first
+        e.chain = std::move(*chain);
         st.written = part_of(id, step, e, st.run);
         st.written_id = id;
         send_part(self);
       },
-      [self, id, step](caf::error& err) { write_failed(self, id, step, err); });
+      [self, id, step](caf::error& err) {
+        self->state.chain.failed(id);
+        write_failed(self, id, step, err);
+      });
 }
 
 // Takes a snapshot whenever the progress clock enters a new multiple of
 // snapshot_every. Under BSP that is exactly the step boundary, so every
-// shard of a checkpoint holds the same step.
+// shard of a checkpoint holds the same step. A delta of what changed since
+// the last one where the chain allows (snapshot_chain.hpp), else a base.
 void maybe_snapshot(shard_actor* self) {
   auto& st = self->state;
   if (st.snapshot_every == 0)
@@ -245,9 +263,15 @@ void maybe_snapshot(shard_actor* self) {
   if (id <= st.last_snapshot_id)
     return;
   st.last_snapshot_id = id;
-  auto snap = snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
+  auto parent = st.chain.next(st.core.delta_bytes_estimate(), st.core.changes_complete());
+  auto snap = parent ? delta_snapshot_of(st.core, id, now_unix_ms(), st.run, *parent, st.snapshot_memory)
+                     : snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
   if (!snap)
     return;
+  st.core.clear_changes();
+  st.newest_tag = st.tags();
+  st.chain.taken(id, snapshot_name(id, st.core.config().shard, st.newest_tag),
+                 snap->frame()->size_words() * sizeof(capnp::word), parent);
   st.newest = std::move(*snap);
   st.newest_id = id;
   st.newest_step = st.core.progress_clock();
@@ -369,24 +393,60 @@ table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed)
 
 namespace {
 
-// The shard's starting core: from the first of cfg.restore_from whose file
+// Where a shard starts: its core, and the chain of the file it restored
+// from (its next snapshot may be a delta on it).
+struct start {
+  shard_core core;
+  std::vector<chain_link> chain;
+};
+
+// Restores from `ref`'s chain, one file at a time (every byte of each
+// checked once, its payload CRC) into `memory`. A file found bad (as
+// recorded: name, size and CRC) goes into `bad`, so no older ref whose chain
+// holds it is tried.
+caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env, file_io& io,
+                                 const snapshot_ref& ref, buffer_pool& memory, std::set<std::string>& bad) {
+  auto links = ref.entry.chain;
+  links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
+  auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
+  for (auto& l : links)
+    if (bad.count(key(l)) != 0)
+      return make_error(errc::damaged_snapshot, "its chain holds " + l.file + ", found damaged above");
+  size_t at = 0;
+  auto read = [&](size_t i) {
+    at = i;
+    return read_chain_link(io, ref, i, memory, verify_mode::payload);
+  };
+  auto core = restore_chain(cfg.core, links.size(), read, verify_mode::structure, env.table_rows);
+  if (!core) {
+    bad.insert(key(links[at]));
+    return core.error();
+  }
+  // A chain of another run (not this run's files) is not extended.
+  if (ref.run_id != cfg.run_id)
+    links.clear();
+  return start{std::move(*core), std::move(links)};
+}
+
+// The shard's starting core: from the first of cfg.restore_from whose chain
 // validates, else from cfg.snapshot, else fresh.
 // `memory` is the pool the shard's snapshots will use: a file restored from
 // is read into it, so the next snapshot reuses that buffer's pages instead
 // of a second one staying mapped beside it.
-caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
-                                        buffer_pool& memory) {
+caf::expected<start> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
+                                   buffer_pool& memory) {
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
     std::string why;
+    std::set<std::string> bad;
     for (auto& ref : cfg.restore_from) {
-      // Every byte of the file checked once (its payload CRC); the core
-      // copies the state, and the buffer goes back to `memory`.
-      auto snap = read_snapshot_ref(*io, ref, memory, verify_mode::payload);
-      auto restored = snap ? restore_shard(cfg.core, snap->root(), verify_mode::structure, env.table_rows)
-                           : caf::expected<shard_core>(snap.error());
-      if (restored)
+      auto restored = restore_ref(cfg, env, *io, ref, memory, bad);
+      if (restored) {
+        if (!why.empty())  // fell back past a damaged file: said loudly
+          std::fprintf(stderr, "keel: shard %u restored from checkpoint %llu after skipping: %s\n", cfg.core.shard,
+                       static_cast<unsigned long long>(ref.checkpoint), why.c_str());
         return restored;
+      }
       why += (why.empty() ? "" : "; ") + ("checkpoint " + std::to_string(ref.checkpoint) + ": ") +
              describe(restored.error());
     }
@@ -397,15 +457,19 @@ caf::expected<shard_core> starting_core(parameter_shard_config& cfg, const param
     // missing pushes then call for a rollback), said loudly.
     std::fprintf(stderr, "keel: %s; starting fresh\n", none.c_str());
   }
+  caf::expected<shard_core> core{shard_core{}};
   if (!cfg.snapshot.empty()) {
     auto snap = decode(cfg.snapshot);
     if (!snap)
       return snap.error();
-    return restore_shard(cfg.core, snap->root(),
-                         env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums,
-                         env.table_rows);
+    core = restore_shard(cfg.core, snap->root(),
+                         env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums, env.table_rows);
+  } else {
+    core = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
   }
-  return shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
+  if (!core)
+    return core.error();
+  return start{std::move(*core), {}};
 }
 
 }  // namespace
@@ -418,18 +482,21 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
                                                 " takes snapshots every " + std::to_string(every) +
                                                 " steps but has no checkpoint directory to write them to");
   auto memory = snapshot_pool();
-  auto core = starting_core(cfg, env, *memory);
-  if (!core)
-    return core.error();
+  auto begun = starting_core(cfg, env, *memory);
+  if (!begun)
+    return begun.error();
   auto directory = cfg.directory;
   auto faults = env.faults;
   auto epoch = cfg.epoch;
   run_identity run{cfg.run_id, cfg.config_hash, {}};
   auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
-  return sys.spawn([c = std::make_shared<shard_core>(std::move(*core)), every, directory, faults, epoch, run,
-                    writer, retry, memory](shard_actor* self) mutable {
-    self->state.core = std::move(*c);
+  auto chain = cfg.chain;
+  return sys.spawn([b = std::make_shared<start>(std::move(*begun)), every, directory, faults, epoch, run,
+                    writer, retry, memory, chain](shard_actor* self) mutable {
+    self->state.core = std::move(b->core);
+    self->state.chain = snapshot_chain(chain);
+    self->state.chain.restored(std::move(b->chain));
     self->state.epoch = epoch;
     self->state.run = run;
     self->set_exception_handler(exception_as_error);

@@ -23,14 +23,19 @@
 // retry_max) while no newer snapshot replaces it. It finds the checkpointer
 // by watching its name in `directory` and reports its newest written part
 // again to a new checkpointer incarnation.
-// It starts from the first of `restore_from` (newest first) whose file
-// validates (read on this shard's node: every CRC, the very file
-// committed, run and configuration), or from `snapshot` (bytes in memory,
-// validated by the caller), else from `initial_dense`. When no candidate of
-// restore_from validates it starts from `initial_dense` if given (as a
-// supervisor does when no snapshot validates: the workers' logs then call
-// for a rollback), naming each file and why on stderr; else the spawn
-// fails with that text.
+// Its periodic snapshots are bases or deltas on the one before
+// (actors/core/snapshot_chain.hpp, `chain`): the part it reports names the
+// chain a delta applies on.
+// It starts from the first of `restore_from` (newest first) whose chain
+// validates (read on this shard's node, one file at a time: every byte's
+// CRC, the very files committed, run, configuration and their order), or
+// from `snapshot` (bytes in memory, validated by the caller), else from
+// `initial_dense`; a file found damaged is not read again for an older ref
+// (whose chain holds it), and a fall-back past one is said on stderr. When
+// no candidate of restore_from validates it starts from `initial_dense` if
+// given (as a supervisor does when no snapshot validates: the workers' logs
+// then call for a rollback), naming each file and why on stderr; else the
+// spawn fails with that text.
 // Pushes, pulls and status requests arrive, and acks, pull replies and
 // snapshots leave, through its link_ends (actors/faults/link_ends.hpp),
 // where the job's link faults, if any, act.
@@ -60,6 +65,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/core/shard_core.hpp"
+#include "actors/core/snapshot_chain.hpp"
 #include "messages/protocol.hpp"
 #include "messages/wire_bits.hpp"
 #include "storage/checkpoint_files.hpp"
@@ -79,6 +85,9 @@ struct parameter_shard_config {
   std::string checkpoint_dir;        // where it writes its snapshots (needed with snapshot_every_steps)
   std::chrono::milliseconds retry_min{100};  // the backoff after a failed write
   std::chrono::milliseconds retry_max{5000};
+  // Incremental checkpoints: when its snapshot is a base, when a delta
+  // (actors/core/snapshot_chain.hpp; full_every 1: always a base).
+  chain_options chain;
   // The job's seed: with tables, a row's initial value is the model's
   // initial_rows(seed, table, key); a node binds its row source to it.
   uint64_t seed = 0;
@@ -134,7 +143,8 @@ template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
            wire::float_vector_bits{x.initial_dense}, x.snapshot, x.restore_from, x.snapshot_every_steps,
-           x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.seed, x.epoch, x.run_id, x.config_hash);
+           x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.chain.full_every, x.chain.delta_fraction, x.seed,
+           x.epoch, x.run_id, x.config_hash);
 }
 
 }  // namespace keel

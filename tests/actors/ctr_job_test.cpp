@@ -11,6 +11,7 @@
 #include "job_fixture.hpp"
 #include "models/model_registry.hpp"
 #include "models/plain_trainer.hpp"
+#include "storage/snapshot_store.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -374,4 +375,103 @@ TEST_CASE("a ctr-fm BSP run whose 2 workers' gradients are averaged trains as th
   CAPTURE(*sum.quality.log_loss);
   CHECK(dense_off(sum) > 1e-2);  // measured: 0.12
   CHECK(off_by(*sum.quality.log_loss, *plain->final_test.log_loss) > 1e-3);  // 0.03
+}
+
+namespace {
+
+// Checkpoints every 4 steps, each shard's a chain of a base and 3 deltas.
+job_config incremental_config(std::shared_ptr<const model> m, const temp_dir& dir) {
+  auto c = ctr_config_for(std::move(m), dir);
+  c.checkpoints.every = 4;
+  c.checkpoints.incremental.full_every = 4;
+  c.checkpoints.incremental.delta_fraction = 10;
+  return c;
+}
+
+// The deltas the newest manifests in `dir` commit, and the longest chain.
+std::pair<size_t, size_t> deltas_in(const temp_dir& dir) {
+  store_options o;
+  o.shards_write = true;
+  auto store = snapshot_store::open(dir.path(), o);
+  REQUIRE(store);
+  size_t deltas = 0, longest = 0;
+  auto ids = (*store)->committed();
+  REQUIRE(ids);
+  for (auto id : *ids) {
+    auto m = (*store)->manifest(id);
+    REQUIRE(m);
+    for (auto& e : m->shards) {
+      deltas += !e.chain.empty();
+      longest = std::max(longest, e.chain.size() + 1);
+    }
+  }
+  return {deltas, longest};
+}
+
+}  // namespace
+
+TEST_CASE("a ctr-lr job whose shards checkpoint incrementally and are killed on deltas ends bit-identical to full checkpoints") {
+  auto model = small_ctr("ctr-lr");
+  temp_dir full_dir;
+  auto full = incremental_config(model, full_dir);
+  full.checkpoints.incremental.full_every = 1;
+  auto clean = run(full);
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  CHECK(deltas_in(full_dir).first == 0);
+  // Steps 14 and 27: the newest checkpoints are 3 (a base and 2 deltas) and
+  // 6 (a base and a delta).
+  std::vector<std::vector<fault>> schedules = {
+    {},
+    {kill_at("shard:1", 14)},
+    {kill_at("shard:0", 14), kill_at("shard:1", 27), kill_at("worker:0", 31)},
+  };
+  for (auto& kills : schedules) {
+    CAPTURE(to_string(kills));
+    temp_dir dir;
+    auto c = incremental_config(model, dir);
+    c.faults.plan = kills;
+    auto r = run(c);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    check_faults_fired(c, *r);
+    for (auto& e : r->events)
+      if (e.kind == event_kind::restart && e.actor.rfind("shard:", 0) == 0) {
+        CAPTURE(e.snapshot);
+        CHECK(e.snapshot != "");  // restored from a checkpoint's chain, not started fresh
+      }
+    CHECK(r->pushes_applied == r->pushes_acked);
+    CHECK(r->params_sha256 == clean->params_sha256);
+    auto [deltas, longest] = deltas_in(dir);
+    CHECK(deltas > 0);
+    CHECK(longest >= 2);
+  }
+}
+
+TEST_CASE("damage at every write point of bases and deltas: shards restore the chains before it, bit-identical") {
+  auto model = small_ctr("ctr-lr");
+  temp_dir full_dir;
+  auto full = incremental_config(model, full_dir);
+  full.checkpoints.incremental.full_every = 1;
+  auto clean = run(full);
+  REQUIRE_MESSAGE(clean, describe(clean.error()));
+  // Checkpoints every 4 steps: 3 and 4 are deltas, 5 (step 20) a base. A
+  // flip damages the newest file; a tear, ENOSPC or EIO the next write.
+  // Both shards then die and restore what is left.
+  for (std::string faults : {"flip:snapshot@13,kill:shard:0@14,kill:shard:1@14",
+                             "flip:snapshot@21,kill:shard:0@22,kill:shard:1@22",
+                             "tear:write@13,kill:shard:0@18,kill:shard:1@18",
+                             "tear:write@17,kill:shard:0@22,kill:shard:1@22",
+                             "enospc:write@13,kill:shard:0@18,kill:shard:1@18",
+                             "eio:fsync@17,kill:shard:0@22,kill:shard:1@22"}) {
+    CAPTURE(faults);
+    temp_dir dir;
+    auto c = incremental_config(model, dir);
+    auto plan = parse_fault_plan(faults);
+    REQUIRE_MESSAGE(plan, describe(plan.error()));
+    c.faults.plan = *plan;
+    auto r = run(c);
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    check_faults_fired(c, *r);
+    CHECK(r->pushes_applied == r->pushes_acked);
+    CHECK(r->params_sha256 == clean->params_sha256);
+  }
 }

@@ -78,7 +78,7 @@ TEST_CASE("a delta whose parent's write failed is lost, and the next snapshot is
   CHECK_FALSE(take(c, 4, 1000));
 }
 
-TEST_CASE("a failed write written again extends its chain; a restored chain is extended") {
+TEST_CASE("a failed write written again extends its chain, and so does a restored one") {
   snapshot_chain c({8, 1.0});
   take(c, 1, 1000);
   REQUIRE(c.written(1, entry(1, 1000)));

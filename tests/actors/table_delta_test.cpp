@@ -109,7 +109,7 @@ TEST_CASE("a delta holds the rows that changed and the keys evicted, not the tab
   CHECK(counts->rows_after == t->rows());
 }
 
-TEST_CASE("evicted rows are removed by the delta; an evicted key pushed again is a changed row") {
+TEST_CASE("evicted rows are removed by the delta, and an evicted key pushed again is a changed row") {
   table_config c = config_of("small", 1);
   c.capacity_rows = 4;
   auto t = embedding_table::make(c, test_init);

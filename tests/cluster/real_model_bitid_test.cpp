@@ -18,6 +18,7 @@
 
 #include <doctest/doctest.h>
 
+#include "storage/snapshot_store.hpp"
 #include "cluster_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"
@@ -210,19 +211,80 @@ TEST_CASE("a coordinator of an MNIST MLP adam run killed with kill -9 resumes on
   CHECK(number_after(r.out, "rollbacks, resumed at step ") >= 30);
 }
 
+namespace {
+
+// A directory of its own, removed at the end of the test.
+struct scratch_dir {
+  std::filesystem::path path = make_temp_dir();
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Shards' files in the newest manifests of `dir` that are deltas, and the
+// longest chain among them (files).
+std::pair<size_t, size_t> deltas_committed(const std::string& dir) {
+  store_options o;
+  o.shards_write = true;
+  auto store = snapshot_store::open(dir, o);
+  REQUIRE_MESSAGE(store, describe(store.error()));
+  auto ids = (*store)->committed();
+  REQUIRE(ids);
+  size_t deltas = 0, longest = 0;
+  for (auto id : *ids) {
+    auto m = (*store)->manifest(id);
+    REQUIRE_MESSAGE(m, describe(m.error()));
+    for (auto& e : m->shards) {
+      deltas += !e.chain.empty();
+      longest = std::max(longest, e.chain.size() + 1);
+    }
+  }
+  return {deltas, longest};
+}
+
+}  // namespace
+
+TEST_CASE("ctr-lr whose shards checkpoint incrementally: its coordinator killed with kill -9 resumes on the same nodes from a delta's chain, bit-identical to the clean run in one process") {
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto n1 = f.start_node();
+  // A base and up to 3 deltas a chain: checkpoint 3, the third the store
+  // keeps, is a delta on 2 and 1.
+  auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
+  auto clean = clean_sha(train);
+  auto connect = f.connect_flags({n0.get(), n1.get()});
+  auto dir = (f.dir / "run").string();
+  f.kill9_coordinator_after_checkpoints(KEEL_BINARY, connect, train, dir, 3, {n0.get(), n1.get()});
+  auto [deltas, longest] = deltas_committed(dir);
+  CHECK(deltas > 0);
+  CHECK(longest >= 2);
+  auto r = run_keel("cluster " + connect + " --resume " + dir);
+  check_bit_identical(r, clean);
+  CHECK(number_after(r.out, "rollbacks, resumed at step ") >= 30);
+  CHECK(deltas_committed(dir).first > 0);
+}
+
+TEST_CASE("ctr-lr whose shards checkpoint incrementally over 3 nodes' data planes, a shard's node lost to kill -9 on a delta, ends bit-identical") {
+  auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
+  auto clean = clean_sha(train);
+  scratch_dir scratch;
+  auto dir = (scratch.path / "run").string();
+  // Step 65: the newest checkpoint is 6 (a base at 5, a delta at 6).
+  auto r = run_with_node_killed("", train + " --checkpoint-dir " + dir, 1, 65);
+  check_bit_identical(r, clean);
+  auto [deltas, longest] = deltas_committed(dir);
+  CHECK(deltas > 0);
+  CHECK(longest >= 2);
+}
+
 TEST_CASE("a keel cluster run of the MNIST MLP with adam whose coordinator is killed with kill -9 resumes in one process with keel train --resume, bit-identical to the clean run") {
   // The checkpoints hold snapshots the shards sent from their nodes (and
   // the nodes end with the killed coordinator): one process must restore
   // them, optimizer state included, to the same parameters.
   auto train = mnist_mlp("--optimizer adam --lr 0.002", 1200, 10);
   auto clean = clean_sha(train);
-  struct removed_at_end {
-    std::filesystem::path path = make_temp_dir();
-    ~removed_at_end() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } scratch;
+  scratch_dir scratch;
   auto dir = scratch.path / "run";
   std::vector<std::string> argv = {KEEL_BINARY, "cluster", "--nodes", "2"};
   std::istringstream words(train + " --quiet --checkpoint-dir " + dir.string());

@@ -271,7 +271,7 @@ std::map<std::string, seed_file> snapshot_seeds() {
   // A snapshot with a section and tensors no shard has: read, then refused by restore.
   auto w = values(6, 1.0f);
   auto section = std::string("lr=0.1");
-  auto other = make_snapshot({3, 7, 70, 140, {{0, 9}, {1, 8}}, 1700000000000, "", ""},
+  auto other = make_snapshot({3, 7, 70, 140, {{0, 9}, {1, 8}}, 1700000000000, "", "", "", 0, 0},
                              {{"w", schema::DType::FLOAT32, {2, 3}, w.data(), w.size() * 4}},
                              {{"optimizer", section.data(), section.size()}}, 8);
   if (!other || !write_snapshot_file(io, "/seed", "other", *other, "seed"))

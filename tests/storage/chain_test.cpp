@@ -298,7 +298,7 @@ TEST_CASE("a kept manifest that cannot be read keeps every snapshot file, and sa
   CHECK(latest->manifest.checkpoint == 4);
 }
 
-TEST_CASE("abandon leaves a file a newer chain names, and discard_after leaves an older chain alone") {
+TEST_CASE("abandon leaves a file a newer chain names, and discard_after an older chain") {
   temp_dir dir;
   auto store = open_store(dir.path());
   chain_writer w{*store};
