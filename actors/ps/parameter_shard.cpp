@@ -8,11 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <deque>
 #include <optional>
 #include <random>
-#include <set>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -25,10 +23,11 @@
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/core/snapshot_chain.hpp"
 #include "actors/faults/link_ends.hpp"
+#include "actors/ps/shard_restore.hpp"
 #include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
-#include "supervision/directory.hpp"
 #include "storage/store_layout.hpp"
+#include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
 
 namespace keel {
@@ -391,88 +390,6 @@ table_row_source model_table_rows(std::shared_ptr<const model> m, uint64_t seed)
   };
 }
 
-namespace {
-
-// Where a shard starts: its core, and the chain of the file it restored
-// from (its next snapshot may be a delta on it).
-struct start {
-  shard_core core;
-  std::vector<chain_link> chain;
-};
-
-// Restores from `ref`'s chain, one file at a time (every byte of each
-// checked once, its payload CRC) into `memory`. A file found bad (as
-// recorded: name, size and CRC) goes into `bad`, so no older ref whose chain
-// holds it is tried.
-caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env, file_io& io,
-                                 const snapshot_ref& ref, buffer_pool& memory, std::set<std::string>& bad) {
-  auto links = ref.entry.chain;
-  links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
-  auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
-  for (auto& l : links)
-    if (bad.count(key(l)) != 0)
-      return make_error(errc::damaged_snapshot, "its chain holds " + l.file + ", found damaged above");
-  size_t at = 0;
-  auto read = [&](size_t i) {
-    at = i;
-    return read_chain_link(io, ref, i, memory, verify_mode::payload);
-  };
-  auto core = restore_chain(cfg.core, links.size(), read, verify_mode::structure, env.table_rows);
-  if (!core) {
-    bad.insert(key(links[at]));
-    return core.error();
-  }
-  // A chain of another run (not this run's files) is not extended.
-  if (ref.run_id != cfg.run_id)
-    links.clear();
-  return start{std::move(*core), std::move(links)};
-}
-
-// The shard's starting core: from the first of cfg.restore_from whose chain
-// validates, else from cfg.snapshot, else fresh.
-// `memory` is the pool the shard's snapshots will use: a file restored from
-// is read into it, so the next snapshot reuses that buffer's pages instead
-// of a second one staying mapped beside it.
-caf::expected<start> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
-                                   buffer_pool& memory) {
-  if (!cfg.restore_from.empty()) {
-    auto io = env.io ? env.io : posix_io();
-    std::string why;
-    std::set<std::string> bad;
-    for (auto& ref : cfg.restore_from) {
-      auto restored = restore_ref(cfg, env, *io, ref, memory, bad);
-      if (restored) {
-        if (!why.empty())  // fell back past a damaged file: said loudly
-          std::fprintf(stderr, "keel: shard %u restored from checkpoint %llu after skipping: %s\n", cfg.core.shard,
-                       static_cast<unsigned long long>(ref.checkpoint), why.c_str());
-        return restored;
-      }
-      why += (why.empty() ? "" : "; ") + ("checkpoint " + std::to_string(ref.checkpoint) + ": ") +
-             describe(restored.error());
-    }
-    auto none = "shard " + std::to_string(cfg.core.shard) + " has no snapshot to restore from: " + why;
-    if (cfg.initial_dense.size() != cfg.core.dense.size())
-      return make_error(errc::damaged_snapshot, none);
-    // As a supervisor does when no snapshot validates: a fresh start (whose
-    // missing pushes then call for a rollback), said loudly.
-    std::fprintf(stderr, "keel: %s; starting fresh\n", none.c_str());
-  }
-  caf::expected<shard_core> core{shard_core{}};
-  if (!cfg.snapshot.empty()) {
-    auto snap = decode(cfg.snapshot);
-    if (!snap)
-      return snap.error();
-    core = restore_shard(cfg.core, snap->root(),
-                         env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums, env.table_rows);
-  } else {
-    core = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
-  }
-  if (!core)
-    return core.error();
-  return start{std::move(*core), {}};
-}
-
-}  // namespace
 
 caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, parameter_shard_config cfg,
                                                 parameter_shard_env env) {
@@ -492,7 +409,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
   auto chain = cfg.chain;
-  return sys.spawn([b = std::make_shared<start>(std::move(*begun)), every, directory, faults, epoch, run,
+  return sys.spawn([b = std::make_shared<shard_start>(std::move(*begun)), every, directory, faults, epoch, run,
                     writer, retry, memory, chain](shard_actor* self) mutable {
     self->state.core = std::move(b->core);
     self->state.chain = snapshot_chain(chain);
