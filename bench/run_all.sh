@@ -52,7 +52,7 @@ section "keel's CTR training beside the plain trainer, issue 26 (bench/training/
 section "a CTR model's end-of-run evaluation scored by the coordinator and by the workers (bench/training/ctr_eval_bench)"
 "$b/training/ctr_eval_bench" ctr-fm "$((quick ? 1 : 3))"
 section "issue 20: incremental checkpoints, bytes, cost and restore (bench/training/incremental_checkpoint_bench)"
-# About 6 minutes (--quick: about 2, smaller runs); a few GB of disk in /tmp.
+# About 8 minutes (--quick: about 3, smaller runs); a few GB of disk in /tmp.
 if [ "$quick" = 1 ]; then
   "$b/training/incremental_checkpoint_bench" all 1 600000 200000
 else

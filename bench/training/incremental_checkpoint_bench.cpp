@@ -10,7 +10,7 @@
 //           one entry, built as a shard builds it from the manifest's
 //           entries) and the manifest file it writes, at two vocabularies
 //           (model sizes): the goal is that they do not grow with the model.
-//  cost:    ctr-fm with a big vocabulary, a checkpoint every 3 s of the
+//  cost:    ctr-fm with a big vocabulary, a checkpoint every 1.5 s of the
 //           first run without checkpoints (slower runs space them more):
 //           examples/s with incremental checkpoints and with full ones
 //           beside the same run without checkpoints (the ceiling; its
@@ -20,13 +20,13 @@
 //           1/16 of the epoch), restored from its longest chain (most bytes
 //           among equals) as a restarted shard does
 //           (read_chain_link with verify_mode::payload, then restore_chain
-//           with structure: parameter_shard.cpp's restore_ref), and its base
+//           with structure: actors/ps/shard_restore.cpp's restore_ref), and its base
 //           alone, beside read(2) of the same files into a warm buffer plus
 //           their CRC32C (no keel decoding); best of `repeats` (goal: the
 //           chain within 1.2x).
 // Usage: incremental_checkpoint_bench [what=all|bytes|cost|restore]
 //          [repeats=2] [cost_examples=1000000] [bytes_examples=500000]
-//          [cost_vocabulary=10000000] [seconds_between_checkpoints=3]
+//          [cost_vocabulary=10000000] [seconds_between_checkpoints=1.5]
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -532,7 +532,7 @@ int main(int argc, char** argv) {
   const uint64_t cost_examples = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1'000'000;
   const uint64_t bytes_examples = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 500'000;
   const uint64_t vocabulary = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 10'000'000;
-  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 3.0;
+  const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 1.5;
   if (what != "all" && what != "bytes" && what != "cost" && what != "restore") {
     std::fprintf(stderr, "incremental_checkpoint_bench: what must be all, bytes, cost or restore, not %s\n",
                  what.c_str());
