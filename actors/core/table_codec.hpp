@@ -233,12 +233,16 @@ class table_codec {
   static uint64_t key_at(const embedding_table& t, uint32_t r) { return t.key_at(r); }
   static uint32_t tail(const embedding_table& t) { return t.tail_; }
   static uint32_t previous(const embedding_table& t, uint32_t r) { return t.link(r, 0); }
-  // Removes row r (the last row moves into its place) / writes a row (new
-  // or existing) and makes it the most recently updated.
+  // Removes row r (the last row moves into its place).
   static void remove_row(embedding_table& t, uint32_t r);
-  static void put_row(embedding_table& t, uint64_t key, const float* values);
   static uint32_t rows(const embedding_table& t) { return t.rows_; }
   static void reserve(embedding_table& t, uint64_t rows) { t.reserve_rows(rows); }
+  // Asks for the index buckets and rows of up to embedding_table::prefetch_chunk keys.
+  static void prefetch_keys(const embedding_table& t, const uint64_t* keys, size_t n) { t.prefetch(keys, n); }
+  static constexpr size_t prefetch_chunk = embedding_table::prefetch_chunk;
+  // Writes row r (or, for no_row, a new row of `key`) and makes it the most
+  // recently updated.
+  static void put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values);
   static count_min_sketch& sketch(embedding_table& t) { return t.sketch_; }
   static table_counters& stats(embedding_table& t) { return t.stats_; }
   static constexpr uint32_t no_row = embedding_table::no_row;

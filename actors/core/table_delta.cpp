@@ -49,9 +49,8 @@ void table_codec::remove_row(embedding_table& t, uint32_t r) {
   --t.rows_;
 }
 
-void table_codec::put_row(embedding_table& t, uint64_t key, const float* values) {
+void table_codec::put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values) {
   const bool bounded = t.cfg_.capacity_rows > 0;
-  uint32_t r = t.find(key);
   if (r == embedding_table::no_row)
     r = t.append_row(key);
   else if (bounded)
@@ -275,28 +274,57 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
   delta_body body;
   if (auto e = check_rows(in, h, c, t, body))
     return e;
-  // The row count the delta leads to, known before anything changes.
+  // The row count the delta leads to, known before anything changes; the
+  // changed rows' places found on the way (lookups ahead asked for early).
+  const auto& keys = body.keys;
+  std::vector<uint32_t> at(keys.size());
   uint64_t after = table_codec::rows(t);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i % table_codec::prefetch_chunk == 0)
+      table_codec::prefetch_keys(t, keys.data() + i, std::min(table_codec::prefetch_chunk, keys.size() - i));
+    at[i] = table_codec::find(t, keys[i]);
+    after += at[i] == table_codec::no_row;
+  }
   for (uint64_t key : body.removed) after -= table_codec::find(t, key) != table_codec::no_row;
-  for (uint64_t key : body.keys) after += table_codec::find(t, key) == table_codec::no_row;
   if (after != h.rows)
     return damage(table_errc::count_mismatch, "delta: the table would have " + std::to_string(after) +
                                                   " rows once it is applied, the delta says " + std::to_string(h.rows) +
                                                   " (a delta of another parent?)");
   // Checked: now applied.
   table_codec::reserve(t, h.rows);  // bounded: the count checked above
+  bool moved = false;  // a removal moves the last row into the hole
   for (uint64_t key : body.removed)
-    if (uint32_t r = table_codec::find(t, key); r != table_codec::no_row)
+    if (uint32_t r = table_codec::find(t, key); r != table_codec::no_row) {
       table_codec::remove_row(t, r);
+      moved = true;
+    }
+  if (moved)
+    for (size_t i = 0; i < keys.size(); ++i) at[i] = table_codec::find(t, keys[i]);
   std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
   auto put = [&](size_t i) {
     std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
-    table_codec::put_row(t, body.keys[i], row.data());
+    table_codec::put_row_at(t, at[i], keys[i], row.data());
   };
-  if (h.capacity_rows > 0)
-    for (uint32_t i : body.by_rank) put(i);
-  else
-    for (size_t i = 0; i < body.keys.size(); ++i) put(i);
+  // Rows are written in rank or key order, scattered in memory: each is
+  // asked for a few writes ahead.
+  auto ask = [&](size_t i) {
+    if (at[i] != table_codec::no_row)
+      table_codec::prefetch(t, at[i]);
+  };
+  const size_t count = keys.size();
+  if (h.capacity_rows > 0) {
+    for (size_t j = 0; j < count; ++j) {
+      if (j + rows_ahead < count)
+        ask(body.by_rank[j + rows_ahead]);
+      put(body.by_rank[j]);
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      if (i + rows_ahead < count)
+        ask(i + rows_ahead);
+      put(i);
+    }
+  }
   if (h.min_pushes > 1) {
     auto& counters = table_codec::sketch(t).counters();
     std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));

@@ -131,7 +131,16 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
   const size_t floats = size_t{c.dim} * (1 + t.state_slots_);
   const bool bounded = c.capacity_rows > 0;
   std::vector<uint32_t> row_of_rank(bounded ? rows : 0, embedding_table::no_row);
+  // Rows are stored one after the other: the index bucket of the key a few
+  // rows ahead is asked for while this one is inserted (a cache miss each).
+  const size_t stride = 8 + (bounded ? 4 : 0) + floats * sizeof(float);
+  constexpr uint64_t ahead = 16;
   for (uint64_t i = 0; i < rows; ++i) {
+    if (i + ahead < rows) {
+      uint64_t later;
+      std::memcpy(&later, in.at + ahead * stride, sizeof later);
+      __builtin_prefetch(&t.index_[t.bucket_of(later)]);
+    }
     uint64_t key = in.get<uint64_t>();
     if (i > 0 && key <= t.key_at(static_cast<uint32_t>(i - 1)))
       return key == t.key_at(static_cast<uint32_t>(i - 1))
