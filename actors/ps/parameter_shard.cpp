@@ -265,8 +265,12 @@ void maybe_snapshot(shard_actor* self) {
   auto parent = st.chain.next(st.core.delta_bytes_estimate(), st.core.changes_complete());
   auto snap = parent ? delta_snapshot_of(st.core, id, now_unix_ms(), st.run, *parent, st.snapshot_memory)
                      : snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
-  if (!snap)
+  if (!snap) {  // said at once, not left to the checkpoint's timeout (its changes stay for the next)
+    if (st.checkpointer)
+      self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, st.core.progress_clock(),
+                 "taking the snapshot: " + describe(snap.error()));
     return;
+  }
   st.core.clear_changes();
   st.newest_tag = st.tags();
   st.chain.taken(id, snapshot_name(id, st.core.config().shard, st.newest_tag),
