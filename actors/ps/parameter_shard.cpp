@@ -25,6 +25,7 @@
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/core/snapshot_chain.hpp"
 #include "actors/faults/link_ends.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
 #include "supervision/directory.hpp"
@@ -87,6 +88,8 @@ struct shard_state {
   uint64_t last_snapshot_id = 0;  // the restored or last taken checkpoint id
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
   caf::actor writer;              // its snapshot_writer (with snapshot_every)
+  caf::actor peer_replica;        // where each written file's frame goes (may be invalid)
+  caf::actor directory;           // its job's directory: names the job to the replica
   // The newest periodic snapshot taken and not yet written (let go once its
   // file is durable), and the part of the newest one written.
   std::optional<shard_snapshot_msg> newest;
@@ -216,8 +219,18 @@ void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::erro
   self->delayed_send(self, wait, retry_atom::value, id);
 }
 
+// A copy of the file just written, with the chain it extends, for the peer's
+// replica (fire-and-forget: a peer that is down drops it).
+void send_copy(shard_actor* self, uint64_t id, const manifest_entry& e, const shard_snapshot_msg& snap) {
+  auto& st = self->state;
+  if (st.peer_replica)
+    self->send(st.peer_replica, replica_keep_atom::value, st.directory, st.core.config().shard,
+               chain_link{id, e.file, e.bytes, e.crc32c}, e.chain, snap);
+}
+
 // Hands the newest snapshot to the writer; once its file is durable the
-// snapshot is let go and its part (with the chain it extends) reported.
+// snapshot is let go, its part (with the chain it extends) reported and its
+// copy sent to the peer.
 void write_newest(shard_actor* self) {
   auto& st = self->state;
   if (!st.newest || !st.writer)
@@ -226,7 +239,7 @@ void write_newest(shard_actor* self) {
   auto step = st.newest_step;
   self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.newest_tag)
     .then(
-      [self, id, step](manifest_entry& e) {
+      [self, id, step, snap = *st.newest](manifest_entry& e) {
         auto& st = self->state;
         st.write_failures = 0;
         if (st.newest && st.newest_id == id)
@@ -244,6 +257,7 @@ void write_newest(shard_actor* self) {
         st.written = part_of(id, step, e, st.run);
         st.written_id = id;
         send_part(self);
+        send_copy(self, id, e, snap);
       },
       [self, id, step](caf::error& err) {
         self->state.chain.failed(id);
@@ -400,12 +414,48 @@ struct start {
   std::vector<chain_link> chain;
 };
 
+// Where restore_ref asks first for each file of a chain: a peer's copies in
+// memory (snapshot_replica.hpp); and how many files each path served.
+struct copy_source {
+  caf::actor_system* sys = nullptr;
+  caf::actor replica;  // invalid: the directory alone
+  const replica_store* local = nullptr;
+  size_t from_memory = 0, from_directory = 0;
+  std::string missed;  // the first miss or bad copy, for the log
+};
+
+// How long a replica in another process has to answer for one file.
+constexpr auto replica_timeout = std::chrono::milliseconds(2000);
+
+// File `i` of `ref`'s chain (`link`): the peer's copy when it has one that
+// checks out as the file would, else the directory's file. A replica that
+// fails to answer (its node down, the timeout) is not asked again.
+caf::expected<stored_snapshot> read_link(file_io& io, const snapshot_ref& ref, size_t i, const chain_link& link,
+                                         buffer_pool& memory, copy_source& copies) {
+  if (copies.replica) {
+    auto copy = fetch_replica_copy(*copies.sys, copies.replica, copies.local, link, replica_timeout);
+    if (!copy && !is(copy.error(), errc::not_found))
+      copies.replica = caf::actor{};
+    auto checked = copy ? check_chain_link_copy(ref, i, *copy) : caf::expected<stored_snapshot>(copy.error());
+    if (checked) {
+      ++copies.from_memory;
+      return checked;
+    }
+    if (copies.missed.empty())
+      copies.missed = describe(checked.error());
+  }
+  ++copies.from_directory;
+  return read_chain_link(io, ref, i, memory, verify_mode::payload);
+}
+
 // Restores from `ref`'s chain, one file at a time (every byte of each
-// checked once, its payload CRC) into `memory`. A file found bad (as
+// checked once, its payload CRC) into `memory`, each file from the peer's
+// copy where `copies` has one. A file found bad (as
 // recorded: name, size and CRC) goes into `bad`, so no older ref whose chain
 // holds it is tried.
 caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env, file_io& io,
-                                 const snapshot_ref& ref, buffer_pool& memory, std::set<std::string>& bad) {
+                                 const snapshot_ref& ref, buffer_pool& memory, std::set<std::string>& bad,
+                                 copy_source& copies) {
   auto links = ref.entry.chain;
   links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
   auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
@@ -415,7 +465,7 @@ caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parame
   size_t at = 0;
   auto read = [&](size_t i) {
     at = i;
-    return read_chain_link(io, ref, i, memory, verify_mode::payload);
+    return read_link(io, ref, i, links[i], memory, copies);
   };
   auto core = restore_chain(cfg.core, links.size(), read, verify_mode::structure, env.table_rows);
   if (!core) {
@@ -428,20 +478,36 @@ caf::expected<start> restore_ref(const parameter_shard_config& cfg, const parame
   return start{std::move(*core), std::move(links)};
 }
 
+// Which path served a restore, said on the shard's node (where a test or an
+// operator of a cluster reads it in the node's output).
+void say_restore_paths(uint32_t shard, uint64_t checkpoint, const copy_source& copies) {
+  auto line = "keel: shard " + std::to_string(shard) + " restored checkpoint " + std::to_string(checkpoint) + ": " +
+              std::to_string(copies.from_memory) + " files from the peer's memory, " +
+              std::to_string(copies.from_directory) + " from the directory" +
+              (copies.missed.empty() ? "" : " (peer copy: " + copies.missed + ")") + "\n";
+  std::fputs(line.c_str(), stderr);
+}
+
 // The shard's starting core: from the first of cfg.restore_from whose chain
 // validates, else from cfg.snapshot, else fresh.
 // `memory` is the pool the shard's snapshots will use: a file restored from
 // is read into it, so the next snapshot reuses that buffer's pages instead
 // of a second one staying mapped beside it.
-caf::expected<start> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
-                                   buffer_pool& memory) {
+caf::expected<start> starting_core(caf::actor_system& sys, parameter_shard_config& cfg,
+                                   const parameter_shard_env& env, buffer_pool& memory) {
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
     std::string why;
     std::set<std::string> bad;
+    copy_source copies;
+    copies.sys = &sys;
+    copies.replica = cfg.restore_replica;
+    copies.local = env.local_replica.get();
     for (auto& ref : cfg.restore_from) {
-      auto restored = restore_ref(cfg, env, *io, ref, memory, bad);
+      auto restored = restore_ref(cfg, env, *io, ref, memory, bad, copies);
       if (restored) {
+        if (cfg.restore_replica)
+          say_restore_paths(cfg.core.shard, ref.checkpoint, copies);
         if (!why.empty())  // fell back past a damaged file: said loudly
           std::fprintf(stderr, "keel: shard %u restored from checkpoint %llu after skipping: %s\n", cfg.core.shard,
                        static_cast<unsigned long long>(ref.checkpoint), why.c_str());
@@ -482,7 +548,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
                                                 " takes snapshots every " + std::to_string(every) +
                                                 " steps but has no checkpoint directory to write them to");
   auto memory = snapshot_pool();
-  auto begun = starting_core(cfg, env, *memory);
+  auto begun = starting_core(sys, cfg, env, *memory);
   if (!begun)
     return begun.error();
   auto directory = cfg.directory;
@@ -492,8 +558,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
   auto chain = cfg.chain;
+  auto peer = cfg.peer_replica;
   return sys.spawn([b = std::make_shared<start>(std::move(*begun)), every, directory, faults, epoch, run,
-                    writer, retry, memory, chain](shard_actor* self) mutable {
+                    writer, retry, memory, chain, peer](shard_actor* self) mutable {
     self->state.core = std::move(b->core);
     self->state.chain = snapshot_chain(chain);
     self->state.chain.restored(std::move(b->chain));
@@ -502,6 +569,8 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     self->state.writer = writer;
+    self->state.peer_replica = peer;
+    self->state.directory = directory;
     self->state.snapshot_memory = memory;
     self->state.retry_min = retry.first;
     self->state.retry_max = retry.second;
