@@ -1,5 +1,7 @@
 // `keel inspect DIR [--verify]`: lists the checkpoints of a snapshot store
-// with step, shards, tensors, shapes, sizes and validity. Without --verify
+// with step, shards, tensors, shapes, sizes and validity; each shard's file
+// is a base or a delta, and a delta's chain (base checkpoint, files, bytes)
+// is listed and checked with it. Without --verify
 // it checks headers, lengths and schemas; with --verify every CRC32C too.
 // Exit status: 0 when everything is valid, 1 when anything is damaged (each
 // damaged file is named with its reason), 2 for bad usage or a missing DIR.
@@ -45,12 +47,23 @@ std::string utc_time(int64_t unix_ms) {
   return buf;
 }
 
+// A base: "base". A delta: "delta on checkpoint B", then a line for its
+// chain (how many files, their bytes) and one per file of it.
 void print_shard(std::ostream& out, const snapshot_summary& s) {
-  out << "  shard " << s.shard << "  " << s.file << "  " << human_bytes(s.file_bytes) << "  step "
+  out << "  shard " << s.shard << "  " << s.file << "  " << human_bytes(s.file_bytes) << "  "
+      << (s.delta() ? "delta on checkpoint " + std::to_string(s.base_checkpoint) : std::string("base")) << "  step "
       << s.step << "  version " << s.shard_version << "  workers " << s.workers;
   if (s.write_us > 0)
     out << "  written in " << (s.write_us + 500) / 1000 << " ms";
   out << "\n";
+  if (s.delta()) {
+    out << "    chain   " << s.chain.size() + 1 << " files from the base of checkpoint " << s.base_checkpoint << ", "
+        << human_bytes(s.chain_bytes()) << " in all\n";
+    for (size_t i = 0; i < s.chain.size(); ++i)
+      out << "      " << (i == 0 ? "base " : "delta") << "  " << s.chain[i].file << "  " << human_bytes(s.chain[i].bytes)
+          << (s.chain[i].damaged ? "  DAMAGED" : "") << "\n";
+    out << "      delta  " << s.file << "  (this file)\n";
+  }
   for (auto& t : s.tensors)
     out << "    tensor  " << t.name << "  " << dtype_name(t.dtype) << " " << shape_text(t.shape)
         << "  " << human_bytes(t.bytes) << " in " << t.chunks << " chunk"
@@ -104,7 +117,8 @@ int inspect(const args& a) {
     return *status;
   if (vm.count("help") != 0) {
     print_help(std::cout, "keel inspect DIR [--verify]",
-               "Lists the checkpoints in DIR with step, shards, tensors, shapes, sizes and validity.\n"
+               "Lists the checkpoints in DIR with step, shards, tensors, shapes, sizes and validity,\n"
+               "and for a shard whose file is a delta its chain: base checkpoint, files and bytes.\n"
                "Exit status: 0 all valid, 1 something is damaged, 2 bad usage.",
                flags.visible);
     return 0;

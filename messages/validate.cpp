@@ -380,6 +380,20 @@ caf::error validate(schema::ShardSnapshot::Reader m, const decode_limits& limits
   return {};
 }
 
+namespace {
+
+// A file name inside the checkpoint directory: no path, no way out of it.
+caf::error check_file_name(const std::string& at, capnp::Text::Reader file, const decode_limits& limits) {
+  if (auto err = check_text(at, file, limits, true))
+    return err;
+  std::string f = file.cStr();
+  if (f == "." || f == ".." || f.find('/') != std::string::npos)
+    return bad(at, "'" + f + "' is not a plain file name");
+  return {};
+}
+
+}  // namespace
+
 caf::error validate(schema::CheckpointManifest::Reader m, const decode_limits& limits) {
   if (auto err = check_version("keel.CheckpointManifest", m.getVersion()))
     return err;
@@ -391,12 +405,14 @@ caf::error validate(schema::CheckpointManifest::Reader m, const decode_limits& l
     auto at = "keel.CheckpointManifest.shards[" + to_string(i) + "]";
     if (!seen.insert(shards[i].getShard()).second)
       return bad(at + ".shard", "shard " + to_string(shards[i].getShard()) + " appears twice");
-    auto file = shards[i].getFile();
-    if (auto err = check_text(at + ".file", file, limits, true))
+    if (auto err = check_file_name(at + ".file", shards[i].getFile(), limits))
       return err;
-    std::string f = file.cStr();
-    if (f == "." || f == ".." || f.find('/') != std::string::npos)
-      return bad(at + ".file", "'" + f + "' is not a plain file name");
+    auto chain = shards[i].getChain();
+    if (auto err = check_count(at + ".chain", chain.size(), limits.max_list_entries))
+      return err;
+    for (unsigned j = 0; j < chain.size(); ++j)
+      if (auto err = check_file_name(at + ".chain[" + to_string(j) + "].file", chain[j].getFile(), limits))
+        return err;
   }
   return {};
 }

@@ -195,6 +195,17 @@ caf::expected<stored_snapshot> read_link(file_io& io, const fs::path& dir, const
     return make_error(errc::invalid_argument, e.file + ": its chain has " + std::to_string(e.chain.size() + 1) +
                                                 " files, there is no file " + std::to_string(i));
   auto link_checkpoint = i == e.chain.size() ? checkpoint : e.chain[i].checkpoint;
+  // A chain names files of the store, by their store names: never a path
+  // out of the directory, nor another shard's file.
+  if (i < e.chain.size()) {
+    auto named = parse_store_file_name(e.chain[i].file);
+    if (!named || named->kind != store_file_kind::snapshot || named->shard != e.shard ||
+        named->checkpoint != link_checkpoint)
+      return make_error(errc::damaged_snapshot, "'" + e.chain[i].file + "': " + named_by + " names it as file " +
+                                                  std::to_string(i) + " of shard " + std::to_string(e.shard) +
+                                                  "'s chain, of checkpoint " + std::to_string(link_checkpoint) +
+                                                  ", but it is not a snapshot file of that shard and checkpoint");
+  }
   auto snap =
     read_expected(io, dir, link_entry(e, i), link_checkpoint, run_id, config_hash, named_by, pool, mode);
   if (!snap)

@@ -152,7 +152,8 @@ caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
   b.setCreatedUnixMs(header.created_unix_ms);
   b.setRunId(header.run_id);
   b.setConfigHash(header.config_hash);
-  b.setParentFile(header.parent_file);
+  if (!header.parent_file.empty())
+    b.setParentFile(header.parent_file);
   b.setParentCheckpoint(header.parent_checkpoint);
   b.setBaseCheckpoint(header.parent_file.empty() && header.base_checkpoint == 0 ? header.checkpoint
                                                                                 : header.base_checkpoint);

@@ -81,7 +81,7 @@ struct snapshot_header {
   // checkpoint. A base leaves parent_file empty and parent_checkpoint 0;
   // its base_checkpoint 0 means "this snapshot's own checkpoint" (stored as
   // `checkpoint`).
-  std::string parent_file;
+  std::string parent_file{};
   uint64_t parent_checkpoint = 0;
   uint64_t base_checkpoint = 0;
 };

@@ -107,28 +107,12 @@ caf::error apply_dense(const shard_config& cfg, schema::ShardSnapshot::Reader d,
 }
 
 caf::error apply_tables(const shard_config& cfg, schema::ShardSnapshot::Reader d, shard_core::state& s) {
-  for (auto t : d.getTensors()) {
-    std::string name = t.getName().cStr();
-    if (name.compare(0, t_table_prefix.size(), t_table_prefix) != 0)
-      continue;
-    auto known = std::any_of(cfg.tables.begin(), cfg.tables.end(),
-                             [&](const table_spec& ts) { return t_table_prefix + ts.name == name; });
-    if (!known)
-      return make_error(errc::shape_mismatch, where(cfg, d) + ": tensor '" + name + "' is a table this job's layout lacks");
-  }
-  for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
-    auto name = t_table_prefix + cfg.tables[i].name;
-    std::vector<unsigned char> bytes;
-    for (auto t : d.getTensors())
-      if (t.getName() == name.c_str() && t.getShape().size() == 1)
-        bytes.resize(t.getShape()[0]);
-    if (auto err = load(d, name.c_str(), schema::DType::UINT8, {bytes.size()}, &bytes))
-      return err;
+  return for_each_table(cfg, d, where(cfg, d), [&](uint32_t i, std::vector<unsigned char>& bytes) -> caf::error {
     if (auto e = apply_table_delta(s.tables[i], bytes.data(), bytes.size()))
       return make_error(is_damage(e.code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where(cfg, d) + ": " + describe(e));
-  }
-  return {};
+    return {};
+  });
 }
 
 caf::error apply_delta(const shard_config& cfg, schema::ShardSnapshot::Reader d, uint64_t parent,

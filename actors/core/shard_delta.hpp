@@ -16,8 +16,9 @@
 //   "table.<name>"  uint8: the table's delta (actors/core/table_delta.hpp).
 // Restoring a chain reads its links one at a time (each is let go before the
 // next is read): the base's state (restore_shard's checks), then each delta
-// checked whole (CRCs with verify_mode::checksums, shapes, chunk indices,
-// the table deltas' own checks) before it is applied. Errors name the shard,
+// with its checks (CRCs with verify_mode::checksums, shapes, chunk indices,
+// the table deltas' own checks); a link that fails one fails the restore,
+// and the state built so far is dropped. Errors name the shard,
 // the link's checkpoint and what was wrong: damage is errc::damaged_snapshot,
 // another layout errc::shape_mismatch. That the links' files follow each
 // other by name is storage's check (the chain reader).

@@ -150,6 +150,31 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
 
 namespace snapshot_parts {
 
+caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader snap, const std::string& where,
+                          const std::function<caf::error(uint32_t, std::vector<unsigned char>&)>& each) {
+  for (auto t : snap.getTensors()) {
+    std::string name = t.getName().cStr();
+    if (name.compare(0, t_table_prefix.size(), t_table_prefix) != 0)
+      continue;
+    auto known = std::any_of(cfg.tables.begin(), cfg.tables.end(),
+                             [&](const table_spec& ts) { return t_table_prefix + ts.name == name; });
+    if (!known)
+      return make_error(errc::shape_mismatch, where + ": tensor '" + name + "' is a table this job's layout lacks");
+  }
+  for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
+    auto name = t_table_prefix + cfg.tables[i].name;
+    std::vector<unsigned char> bytes;
+    for (auto t : snap.getTensors())
+      if (t.getName() == name.c_str() && t.getShape().size() == 1)
+        bytes.resize(t.getShape()[0]);
+    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {bytes.size()}, &bytes))
+      return err;
+    if (auto err = each(i, bytes))
+      return err;
+  }
+  return {};
+}
+
 caf::error load_common(const shard_config& cfg, schema::ShardSnapshot::Reader snap, shard_core::state& s) {
   s.sparse.clear();
   std::vector<uint64_t> keys;
@@ -243,23 +268,7 @@ class background_crcs {
 caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
                        const table_row_source& rows, std::vector<embedding_table>& out) {
   auto where = "snapshot of shard " + std::to_string(cfg.shard);
-  for (auto t : snap.getTensors()) {
-    std::string name = t.getName().cStr();
-    if (name.compare(0, t_table_prefix.size(), t_table_prefix) != 0)
-      continue;
-    auto known = std::any_of(cfg.tables.begin(), cfg.tables.end(),
-                             [&](const table_spec& ts) { return t_table_prefix + ts.name == name; });
-    if (!known)
-      return make_error(errc::shape_mismatch, where + ": tensor '" + name + "' is a table this job's layout lacks");
-  }
-  for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
-    auto name = t_table_prefix + cfg.tables[i].name;
-    std::vector<unsigned char> bytes;
-    for (auto t : snap.getTensors())
-      if (t.getName() == name.c_str() && t.getShape().size() == 1)
-        bytes.resize(t.getShape()[0]);
-    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {bytes.size()}, &bytes))
-      return err;
+  return for_each_table(cfg, snap, where, [&](uint32_t i, std::vector<unsigned char>& bytes) -> caf::error {
     table_row_source from = rows ? rows : [](uint32_t, uint64_t, float* v, uint32_t d) { std::fill(v, v + d, 0.0f); };
     auto init = [from, i](uint64_t key, float* v, uint32_t d) { from(i, key, v, d); };
     auto table = decode_table(bytes.data(), bytes.size(), shard_table_config(cfg, i), init);
@@ -267,8 +276,8 @@ caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader sn
       return make_error(is_damage(table.error().code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where + ": " + describe(table.error()));
     out.push_back(std::move(*table));
-  }
-  return {};
+    return {};
+  });
 }
 
 }  // namespace

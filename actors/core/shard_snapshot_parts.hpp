@@ -5,6 +5,7 @@
 // header, the legacy sparse scalars, the workers' clocks and the counters).
 // Not an interface of its own: shard_snapshot.hpp and shard_delta.hpp are.
 
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -107,6 +108,12 @@ struct common_parts {
 };
 common_parts common_of(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms,
                        const run_identity& run);
+
+// Checks that every "table.<name>" tensor of `snap` is a table of `cfg`'s
+// layout, then hands each layout table's bytes to `each` in layout order (a
+// missing one is shape_mismatch); `where` names the snapshot in errors.
+caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader snap, const std::string& where,
+                          const std::function<caf::error(uint32_t, std::vector<unsigned char>&)>& each);
 
 // Reads those parts of `snap` into `s` (sparse scalars, clocks, counters,
 // applied), checked against `cfg`.

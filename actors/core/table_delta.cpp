@@ -273,6 +273,14 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
   delta_body body;
   if (auto e = check_rows(in, h, c, t, body))
     return e;
+  // The row count the delta leads to, known before anything changes.
+  uint64_t after = table_codec::rows(t);
+  for (uint64_t key : body.removed) after -= table_codec::find(t, key) != table_codec::no_row;
+  for (uint64_t key : body.keys) after += table_codec::find(t, key) == table_codec::no_row;
+  if (after != h.rows)
+    return damage(table_errc::count_mismatch, "delta: the table would have " + std::to_string(after) +
+                                                  " rows once it is applied, the delta says " + std::to_string(h.rows) +
+                                                  " (a delta of another parent?)");
   // Checked: now applied.
   for (uint64_t key : body.removed)
     if (uint32_t r = table_codec::find(t, key); r != table_codec::no_row)
@@ -294,10 +302,6 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
   stats.evictions = h.evictions;
   stats.admissions_refused = h.admissions_refused;
   stats.full_refused = h.full_refused;
-  if (table_codec::rows(t) != h.rows)
-    return damage(table_errc::count_mismatch, "delta: the table has " + std::to_string(table_codec::rows(t)) +
-                                                  " rows once it is applied, the delta says " + std::to_string(h.rows) +
-                                                  " (a delta of another parent?)");
   return {};
 }
 

@@ -26,13 +26,13 @@
 // the table's configuration (table_snapshot.hpp's errors), the rows (keys
 // ascending, duplicate_key, key_outside_slots, non_finite, ranks a
 // permutation), removed keys ascending, in the slots and not among the
-// changed rows. Then it applies: removed rows go, changed rows are written
-// (created where the table has none) and become the most recently updated,
-// in rank order. Last the row count must be the header's (count_mismatch
-// otherwise, naming both): a delta applied to a table other than its
-// parent's is found out when that count differs (the guard that it is the
-// parent is the chain's file linkage, storage's check). On an error after the checks (only that count) the
-// table is left valid but changed: the caller discards it.
+// changed rows, and that the table would then hold the header's row count
+// (count_mismatch otherwise, naming both: a delta applied to a table other
+// than its parent's is found out when that count differs; the guard that it
+// is the parent is the chain's file linkage, storage's check). Then it
+// applies: removed rows go, changed rows are written (created where the
+// table has none) and become the most recently updated, in rank order. A
+// refused delta leaves the table as it was.
 
 #include <cstddef>
 #include <cstdint>

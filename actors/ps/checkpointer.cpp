@@ -1,6 +1,5 @@
 #include "actors/ps/checkpointer.hpp"
 
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/core/atoms.hpp"
+#include "actors/core/thread_clock.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
 #include "messages/decode.hpp"
@@ -56,12 +56,6 @@ void report(checkpointer_actor* self, event_kind kind, std::string detail, uint6
 }
 
 // CPU time of the calling thread, in microseconds.
-int64_t thread_cpu_us() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-
 // A manifest write failed: it is written again after the backoff, unless
 // a newer checkpoint has completed by then.
 void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {

@@ -1,6 +1,5 @@
 #include "actors/ps/snapshot_writer.hpp"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,17 +8,12 @@
 #include <caf/all.hpp>
 
 #include "actors/core/atoms.hpp"
+#include "actors/core/thread_clock.hpp"
 #include "storage/store_layout.hpp"
 
 namespace keel {
 
 namespace {
-
-int64_t thread_cpu_us() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
 
 // Temporary names unique in this process (and, with the pid, on this host).
 std::string next_tmp_tag() {

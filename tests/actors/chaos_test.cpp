@@ -98,6 +98,16 @@ TEST_CASE("the probe's table rows are checked against the schedule, rows the run
   }
 }
 
+TEST_CASE("100 seeded fault plans against BSP probe runs whose shards checkpoint incrementally: exactly once, bit-identical, no hang") {
+  // Chains of a base and 3 deltas whatever their sizes, so that the random
+  // kills, drops, damaged and failed writes land on deltas and bases alike.
+  temp_dir dir;
+  auto o = options(probe_with_table(), dir, {consistency_kind::bsp, 0});
+  o.base.checkpoints.incremental.full_every = 4;
+  o.base.checkpoints.incremental.delta_fraction = 100;
+  check_all(run_chaos(o, 20001, 100), 100);
+}
+
 TEST_CASE("fault plans against BSP sparse-model runs end bit-identical to the fault-free run") {
   temp_dir dir;
   auto o = options(small_sparse_lr(), dir, {consistency_kind::bsp, 0});

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "job_fixture.hpp"
 #include "models/model_registry.hpp"
@@ -410,68 +411,71 @@ std::pair<size_t, size_t> deltas_in(const temp_dir& dir) {
 
 }  // namespace
 
-TEST_CASE("a ctr-lr job whose shards checkpoint incrementally and are killed on deltas ends bit-identical to full checkpoints") {
-  auto model = small_ctr("ctr-lr");
+namespace {
+
+// The clean run of `model` with full checkpoints only, and each fault plan
+// of `plans` run with incremental ones: every fault fired, every
+// acknowledged push applied once, the clean run's params_sha256; `also`
+// checks more of each run.
+void check_incremental_runs(std::shared_ptr<const model> model, const std::vector<std::string>& plans,
+                            const std::function<void(const job_result&, const temp_dir&)>& also = {}) {
   temp_dir full_dir;
   auto full = incremental_config(model, full_dir);
   full.checkpoints.incremental.full_every = 1;
   auto clean = run(full);
   REQUIRE_MESSAGE(clean, describe(clean.error()));
   CHECK(deltas_in(full_dir).first == 0);
-  // Steps 14 and 27: the newest checkpoints are 3 (a base and 2 deltas) and
-  // 6 (a base and a delta).
-  std::vector<std::vector<fault>> schedules = {
-    {},
-    {kill_at("shard:1", 14)},
-    {kill_at("shard:0", 14), kill_at("shard:1", 27), kill_at("worker:0", 31)},
-  };
-  for (auto& kills : schedules) {
-    CAPTURE(to_string(kills));
+  for (auto& text : plans) {
+    CAPTURE(text);
     temp_dir dir;
     auto c = incremental_config(model, dir);
-    c.faults.plan = kills;
+    auto plan = parse_fault_plan(text);
+    REQUIRE_MESSAGE((text.empty() || plan), text);
+    if (!text.empty())
+      c.faults.plan = *plan;
     auto r = run(c);
     REQUIRE_MESSAGE(r, describe(r.error()));
     check_faults_fired(c, *r);
-    for (auto& e : r->events)
-      if (e.kind == event_kind::restart && e.actor.rfind("shard:", 0) == 0) {
-        CAPTURE(e.snapshot);
-        CHECK(e.snapshot != "");  // restored from a checkpoint's chain, not started fresh
-      }
     CHECK(r->pushes_applied == r->pushes_acked);
     CHECK(r->params_sha256 == clean->params_sha256);
-    auto [deltas, longest] = deltas_in(dir);
-    CHECK(deltas > 0);
-    CHECK(longest >= 2);
+    if (also)
+      also(*r, dir);
   }
 }
 
+}  // namespace
+
+TEST_CASE("a ctr-lr job whose shards checkpoint incrementally and are killed on deltas ends bit-identical to full checkpoints") {
+  // Steps 14 and 27: the newest checkpoints are 3 (a base and 2 deltas) and
+  // 6 (a base and a delta).
+  check_incremental_runs(small_ctr("ctr-lr"), {"", "kill:shard:1@14", "kill:shard:0@14,kill:shard:1@27,kill:worker:0@31"},
+                         [](const job_result& r, const temp_dir& dir) {
+                           for (auto& e : r.events)
+                             if (e.kind == event_kind::restart && e.actor.rfind("shard:", 0) == 0) {
+                               CAPTURE(e.snapshot);
+                               CHECK(e.snapshot != "");  // restored from a checkpoint's chain, not started fresh
+                             }
+                           auto [deltas, longest] = deltas_in(dir);
+                           CHECK(deltas > 0);
+                           CHECK(longest >= 2);
+                         });
+}
+
 TEST_CASE("damage at every write point of bases and deltas: shards restore the chains before it, bit-identical") {
-  auto model = small_ctr("ctr-lr");
-  temp_dir full_dir;
-  auto full = incremental_config(model, full_dir);
-  full.checkpoints.incremental.full_every = 1;
-  auto clean = run(full);
-  REQUIRE_MESSAGE(clean, describe(clean.error()));
   // Checkpoints every 4 steps: 3 and 4 are deltas, 5 (step 20) a base. A
   // flip damages the newest file; a tear, ENOSPC or EIO the next write.
   // Both shards then die and restore what is left.
-  for (std::string faults : {"flip:snapshot@13,kill:shard:0@14,kill:shard:1@14",
-                             "flip:snapshot@21,kill:shard:0@22,kill:shard:1@22",
-                             "tear:write@13,kill:shard:0@18,kill:shard:1@18",
-                             "tear:write@17,kill:shard:0@22,kill:shard:1@22",
-                             "enospc:write@13,kill:shard:0@18,kill:shard:1@18",
-                             "eio:fsync@17,kill:shard:0@22,kill:shard:1@22"}) {
-    CAPTURE(faults);
-    temp_dir dir;
-    auto c = incremental_config(model, dir);
-    auto plan = parse_fault_plan(faults);
-    REQUIRE_MESSAGE(plan, describe(plan.error()));
-    c.faults.plan = *plan;
-    auto r = run(c);
-    REQUIRE_MESSAGE(r, describe(r.error()));
-    check_faults_fired(c, *r);
-    CHECK(r->pushes_applied == r->pushes_acked);
-    CHECK(r->params_sha256 == clean->params_sha256);
-  }
+  check_incremental_runs(small_ctr("ctr-lr"), {"flip:snapshot@13,kill:shard:0@14,kill:shard:1@14",
+                                               "flip:snapshot@21,kill:shard:0@22,kill:shard:1@22",
+                                               "tear:write@13,kill:shard:0@18,kill:shard:1@18",
+                                               "tear:write@17,kill:shard:0@22,kill:shard:1@22",
+                                               "enospc:write@13,kill:shard:0@18,kill:shard:1@18",
+                                               "eio:fsync@17,kill:shard:0@22,kill:shard:1@22"},
+                         [](const job_result& r, const temp_dir&) {
+                           // Each shard restores the newest intact chain among its refs; when
+                           // the next checkpoint committed before the kill took effect, no ref's
+                           // chain is intact and the job rolls back: bit-identical either way
+                           // (the shard's own fall-back: shard_restore_test.cpp).
+                           CHECK(count(r, event_kind::restart) >= 2);
+                         });
 }

@@ -9,6 +9,7 @@ const std::vector<fuzz_target>& all_targets() {
     {"fuzz_snapshot_file", fuzz_one_snapshot_file},
     {"fuzz_manifest_file", fuzz_one_manifest_file},
     {"fuzz_shard_messages", fuzz_one_shard_messages},
+    {"fuzz_table_delta", fuzz_one_table_delta},
   };
   return targets;
 }

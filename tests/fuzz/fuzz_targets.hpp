@@ -61,6 +61,15 @@ int fuzz_one_manifest_file(const uint8_t* data, size_t size);
 // nothing; a shard's reply to a pull is accepted by decode<PullReply>.
 int fuzz_one_shard_messages(const uint8_t* data, size_t size);
 
+// Byte 0 holds flags (table_delta_input.hpp): whether the harness reseals
+// the delta's CRC, and the parent table's capacity, admission filter and
+// optimizer; the rest is a table delta (actors/core/table_delta.hpp) applied
+// with apply_table_delta to a fixed parent table. Invariants: a refused
+// delta leaves the table as it was; an accepted one leaves it valid (its
+// full snapshot decodes back to it), with no row marked changed, and
+// applied to the parent again gives the same table.
+int fuzz_one_table_delta(const uint8_t* data, size_t size);
+
 using fuzz_entry = int (*)(const uint8_t*, size_t);
 
 struct fuzz_target {

@@ -25,8 +25,13 @@ bool same_manifest(const checkpoint_manifest& a, const checkpoint_manifest& b) {
   for (size_t i = 0; i < a.shards.size(); ++i) {
     const auto& x = a.shards[i];
     const auto& y = b.shards[i];
-    if (x.shard != y.shard || x.file != y.file || x.bytes != y.bytes || x.crc32c != y.crc32c)
+    if (x.shard != y.shard || x.file != y.file || x.bytes != y.bytes || x.crc32c != y.crc32c ||
+        x.chain.size() != y.chain.size())
       return false;
+    for (size_t j = 0; j < x.chain.size(); ++j)
+      if (x.chain[j].checkpoint != y.chain[j].checkpoint || x.chain[j].file != y.chain[j].file ||
+          x.chain[j].bytes != y.chain[j].bytes || x.chain[j].crc32c != y.chain[j].crc32c)
+        return false;
   }
   return true;
 }

@@ -1,5 +1,7 @@
 #include "seed_corpus.hpp"
 
+#include "table_delta_input.hpp"
+
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -16,6 +18,7 @@
 #include "storage/checkpoint_files.hpp"
 #include "storage/sealed_file.hpp"
 #include "storage/snapshot.hpp"
+#include "table_delta_input.hpp"
 
 namespace keel::fuzz {
 
@@ -332,6 +335,16 @@ std::map<std::string, seed_file> shard_message_seeds() {
           {"pull-request-asp", with_selector(pull | asp, encoded(request.frame()))}};
 }
 
+// A delta of each kind of parent table (table_delta_input.hpp), resealed
+// by the harness or not.
+std::map<std::string, seed_file> table_delta_seeds() {
+  return {{"sgd", delta_seed(0)},
+          {"sgd-resealed", delta_seed(1)},
+          {"capacity-adam", delta_seed(2 | 8)},
+          {"admission", delta_seed(4 | 1)},
+          {"capacity-admission-adam", delta_seed(2 | 4 | 8)}};
+}
+
 }  // namespace
 
 std::map<std::string, std::map<std::string, seed_file>> seed_corpus() {
@@ -343,7 +356,8 @@ std::map<std::string, std::map<std::string, seed_file>> seed_corpus() {
           {"fuzz_caf_deserialize", caf_seeds(messages)},
           {"fuzz_snapshot_file", snapshot_seeds()},
           {"fuzz_manifest_file", manifest_seeds()},
-          {"fuzz_shard_messages", shard_message_seeds()}};
+          {"fuzz_shard_messages", shard_message_seeds()},
+          {"fuzz_table_delta", table_delta_seeds()}};
 }
 
 void write_seed_corpus(const fs::path& dir) {

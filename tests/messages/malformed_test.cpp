@@ -207,6 +207,15 @@ TEST_CASE("snapshots, manifests and control messages enforce their contracts") {
   auto d2 = decode(manifest);
   REQUIRE(!d2);
   CHECK(error_text(d2.error()).find("is not a plain file name") != std::string::npos);
+  auto chained = build<schema::CheckpointManifest>(64, [](auto b) {
+    auto s = b.initShards(1);
+    s[0].setFile("ckpt-2.shard-0.snap");
+    s[0].initChain(1)[0].setFile("../../etc/shadow");
+  });
+  auto d3 = decode(chained);
+  REQUIRE(!d3);
+  CHECK(error_text(d3.error()).find("shards[0].chain[0].file: '../../etc/shadow' is not a plain file name") !=
+        std::string::npos);
 
   auto join = build<schema::NodeJoin>(32, [](auto b) {
     b.setNode("n");

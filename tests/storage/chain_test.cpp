@@ -7,7 +7,9 @@
 // manifest names, whichever checkpoint wrote it.
 #include <doctest/doctest.h>
 
+#include "storage/faulty_io.hpp"
 #include "storage/file_damage.hpp"
+#include "storage/store_inspection.hpp"
 #include "storage/store_layout.hpp"
 #include "storage_fixtures.hpp"
 
@@ -115,6 +117,12 @@ TEST_CASE("a file whose place in the chain is not the manifest's is refused, nam
     CHECK_MESSAGE(contains(describe(as_base.error()), snapshot_name(2, 0) + ": a delta on " + snapshot_name(1, 0) +
                                                         ", but the chain says it is a base"),
                   describe(as_base.error()));
+    auto outside = ref_of(*store, 2, 0);
+    outside.entry.chain[0].file = "../" + snapshot_name(1, 0);
+    auto escaped = read_chain_link(*posix_io(), outside, 0, *pool);
+    REQUIRE(!escaped);
+    CHECK_MESSAGE(contains(describe(escaped.error()), "not a snapshot file of that shard and checkpoint"),
+                  describe(escaped.error()));
     auto ref2 = ref_of(*store, 2, 0);
     ref2.entry.chain.insert(ref2.entry.chain.begin(), ref2.entry.chain[0]);  // base, base, delta
     ref2.entry.chain[1].checkpoint = 1;
@@ -324,4 +332,77 @@ TEST_CASE("abandon leaves a file a newer chain names, and discard_after an older
     CHECK(fs::exists(dir / snapshot_name(1, 0)));
     CHECK(store->load(2));
   }
+}
+
+TEST_CASE("inspect_store tells bases from deltas, lists a delta's chain, and names a damaged chain file") {
+  temp_dir dir;
+  auto store = open_store(dir.path(), 2);
+  chain_writer w{*store};
+  for (uint64_t id = 1; id <= 3; ++id)
+    w.commit(id, id == 1);
+  auto pool = buffer_pool::create();
+  auto clean = inspect_store(dir.path(), verify_mode::checksums, *posix_io(), *pool);
+  REQUIRE(clean);
+  REQUIRE(clean->checkpoints.size() == 2);  // manifest 1 dropped; its files kept for the chain
+  CHECK(clean->leftovers.empty());
+  CHECK(clean->damaged() == 0);
+  auto& s = clean->checkpoints[0].shards.at(1);
+  CHECK(s.delta());
+  CHECK(s.base_checkpoint == 1);
+  REQUIRE(s.chain.size() == 2);
+  CHECK(s.chain[0].file == snapshot_name(1, 1));
+  CHECK(s.chain[1].file == snapshot_name(2, 1));
+  CHECK(s.chain_bytes() == s.file_bytes + s.chain[0].bytes + s.chain[1].bytes);
+  CHECK(s.tensors.size() == 2);
+  REQUIRE(!flip_bit(dir / snapshot_name(2, 1), fs::file_size(dir / snapshot_name(2, 1)) - 64));
+  auto quick = inspect_store(dir.path(), verify_mode::structure, *posix_io(), *pool);
+  REQUIRE(quick);
+  CHECK(quick->damaged() == 0);  // a flipped tensor byte needs --verify
+  auto verified = inspect_store(dir.path(), verify_mode::checksums, *posix_io(), *pool);
+  REQUIRE(verified);
+  CHECK(verified->damaged() == 2);
+  auto& three = verified->checkpoints[0];
+  REQUIRE(three.damage.size() == 1);
+  CHECK(three.damage[0].file == snapshot_name(2, 1));
+  CHECK(three.shards.at(1).chain[1].damaged);
+  CHECK(!three.shards.at(1).chain[0].damaged);
+  // A file no manifest names any more is a leftover; one a chain names is not.
+  REQUIRE(store->write_snapshot(sample_snapshot(7, 0)));
+  auto later = inspect_store(dir.path(), verify_mode::structure, *posix_io(), *pool);
+  REQUIRE(later);
+  CHECK(later->leftovers == std::vector<std::string>{snapshot_name(7, 0)});
+}
+
+TEST_CASE("a kept manifest that cannot be read for EIO keeps every snapshot file, and the store still opens") {
+  temp_dir dir;
+  auto io = faulty_io::wrap();
+  store_options opts;
+  opts.keep_last = 2;
+  opts.io = io;
+  auto store = snapshot_store::open(dir.path(), opts);
+  REQUIRE(store);
+  chain_writer w{**store};
+  for (uint64_t id = 1; id <= 3; ++id)
+    w.commit(id, true);
+  // From here every read fails: the commit's retention cannot tell what
+  // manifests 3 and 4 name, so 2's files, whose manifest goes, stay.
+  io->arm(io_fault{io_op::read, 1, 5, 1000});
+  auto r = w.commit(4, true);
+  CHECK(!fs::exists(dir / manifest_name(2)));
+  REQUIRE(r.retention_problem);
+  CHECK_MESSAGE(contains(describe(r.retention_problem), "keeping every snapshot file, as " + manifest_name(3)),
+                describe(r.retention_problem));
+  CHECK(fs::exists(dir / snapshot_name(2, 0)));
+  store->reset();
+  auto again = snapshot_store::open(dir.path(), opts);
+  REQUIRE_MESSAGE(again, describe(again.error()));
+  CHECK(fs::exists(dir / snapshot_name(2, 0)));
+  again->reset();
+  // Readable again: the next sweep removes what no kept manifest names.
+  io->disarm();
+  auto reopened = snapshot_store::open(dir.path(), opts);
+  REQUIRE(reopened);
+  CHECK(!fs::exists(dir / snapshot_name(2, 0)));
+  CHECK(fs::exists(dir / snapshot_name(3, 0)));
+  CHECK((*reopened)->load(4));
 }

@@ -105,3 +105,35 @@ TEST_CASE("keel inspect exits 2 with a clear message for a missing directory or 
   CHECK(none.status == 2);
   CHECK(contains(none.output, "missing DIR"));
 }
+
+TEST_CASE("keel inspect shows each shard's file as a base or a delta with its chain, and a damaged chain file") {
+  temp_dir dir;
+  {
+    store_options opts;
+    opts.keep_last = 2;
+    auto store = snapshot_store::open(dir.path(), opts);
+    REQUIRE(store);
+    chain_writer w{**store};
+    for (uint64_t id = 1; id <= 3; ++id)
+      w.commit(id, id == 1);
+  }
+  auto r = run_keel("inspect " + dir.path().string());
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(contains(r.output, "shard 1  " + snapshot_name(3, 1)));
+  CHECK(contains(r.output, "delta on checkpoint 1  step 30"));
+  CHECK(contains(r.output, "    chain   3 files from the base of checkpoint 1, "));
+  CHECK(contains(r.output, "      base   " + snapshot_name(1, 1) + "  8.6 KiB\n"));
+  CHECK(contains(r.output, "      delta  " + snapshot_name(2, 1) + "  8.6 KiB\n"));
+  CHECK(contains(r.output, "      delta  " + snapshot_name(3, 1) + "  (this file)\n"));
+  CHECK(contains(r.output, "2 checkpoints, 2 valid, 0 damaged"));
+  CHECK(!contains(r.output, "leftover"));
+  fs::remove(dir / snapshot_name(1, 0));
+  auto d = run_keel("inspect " + dir.path().string() + " --verify");
+  CAPTURE(d.output);
+  CHECK(d.status == 1);
+  CHECK(contains(d.output, "      base   " + snapshot_name(1, 0) + "  8.6 KiB  DAMAGED\n"));
+  CHECK(contains(d.output, "DAMAGED " + snapshot_name(1, 0) + ": damaged_snapshot: " + snapshot_name(1, 0) +
+                             ": missing, but " + manifest_name(3) + " names it for shard 0"));
+  CHECK(contains(d.output, "2 checkpoints, 0 valid, 2 damaged"));
+}
