@@ -19,6 +19,10 @@
 // dies, so the restarted shard reads its chain from its own process's
 // memory. A restart is told the replica its previous incarnation sent to
 // (restore_replica) while that node is live; the directory serves the rest.
+// Nodes not joined to each other reach one another through the coordinator
+// (CAF's routing; automatic connections are off): the copies then pass
+// through the coordinator's process, which is why keel cluster leaves it off
+// unless asked.
 // Thread-safe: supervisors call start_* concurrently.
 
 #include <chrono>

@@ -48,7 +48,7 @@ struct agent_state {
   std::map<caf::actor_addr, std::vector<caf::actor_addr>> owned;
   node_status stats;
   // The copies of its peers' shards' checkpoints (snapshot_replica.hpp).
-  std::shared_ptr<replica_store> replicas = std::make_shared<replica_store>();
+  std::shared_ptr<replica_store> replicas;
   caf::actor replica;
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
@@ -336,6 +336,7 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
     stop(self, em.reason);
   });
   self->send(self, caf::tick_atom::value);
+  st.replicas = st.cfg.replicas ? st.cfg.replicas : std::make_shared<replica_store>();
   st.replica = spawn_snapshot_replica(self->system(), st.replicas);
   self->attach_functor([replica = st.replica](const caf::error&) {
     caf::anon_send_exit(replica, caf::exit_reason::user_shutdown);

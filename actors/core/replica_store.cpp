@@ -17,22 +17,24 @@ bool replica_store::keep(const std::string& job, uint32_t shard, const chain_lin
   if (frame.empty())
     return false;
   std::lock_guard<std::mutex> guard(mtx_);
-  auto& held = shards_[{job, shard}];
+  auto& held = shards_[shard];
   for (auto& k : held)
-    if (k.link.checkpoint > file.checkpoint)
+    if (k.job == job && k.link.checkpoint > file.checkpoint)
       return false;  // a newer file came first: this one is superseded already
-  auto named = [&](const chain_link& l) {
-    return same_file(l, file) ||
-           std::any_of(chain.begin(), chain.end(), [&](const chain_link& c) { return same_file(c, l); });
+  auto named = [&](const kept& k) {
+    return k.job == job && (same_file(k.link, file) || std::any_of(chain.begin(), chain.end(), [&](const chain_link& c) {
+                              return same_file(c, k.link);
+                            }));
   };
-  auto gone = std::remove_if(held.begin(), held.end(), [&](const kept& k) { return !named(k.link); });
+  auto gone = std::remove_if(held.begin(), held.end(), [&](const kept& k) { return !named(k); });
   for (auto it = gone; it != held.end(); ++it) bytes_ -= it->bytes;
   held.erase(gone, held.end());
   if (std::any_of(held.begin(), held.end(), [&](const kept& k) { return same_file(k.link, file); }))
     return true;  // kept already (a write of the same file reported again)
   uint64_t n = frame.frame()->size_words() * sizeof(capnp::word);
-  held.push_back({file, std::move(frame), n});
+  held.push_back({job, file, std::move(frame), n});
   bytes_ += n;
+  peak_ = std::max(peak_, bytes_);
   return true;
 }
 
@@ -46,21 +48,14 @@ std::optional<shard_snapshot_msg> replica_store::find(const std::string& name, u
   return std::nullopt;
 }
 
-void replica_store::drop_job(const std::string& job) {
-  std::lock_guard<std::mutex> guard(mtx_);
-  for (auto it = shards_.begin(); it != shards_.end();) {
-    if (it->first.first != job) {
-      ++it;
-      continue;
-    }
-    for (auto& k : it->second) bytes_ -= k.bytes;
-    it = shards_.erase(it);
-  }
-}
-
 uint64_t replica_store::bytes() const {
   std::lock_guard<std::mutex> guard(mtx_);
   return bytes_;
+}
+
+uint64_t replica_store::peak_bytes() const {
+  std::lock_guard<std::mutex> guard(mtx_);
+  return peak_;
 }
 
 size_t replica_store::files() const {

@@ -118,7 +118,7 @@ struct checkpoint_config {
   // In one process, one replica in the job's process; in a cluster the
   // placement's own setting (cluster_placement_config::peer_copy: the
   // replica of the shard's peer node) decides, and keel cluster sets both
-  // (on unless --no-peer-copy).
+  // (off unless --peer-copy: see README, "Peer copies", for why).
   bool peer_copy = false;
 };
 

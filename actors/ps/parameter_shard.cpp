@@ -88,7 +88,6 @@ struct shard_state {
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
   caf::actor writer;              // its snapshot_writer (with snapshot_every)
   caf::actor peer_replica;        // where each written file's frame goes (may be invalid)
-  caf::actor directory;           // its job's directory: names the job to the replica
   // The newest periodic snapshot taken and not yet written (let go once its
   // file is durable), and the part of the newest one written.
   std::optional<shard_snapshot_msg> newest;
@@ -223,7 +222,7 @@ void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::erro
 void send_copy(shard_actor* self, uint64_t id, const manifest_entry& e, const shard_snapshot_msg& snap) {
   auto& st = self->state;
   if (st.peer_replica)
-    self->send(st.peer_replica, replica_keep_atom::value, st.directory, st.core.config().shard,
+    self->send(st.peer_replica, replica_keep_atom::value, st.run.run_id, st.core.config().shard,
                chain_link{id, e.file, e.bytes, e.crc32c}, e.chain, snap);
 }
 
@@ -435,7 +434,6 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     self->state.snapshot_every = every;
     self->state.writer = writer;
     self->state.peer_replica = peer;
-    self->state.directory = directory;
     self->state.snapshot_memory = memory;
     self->state.retry_min = retry.first;
     self->state.retry_max = retry.second;

@@ -1,7 +1,5 @@
 #include "actors/ps/snapshot_replica.hpp"
 
-#include <map>
-
 #include <caf/all.hpp>
 
 #include "actors/ps/parameter_shard.hpp"  // inspect(chain_link)
@@ -13,7 +11,6 @@ namespace {
 
 struct replica_state {
   std::shared_ptr<replica_store> store;
-  std::map<caf::actor_addr, std::string> jobs;  // monitored -> its key in the store
   static inline const char* name = "keel.snapshot_replica";
 };
 
@@ -21,23 +18,10 @@ using replica_actor = caf::stateful_actor<replica_state>;
 
 caf::behavior snapshot_replica(replica_actor* self, std::shared_ptr<replica_store> store) {
   self->state.store = std::move(store);
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto it = self->state.jobs.find(dm.source);
-    if (it == self->state.jobs.end())
-      return;
-    self->state.store->drop_job(it->second);
-    self->state.jobs.erase(it);
-  });
   return {
-    [self](replica_keep_atom, const caf::actor& job, uint32_t shard, const chain_link& file,
+    [self](replica_keep_atom, const std::string& job, uint32_t shard, const chain_link& file,
            const std::vector<chain_link>& chain, shard_snapshot_msg& frame) {
-      if (!job)
-        return;
-      auto& st = self->state;
-      auto [it, added] = st.jobs.emplace(job.address(), to_string(job.address()));
-      if (added)
-        self->monitor(job);
-      st.store->keep(it->second, shard, file, chain, std::move(frame));
+      self->state.store->keep(job, shard, file, chain, std::move(frame));
     },
     [self](replica_fetch_atom, const std::string& name, uint64_t bytes,
            uint32_t crc32c) -> caf::result<shard_snapshot_msg> {

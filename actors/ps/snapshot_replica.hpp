@@ -6,9 +6,10 @@
 //   (replica_keep_atom, job, shard, file, chain, frame)  one way: keep it
 //   (replica_fetch_atom, name, bytes, crc32c) -> shard_snapshot_msg, or
 //                                  errc::not_found naming the file
-// where `job` is the shard's directory actor: the replica monitors it and
-// drops that job's copies when it goes down (its coordinator is gone). A
-// shard sends its copies fire-and-forget; a copy served is checked by the
+// where `job` is the shard's run id: a shard's copies of another run (the
+// next job, a resume) replace its older run's (replica_store.hpp), so a
+// node holds at most one chain per shard index. A shard sends its copies
+// fire-and-forget; a copy served is checked by the
 // one restoring from it (check_chain_link_copy), never by the replica. The
 // store may be read directly by a shard starting in the same process
 // (restore_copy below), which is how a restart on the peer reads no network

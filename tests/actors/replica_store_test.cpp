@@ -82,9 +82,25 @@ TEST_CASE("a replica drops a shard's older chain once a newer base supersedes it
   CHECK_FALSE(r.keep("job", 0, l2, {l1}, f2));  // older than the newest kept
   CHECK_FALSE(holds(r, l2));
   CHECK(r.bytes() == (f3.frame()->size_words() + other.frame()->size_words()) * sizeof(capnp::word));
-  r.drop_job("job");
-  CHECK(r.files() == 0);
-  CHECK(r.bytes() == 0);
+  CHECK(r.peak_bytes() >= r.bytes() + f1.frame()->size_words() * sizeof(capnp::word));
+}
+
+TEST_CASE("a shard's copy from another run (the next job, a resume) replaces the older run's chain of that shard") {
+  replica_store r;
+  auto f1 = frame_of(1, 0);
+  auto l1 = link_of(1, "ckpt-1.shard-0.a.snap", f1);
+  auto f2 = frame_of(2, 0, l1.file, 1, 1);
+  auto l2 = link_of(2, "ckpt-2.shard-0.a.snap", f2);
+  auto g1 = frame_of(1, 0);
+  auto m1 = link_of(1, "ckpt-1.shard-0.b.snap", g1);
+  r.keep("run-a", 0, l1, {}, f1);
+  r.keep("run-a", 0, l2, {l1}, f2);
+  CHECK(r.keep("run-b", 0, m1, {}, g1));  // an older checkpoint id, but of another run
+  CHECK_FALSE(holds(r, l1));
+  CHECK_FALSE(holds(r, l2));
+  CHECK(holds(r, m1));
+  CHECK(r.files() == 1);
+  CHECK(r.bytes() == g1.frame()->size_words() * sizeof(capnp::word));
 }
 
 TEST_CASE("a copy in memory is checked as the file it stands for: its size and CRC as recorded, its place in the chain") {

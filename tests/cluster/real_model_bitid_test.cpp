@@ -284,11 +284,11 @@ std::vector<std::string> restore_lines(const std::string& out) {
   return lines_with(out, " files from the peer's memory, ");
 }
 
-TEST_CASE("ctr-lr with peer copies (keel cluster's default): a shard's node lost to kill -9, the shard restores its chain from its peer's memory, bit-identical") {
+TEST_CASE("ctr-lr with --peer-copy: a shard's node lost to kill -9, the shard restores its chain from its peer's memory, bit-identical") {
   auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
   auto clean = clean_sha(train);
   // Step 65: the newest checkpoint is 6 (a base at 5, a delta at 6).
-  auto r = run_with_node_killed("", train, 1, 65);
+  auto r = run_with_node_killed("--peer-copy", train, 1, 65);
   check_bit_identical(r, clean);
   auto lines = restore_lines(r.out);
   REQUIRE_MESSAGE(!lines.empty(), r.out);
@@ -300,10 +300,10 @@ TEST_CASE("ctr-lr with peer copies (keel cluster's default): a shard's node lost
   }
 }
 
-TEST_CASE("ctr-lr with --no-peer-copy: a shard's node lost to kill -9 restores from the directory alone, bit-identical") {
+TEST_CASE("ctr-lr without peer copies: a shard's node lost to kill -9 restores from the directory alone, bit-identical") {
   auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
   auto clean = clean_sha(train);
-  auto r = run_with_node_killed("--no-peer-copy", train, 1, 65);
+  auto r = run_with_node_killed("", train, 1, 65);
   check_bit_identical(r, clean);
   CHECK_MESSAGE(restore_lines(r.out).empty(), r.out);
 }
