@@ -53,6 +53,13 @@ section "keel's CTR training beside the plain trainer, issue 26 (bench/training/
 "$b/training/ctr_training_bench" all "$((quick ? 1 : 2))"
 section "a CTR model's end-of-run evaluation scored by the coordinator and by the workers (bench/training/ctr_eval_bench)"
 "$b/training/ctr_eval_bench" ctr-fm "$((quick ? 1 : 3))"
+section "issue 20: incremental checkpoints, bytes, cost and restore (bench/training/incremental_checkpoint_bench)"
+# About 8 minutes (--quick: about 3, smaller runs); a few GB of disk in /tmp.
+if [ "$quick" = 1 ]; then
+  "$b/training/incremental_checkpoint_bench" all 1 600000 200000
+else
+  "$b/training/incremental_checkpoint_bench" all 2
+fi
 section "node failover of keel cluster (bench/cluster/node_failover.sh)"
 bash "$root/bench/cluster/node_failover.sh" "$root/build/demos/keel" "$failover_runs"
 section "MNIST across node processes: data plane vs CAF middleman (bench/cluster/cluster_training.sh)"

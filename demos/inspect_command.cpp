@@ -12,7 +12,9 @@
 
 #include "cli_flags.hpp"
 #include "commands.hpp"
+#include "actors/core/table_delta.hpp"
 #include "messages/errors.hpp"
+#include "storage/checkpoint_files.hpp"
 #include "storage/snapshot.hpp"
 #include "storage/store_inspection.hpp"
 
@@ -47,9 +49,41 @@ std::string utc_time(int64_t unix_ms) {
   return buf;
 }
 
+// What the delta file `s` covers, from its tables' delta headers
+// (actors/core/table_delta.hpp) and its dense chunk list: "N rows changed and
+// M removed in T tables (R rows after), C dense chunks". Empty when the file
+// cannot be read (the summary reports that).
+std::string delta_coverage(const std::filesystem::path& dir, const snapshot_summary& s) {
+  auto pool = buffer_pool::create(0, 0);
+  auto snap = read_snapshot_file(*posix_io(), dir / s.file, *pool, verify_mode::structure);
+  if (!snap)
+    return {};
+  uint64_t changed = 0, removed = 0, after = 0, tables = 0, chunks = 0;
+  for (auto t : snap->root().getTensors()) {
+    std::string name = t.getName().cStr();
+    if (name == "dense.chunks" && t.getShape().size() == 1)
+      chunks = t.getShape()[0];
+    if (name.rfind("table.", 0) != 0 || t.getChunks().size() == 0)
+      continue;
+    // The header is in the first chunk; the counts are checked against the
+    // tensor's whole length.
+    auto first = t.getChunks()[0];
+    if (first.size() < table_delta_header_bytes)
+      return {};
+    auto counts = table_delta_counts_of(first.begin(), tensor_bytes(t));
+    if (!counts)
+      return {};
+    changed += counts->changed, removed += counts->removed, after += counts->rows_after, ++tables;
+  }
+  return std::to_string(changed) + " rows changed and " + std::to_string(removed) + " removed in " +
+         std::to_string(tables) + " tables (" + std::to_string(after) + " rows after), " + std::to_string(chunks) +
+         " dense chunk" + (chunks == 1 ? "" : "s");
+}
+
 // A base: "base". A delta: "delta on checkpoint B", then a line for its
-// chain (how many files, their bytes) and one per file of it.
-void print_shard(std::ostream& out, const snapshot_summary& s) {
+// chain (how many files, their bytes) and one per file of it, and what it
+// covers.
+void print_shard(std::ostream& out, const std::filesystem::path& dir, const snapshot_summary& s) {
   out << "  shard " << s.shard << "  " << s.file << "  " << human_bytes(s.file_bytes) << "  "
       << (s.delta() ? "delta on checkpoint " + std::to_string(s.base_checkpoint) : std::string("base")) << "  step "
       << s.step << "  version " << s.shard_version << "  workers " << s.workers;
@@ -63,6 +97,8 @@ void print_shard(std::ostream& out, const snapshot_summary& s) {
       out << "      " << (i == 0 ? "base " : "delta") << "  " << s.chain[i].file << "  " << human_bytes(s.chain[i].bytes)
           << (s.chain[i].damaged ? "  DAMAGED" : "") << "\n";
     out << "      delta  " << s.file << "  (this file)\n";
+    if (auto covers = delta_coverage(dir, s); !covers.empty())
+      out << "    covers  " << covers << "\n";
   }
   for (auto& t : s.tensors)
     out << "    tensor  " << t.name << "  " << dtype_name(t.dtype) << " " << shape_text(t.shape)
@@ -88,7 +124,8 @@ std::string foreign(const checkpoint_summary& c, const run_identity& owner) {
   return {};
 }
 
-void print_checkpoint(std::ostream& out, const checkpoint_summary& c, const std::string& foreign_why) {
+void print_checkpoint(std::ostream& out, const std::filesystem::path& dir, const checkpoint_summary& c,
+                      const std::string& foreign_why) {
   out << "checkpoint " << c.checkpoint << "  "
       << (!c.valid() ? "DAMAGED" : foreign_why.empty() ? "VALID" : "FOREIGN") << "  step " << c.step
       << "  created " << utc_time(c.created_unix_ms) << "  shards " << c.shards.size()
@@ -98,7 +135,7 @@ void print_checkpoint(std::ostream& out, const checkpoint_summary& c, const std:
   if (!foreign_why.empty())
     out << "  FOREIGN: " << foreign_why << "\n";
   for (auto& s : c.shards)
-    print_shard(out, s);
+    print_shard(out, dir, s);
   for (auto& d : c.damage)
     out << "  DAMAGED " << d.file << ": " << describe(d.reason) << "\n";
 }
@@ -153,7 +190,7 @@ int inspect(const args& a) {
   std::vector<std::string> foreign_files;
   for (auto& c : summary->checkpoints) {
     auto why = c.valid() ? foreign(c, owner) : std::string();
-    print_checkpoint(out, c, why);
+    print_checkpoint(out, dir, c, why);
     if (!why.empty())
       foreign_files.push_back(c.manifest_file + ": " + why);
   }

@@ -82,7 +82,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
-    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep their pushes in memory, up to --replay-log-mb, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500, since every checkpoint writes every row)")
+    ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep their pushes in memory, up to --replay-log-mb, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500: a checkpoint's delta holds every row pushed since the one before, and their ID spaces are wide enough that at shorter intervals that is still a large share of the rows)")
     ("checkpoint-full-every", number_flag<uint32_t>(&c.checkpoints.incremental.full_every, "N", 1, 1u << 20),
      "each shard's checkpoint is a full base at least every N checkpoints, and between them a delta of what "
      "changed since its previous one (1: every checkpoint full)")

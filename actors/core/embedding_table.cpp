@@ -160,6 +160,19 @@ void embedding_table::grow_index() {
   for (uint32_t r = 0; r < rows_; ++r) index_insert(key_at(r), r);
 }
 
+void embedding_table::reserve_rows(uint64_t rows) {
+  rows = std::min<uint64_t>(rows, max_rows);
+  uint32_t bits = index_bits_;
+  while ((rows + 1) * 4 > (uint64_t{1} << bits) * 3) ++bits;
+  if (bits == index_bits_)
+    return;
+  index_bits_ = bits;
+  index_.assign(size_t{1} << index_bits_, no_row);
+  for (uint32_t r = 0; r < rows_; ++r) index_insert(key_at(r), r);
+  blocks_.reserve((rows >> block_shift_) + 1);
+  changed_bits_.reserve(rows / 64 + 1);
+}
+
 uint32_t embedding_table::append_row(uint64_t key) {
   if ((size_t{rows_} + 1) * 4 > index_.size() * 3)
     grow_index();

@@ -181,6 +181,8 @@ class embedding_table {
   void index_insert(uint64_t key, uint32_t r);
   void index_erase(uint64_t key);
   void grow_index();
+  // Sizes the index for `rows` rows at once (a restore knows how many).
+  void reserve_rows(uint64_t rows);
   uint32_t append_row(uint64_t key);
   void init_row(uint32_t r, uint64_t key);
 

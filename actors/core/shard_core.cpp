@@ -518,6 +518,7 @@ void shard_core::assign(state s) {
   slot2_ = std::move(s.slot2);
   sparse_ = std::move(s.sparse);
   tables_ = std::move(s.tables);
+  dense_changed_.clear();  // a restored state has no changes since its snapshot
   applied_ = s.applied;
   received_ = std::move(s.applied);
   worker_clock_ = std::move(s.worker_clock);

@@ -238,6 +238,7 @@ class table_codec {
   static void remove_row(embedding_table& t, uint32_t r);
   static void put_row(embedding_table& t, uint64_t key, const float* values);
   static uint32_t rows(const embedding_table& t) { return t.rows_; }
+  static void reserve(embedding_table& t, uint64_t rows) { t.reserve_rows(rows); }
   static count_min_sketch& sketch(embedding_table& t) { return t.sketch_; }
   static table_counters& stats(embedding_table& t) { return t.stats_; }
   static constexpr uint32_t no_row = embedding_table::no_row;

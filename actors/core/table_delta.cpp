@@ -64,7 +64,9 @@ void table_codec::put_row(embedding_table& t, uint64_t key, const float* values)
 namespace {
 
 struct delta_sizes {
-  uint64_t row = 0, total = 0;  // total: every byte after the 104-byte header but the CRC; 0 on overflow
+  // total: every byte after the 104-byte header but the CRC; UINT64_MAX when
+  // the counts could not fit `available` bytes (never equal to a length).
+  uint64_t row = 0, total = UINT64_MAX;
 };
 
 delta_sizes delta_sizes_of(const header& h, uint64_t changed, uint64_t removed, uint64_t available) {
@@ -282,6 +284,7 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
                                                   " rows once it is applied, the delta says " + std::to_string(h.rows) +
                                                   " (a delta of another parent?)");
   // Checked: now applied.
+  table_codec::reserve(t, h.rows);  // bounded: the count checked above
   for (uint64_t key : body.removed)
     if (uint32_t r = table_codec::find(t, key); r != table_codec::no_row)
       table_codec::remove_row(t, r);

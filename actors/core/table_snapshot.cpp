@@ -126,6 +126,7 @@ std::vector<unsigned char> encode_table(const embedding_table& table) {
 }
 
 table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t rows) {
+  t.reserve_rows(rows);  // the index sized once, not grown (and rehashed) row by row
   const table_config& c = t.cfg_;
   const size_t floats = size_t{c.dim} * (1 + t.state_slots_);
   const bool bounded = c.capacity_rows > 0;

@@ -271,6 +271,26 @@ TEST_CASE("the click log's size is part of a ctr run's identity: runs on differe
   CHECK(hashes[0] == hashes[2]);
 }
 
+TEST_CASE("keel inspect shows a ctr run's incremental checkpoints: bases, deltas, their chains and the rows each delta covers") {
+  temp_dir dir;
+  auto store = (dir.path() / "ck").string();
+  auto r = run_keel(dir, "train --model ctr-lr --optimizer adagrad --train-limit 3000 --test-limit 200 --steps 12 "
+                         "--checkpoint-every 3 --checkpoint-full-every 3 --checkpoint-delta-fraction 5 --quiet "
+                         "--checkpoint-dir " + store);
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto i = run_keel(dir, "inspect --verify " + store);
+  CAPTURE(i.out);
+  CHECK(i.status == 0);
+  // Checkpoints 1 and 4 are bases, 2, 3 deltas on 1: the store keeps 2, 3, 4.
+  CHECK(has(i.out, "delta on checkpoint 1"));
+  CHECK(has(i.out, "chain   3 files from the base of checkpoint 1"));
+  CHECK(has(i.out, "chain   2 files from the base of checkpoint 1"));
+  auto covers = i.out.find("covers  ");
+  REQUIRE(covers != std::string::npos);
+  CHECK(std::stoul(i.out.substr(covers + 8)) > 0);
+  CHECK(has(i.out.substr(covers), "rows changed and 0 removed in 26 tables ("));
+}
+
 TEST_CASE("the click-log models default to AdaGrad, batch 128 averaged and a checkpoint every 500 steps, and given flags win") {
   temp_dir dir;
   auto defaults = run_keel(dir, "train --model ctr-lr --train-limit 2048 --test-limit 100 --steps 2");
