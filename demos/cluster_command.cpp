@@ -50,6 +50,7 @@ struct cluster_flags {
   uint32_t nodes = 3;
   bool respawn = false;
   bool no_data_plane = false;
+  bool peer_copy = false;
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
   std::vector<node_address> connect;  // use these nodes, start none
@@ -66,6 +67,10 @@ const char* cluster_help =
   "  --respawn-nodes                start a node killed with kill9 again, on its port\n"
   "  --no-data-plane                the nodes carry pushes and pulls over CAF's middleman\n"
   "                                 instead of their data plane (for comparison)\n"
+  "  --peer-copy                    keep each shard's newest checkpoint chain in its peer\n"
+  "                                 node's memory too; a restart there reads it first.\n"
+  "                                 Off: the copies travel between nodes through the\n"
+  "                                 coordinator's middleman (nodes are not joined)\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
   "  --connect [NAME@]HOST:PORT,... use running keel node processes; start none\n"
@@ -139,6 +144,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.respawn = true;
     else if (x == "--no-data-plane")
       f.no_data_plane = true;
+    else if (x == "--peer-copy")
+      f.peer_copy = true;
     else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca" ||
               x == "--node-fault-command") &&
              i + 1 >= a.size())
@@ -394,6 +401,8 @@ int cluster(const args& a) {
     pc.model.name = model_name;
     pc.model.data_dir = mo.data_dir.string();
     pc.model.options = mo;
+    pc.peer_copy = flags->peer_copy;
+    cfg.checkpoints.peer_copy = pc.peer_copy;
     cfg.placement = std::make_shared<cluster_placement>(pc);
     if (!flags->fault_command.empty())
       cfg.faults.node_faults = [command = flags->fault_command](uint32_t node, fault_kind how,

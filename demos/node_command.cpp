@@ -27,6 +27,7 @@
 #include "actors/cluster/cluster_gate.hpp"
 #include "actors/cluster/node_agent.hpp"
 #include "actors/cluster/node_client.hpp"
+#include "actors/core/replica_store.hpp"
 #include "actors/data_plane/data_plane.hpp"
 #include "cli_flags.hpp"
 #include "commands.hpp"
@@ -156,8 +157,8 @@ caf::error join_cluster(caf::actor_system& sys, const node_flags& f, const caf::
   return {};
 }
 
-// What the gate and the data plane saw, on stderr when the node stops.
-void report_traffic(const cluster_gate& gate, const data_plane* plane) {
+// What the gate, the data plane and the replica saw, on stderr when the node stops.
+void report_traffic(const cluster_gate& gate, const data_plane* plane, const replica_store& replicas) {
   auto gs = gate.stats();
   std::cerr << "keel node: the gate accepted " << gs.accepted << " connections: " << gs.authenticated
             << " authenticated, " << gs.refused << " refused (" << gs.evicted << " closed for newer ones, "
@@ -168,6 +169,8 @@ void report_traffic(const cluster_gate& gate, const data_plane* plane) {
               << " in (" << (s.bytes_out + s.bytes_in) / 1000000 << " MB) over " << s.connections_out << " + "
               << s.connections_in << " connections\n";
   }
+  std::cerr << "keel node: peer copies held " << replicas.files() << " files (" << replicas.bytes() / 1000000
+            << " MB) at the end, at most " << replicas.peak_bytes() / 1000000 << " MB\n";
 }
 
 int run_node(const node_flags& f) {
@@ -193,6 +196,7 @@ int run_node(const node_flags& f) {
   }
   std::shared_ptr<data_plane> plane = *started;
   ac.plane = plane;
+  ac.replicas = std::make_shared<replica_store>();
   auto agent = spawn_node_agent(sys, ac);
   if (!agent) {
     std::cerr << "keel node: " << describe(agent.error()) << "\n";
@@ -237,7 +241,7 @@ int run_node(const node_flags& f) {
                 caf::after(std::chrono::seconds(10)) >> [] { std::cerr << "keel node: the agent did not stop\n"; });
   if (plane)
     plane->stop();
-  report_traffic(**gate, plane.get());
+  report_traffic(**gate, plane.get(), *ac.replicas);
   return 0;
 }
 

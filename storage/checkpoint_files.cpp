@@ -103,24 +103,16 @@ caf::expected<manifest_entry> write_snapshot_file(file_io& io, const fs::path& d
 
 namespace {
 
-// Reads the file `e` names in `dir` and checks it is the very file committed
-// as (checkpoint, e.shard) of run (run_id, config_hash); `named_by` names
-// who committed it, for the errors.
-caf::expected<stored_snapshot> read_expected(file_io& io, const fs::path& dir, const manifest_entry& e,
-                                             uint64_t checkpoint, const std::string& run_id,
-                                             const std::string& config_hash, const std::string& named_by,
-                                             buffer_pool& pool, verify_mode mode) {
+// Checks that `snap`, found as `found` (its size and payload CRC), is the
+// very file committed as (checkpoint, e.shard) of run (run_id, config_hash);
+// `named_by` names who committed it, for the errors.
+caf::error check_expected(const stored_snapshot& snap, const manifest_entry& found, const manifest_entry& e,
+                          uint64_t checkpoint, const std::string& run_id, const std::string& config_hash,
+                          const std::string& named_by) {
   auto bad = [&](const std::string& why) {
     return make_error(errc::damaged_snapshot, e.file + ": " + why);
   };
-  manifest_entry found;
-  auto snap = read_snapshot_file(io, dir / e.file, pool, mode, &found);
-  if (!snap) {
-    if (is(snap.error(), errc::not_found))
-      return bad("missing, but " + named_by + " names it for shard " + std::to_string(e.shard));
-    return std::move(snap.error());
-  }
-  auto root = snap->root();
+  auto root = snap.root();
   if (found.bytes != e.bytes || found.crc32c != e.crc32c)
     return bad("is not the file " + named_by + " committed (" + std::to_string(found.bytes) +
                " bytes, payload CRC " + std::to_string(found.crc32c) + "; " + named_by + " says " +
@@ -133,6 +125,24 @@ caf::expected<stored_snapshot> read_expected(file_io& io, const fs::path& dir, c
     return bad("is of run '" + std::string(root.getRunId().cStr()) + "' (configuration " +
                root.getConfigHash().cStr() + "), but " + named_by + " is of run '" + run_id +
                "' (configuration " + config_hash + ")");
+  return {};
+}
+
+// Reads the file `e` names in `dir` and checks it (check_expected).
+caf::expected<stored_snapshot> read_expected(file_io& io, const fs::path& dir, const manifest_entry& e,
+                                             uint64_t checkpoint, const std::string& run_id,
+                                             const std::string& config_hash, const std::string& named_by,
+                                             buffer_pool& pool, verify_mode mode) {
+  manifest_entry found;
+  auto snap = read_snapshot_file(io, dir / e.file, pool, mode, &found);
+  if (!snap) {
+    if (is(snap.error(), errc::not_found))
+      return make_error(errc::damaged_snapshot, e.file + ": missing, but " + named_by + " names it for shard " +
+                                                  std::to_string(e.shard));
+    return std::move(snap.error());
+  }
+  if (auto err = check_expected(*snap, found, e, checkpoint, run_id, config_hash, named_by))
+    return err;
   return snap;
 }
 
@@ -221,6 +231,38 @@ caf::expected<stored_snapshot> read_committed_link(file_io& io, const fs::path& 
                                                    const manifest_entry& e, size_t i, buffer_pool& pool,
                                                    verify_mode mode) {
   return read_link(io, dir, e, i, m.checkpoint, m.run.run_id, m.run.config_hash, manifest_file, pool, mode);
+}
+
+caf::expected<stored_snapshot> check_chain_link_copy(const snapshot_ref& ref, size_t i,
+                                                     const shard_snapshot_msg& copy) {
+  auto& e = ref.entry;
+  if (i > e.chain.size())
+    return make_error(errc::invalid_argument, e.file + ": its chain has " + std::to_string(e.chain.size() + 1) +
+                                                " files, there is no file " + std::to_string(i));
+  auto link = link_entry(e, i);
+  auto in_memory = [&](const caf::error& err) {
+    return make_error(errc::damaged_snapshot, error_text(err) + " (a copy in memory)");
+  };
+  if (copy.empty())
+    return make_error(errc::damaged_snapshot, link.file + ": an empty copy in memory");
+  auto summary = sealed_summary_of(*copy.frame());
+  if (summary.file_bytes != link.bytes || summary.payload_crc32c != link.crc32c)
+    return make_error(errc::damaged_snapshot,
+                      link.file + ": a copy in memory of " + std::to_string(summary.file_bytes) +
+                        " bytes, payload CRC " + std::to_string(summary.payload_crc32c) + "; " +
+                        manifest_name(ref.checkpoint) + " says " + std::to_string(link.bytes) + " bytes, CRC " +
+                        std::to_string(link.crc32c));
+  auto snap = decode(copy, snapshot_limits());
+  if (!snap)
+    return in_memory(damaged(link.file, snap.error()));
+  manifest_entry found{snap->root().getShard(), link.file, summary.file_bytes, summary.payload_crc32c, 0, 0, {}};
+  auto link_checkpoint = i == e.chain.size() ? ref.checkpoint : e.chain[i].checkpoint;
+  if (auto err = check_expected(*snap, found, link, link_checkpoint, ref.run_id, ref.config_hash,
+                                manifest_name(ref.checkpoint)))
+    return in_memory(err);
+  if (auto err = check_linkage(snap->root(), e, i))
+    return in_memory(err);
+  return snap;
 }
 
 std::vector<snapshot_ref> refs_of(const fs::path& dir, const checkpoint_manifest& m) {

@@ -157,6 +157,16 @@ caf::expected<stored_snapshot> read_snapshot_ref(file_io& io, const snapshot_ref
 caf::expected<stored_snapshot> read_chain_link(file_io& io, const snapshot_ref& ref, size_t i, buffer_pool& pool,
                                                verify_mode mode = verify_mode::checksums);
 
+// Checks `copy`, a frame held in memory that claims to be file `i` of `ref`'s
+// chain (a peer's copy, storage-free: actors/ps/snapshot_replica.hpp), as
+// read_chain_link with verify_mode::payload checks the file: the sealed file
+// it would make has the link's recorded size and payload CRC (every byte
+// once), then the schema, checkpoint, shard, run, configuration hash and its
+// place in the chain. Failures are errc::damaged_snapshot naming the file
+// and "(a copy in memory)"; an `i` past the chain is errc::invalid_argument.
+caf::expected<stored_snapshot> check_chain_link_copy(const snapshot_ref& ref, size_t i,
+                                                     const shard_snapshot_msg& copy);
+
 // Reads and validates a manifest file (header, CRCs, schema).
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,
                                                       buffer_pool& pool);

@@ -101,16 +101,23 @@ caf::error write_pieces(writable_file& f, uint64_t& offset, const void* data, si
   return {};
 }
 
-// Writes header and payload into the open temporary file and fsyncs it. The
-// header goes last: until then the file starts with zeros, which no reader
-// accepts.
-caf::expected<sealed_summary> fill_and_sync(writable_file& f, uint64_t magic, const frame& m) {
+// The capnp stream encoding's segment table of `m`: the payload's first bytes.
+std::vector<unsigned char> segment_table(const frame& m) {
   auto segments = m.segments();
   size_t table_words = (segments.size() + 2) / 2;
   std::vector<unsigned char> table(table_words * sizeof(capnp::word), 0);
   put_le<uint32_t>(table.data(), static_cast<uint32_t>(segments.size() - 1));
   for (size_t i = 0; i < segments.size(); ++i)
     put_le<uint32_t>(table.data() + 4 + 4 * i, static_cast<uint32_t>(segments[i].size()));
+  return table;
+}
+
+// Writes header and payload into the open temporary file and fsyncs it. The
+// header goes last: until then the file starts with zeros, which no reader
+// accepts.
+caf::expected<sealed_summary> fill_and_sync(writable_file& f, uint64_t magic, const frame& m) {
+  auto segments = m.segments();
+  auto table = segment_table(m);
   uint64_t offset = sealed_header_bytes;
   uint32_t crc = crc32c_empty;
   if (auto err = write_pieces(f, offset, table.data(), table.size(), crc))
@@ -174,6 +181,17 @@ std::string magic_text(uint64_t magic) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(magic));
   return buf;
+}
+
+sealed_summary sealed_summary_of(const frame& message) {
+  auto table = segment_table(message);
+  uint32_t crc = crc32c(table.data(), table.size());
+  uint64_t bytes = sealed_header_bytes + table.size();
+  for (auto& s : message.segments()) {
+    crc = crc32c_extend(crc, s.begin(), s.size() * sizeof(capnp::word));
+    bytes += s.size() * sizeof(capnp::word);
+  }
+  return sealed_summary{bytes, crc};
 }
 
 caf::expected<sealed_summary> write_sealed(file_io& io, const fs::path& dir,

@@ -50,6 +50,11 @@ caf::expected<sealed_summary> write_sealed(file_io& io, const std::filesystem::p
                                            const std::string& name, uint64_t magic,
                                            const frame& message, const std::string& tmp_tag);
 
+// What a sealed file of `message` holds in its header (its size and payload
+// CRC), computed over the payload it would write, without writing: how a
+// copy of a file's frame held in memory is checked against the file's record.
+sealed_summary sealed_summary_of(const frame& message);
+
 // A payload read back from a sealed file, parsed into a frame (not decoded).
 struct sealed_contents {
   frame_ptr message;

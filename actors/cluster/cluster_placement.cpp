@@ -19,11 +19,22 @@ struct cluster_placement::state {
   cluster_placement_config cfg;
   std::vector<node_handle> handles;  // by node index
   std::vector<bool> alive;
+  std::vector<caf::actor> replicas;     // by node index, with peer_copy (invalid: not known)
   std::map<actor_id, uint32_t> placed;  // child -> node index
+  std::map<actor_id, int> peer_of;      // shard -> the node its copies go to (-1: none)
   caf::actor job;
   caf::actor watcher;
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
+
+  // The peer of node i: the first live node after it (-1: none). Locked.
+  int peer_node(uint32_t i) const {
+    auto n = static_cast<uint32_t>(alive.size());
+    for (uint32_t k = 1; k < n; ++k)
+      if (alive[(i + k) % n])
+        return static_cast<int>((i + k) % n);
+    return -1;
+  }
 };
 
 namespace {
@@ -118,12 +129,17 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
         if (!h)
           continue;
         self->monitor(h->agent);
+        caf::actor replica;
+        if (st->cfg.peer_copy)
+          if (auto r = replica_of(*h, st->cfg.settings.connection_timeout))
+            replica = *r;
         {
           std::lock_guard<std::mutex> guard(st->mtx);
           if (i >= st->handles.size())  // detached meanwhile
             return;
           st->handles[i] = *h;
           st->alive[i] = true;
+          st->replicas[i] = replica;
         }
         st->changed.notify_all();
         tell_routes(self->system(), st);
@@ -154,6 +170,7 @@ void cluster_placement::detach() {
     std::lock_guard<std::mutex> guard(state_->mtx);
     std::swap(watcher, state_->watcher);
     std::swap(handles, state_->handles);  // proxies of the system going away
+    state_->replicas.assign(state_->replicas.size(), caf::actor{});
     state_->alive.assign(state_->alive.size(), false);
     state_->job = caf::actor{};
   }
@@ -177,9 +194,16 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
                                            std::to_string(a.port) + ": " + describe(h.error()));
     handles.push_back(*h);
   }
+  // A node without a replica (an older keel) gets no copies.
+  std::vector<caf::actor> replicas(handles.size());
+  if (cfg_.peer_copy)
+    for (size_t i = 0; i < handles.size(); ++i)
+      if (auto r = replica_of(handles[i], cfg_.spawn_timeout))
+        replicas[i] = *r;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     state_->handles = std::move(handles);
+    state_->replicas = std::move(replicas);
     state_->alive.assign(state_->handles.size(), true);
     state_->job = job;
   }
@@ -187,7 +211,8 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
   return {};
 }
 
-caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, const spawn_request& req) {
+caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_request req) {
+  const bool copies = cfg_.peer_copy && req.id.kind == actor_kind::shard;
   auto name = req.id;
   auto n = static_cast<uint32_t>(cfg_.nodes.size());
   {
@@ -207,17 +232,24 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, const spa
     for (uint32_t k = 0; k < n; ++k) {
       auto i = (preferred + k) % n;
       node_handle h;
+      int peer = -1;
       {
         std::lock_guard<std::mutex> guard(state_->mtx);
         if (!state_->alive[i])
           continue;
         h = state_->handles[i];
+        if (copies) {
+          peer = state_->peer_node(i);
+          req.shard.peer_replica = peer >= 0 ? state_->replicas[peer] : caf::actor{};
+        }
       }
       any_live = true;
       auto child = spawn_on(h, req, cfg_.spawn_timeout);
       if (child) {
         std::lock_guard<std::mutex> guard(state_->mtx);
         state_->placed[name] = i;
+        if (copies)
+          state_->peer_of[name] = peer;
         return child;
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
@@ -237,7 +269,14 @@ caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uin
                                                          const parameter_shard_config& cfg) {
   // A shard with tables builds its rows' initial values from the model.
   auto req = make_spawn_request(cfg, incarnation, cfg.core.tables.empty() ? model_spec{} : cfg_.model);
-  return start(cfg.core.shard, req);
+  if (cfg_.peer_copy && incarnation > 1) {
+    // The replica the previous incarnation sent its copies to, while its node lives.
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    if (auto it = state_->peer_of.find(req.id); it != state_->peer_of.end() && it->second >= 0 &&
+                                                state_->alive[it->second])
+      req.shard.restore_replica = state_->replicas[it->second];
+  }
+  return start(cfg.core.shard, std::move(req));
 }
 
 caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, uint64_t incarnation,
@@ -246,7 +285,7 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, ui
   // to whichever node runs a shard (now or after a restart).
   auto req = make_spawn_request(worker_spawn{cfg, cfg_.model, routes_of(state_)}, incarnation);
   // Workers start after the shards' nodes, so a small cluster mixes both.
-  return start(cfg.core.worker + static_cast<uint32_t>(cfg.core.parts.size()), req);
+  return start(cfg.core.worker + static_cast<uint32_t>(cfg.core.parts.size()), std::move(req));
 }
 
 std::string cluster_placement::where() const {

@@ -11,6 +11,18 @@
 // and a node that answers again at its address (restarted on the same port)
 // is reconnected and announced with node_up. Storage must be reachable from
 // every node at the same path: one machine, or a shared filesystem.
+//
+// Peer copies (`peer_copy`, actors/ps/snapshot_replica.hpp): a shard placed
+// on node i sends each checkpoint file it writes to the replica of its peer,
+// the first live node after i (i+1, i+2, ... mod N; none when i is the only
+// live node): the very node a restart of the shard goes to when node i
+// dies, so the restarted shard reads its chain from its own process's
+// memory. A restart is told the replica its previous incarnation sent to
+// (restore_replica) while that node is live; the directory serves the rest.
+// Nodes not joined to each other reach one another through the coordinator
+// (CAF's routing; automatic connections are off): the copies then pass
+// through the coordinator's process, which is why keel cluster leaves it off
+// unless asked.
 // Thread-safe: supervisors call start_* concurrently.
 
 #include <chrono>
@@ -44,6 +56,7 @@ struct cluster_placement_config {
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};
   std::chrono::milliseconds reconnect_every{250};  // trying lost nodes again
+  bool peer_copy = false;  // see above
 };
 
 class cluster_placement final : public child_placement {
@@ -67,7 +80,7 @@ class cluster_placement final : public child_placement {
   struct state;  // shared with the watcher actor
 
  private:
-  caf::expected<caf::actor> start(uint32_t preferred, const spawn_request& req);
+  caf::expected<caf::actor> start(uint32_t preferred, spawn_request req);
 
   cluster_placement_config cfg_;
   std::shared_ptr<state> state_;

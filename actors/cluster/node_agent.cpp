@@ -12,6 +12,7 @@
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/data_plane/data_plane.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
 
@@ -46,6 +47,9 @@ struct agent_state {
   // children: when that job's process goes, so do its children.
   std::map<caf::actor_addr, std::vector<caf::actor_addr>> owned;
   node_status stats;
+  // The copies of its peers' shards' checkpoints (snapshot_replica.hpp).
+  std::shared_ptr<replica_store> replicas;
+  caf::actor replica;
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
   caf::error stop_reason;
@@ -182,7 +186,7 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     return ban(self, *from, "frame in a spawn request", std::move(err));
   auto what = to_string(req.id.kind) + " '" + to_string(req.id) + "' (incarnation " +
               std::to_string(req.incarnation) + ")";
-  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane);
+  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane, st.replicas);
   if (!child) {
     ++st.stats.rejected;
     log(self, "rejected spawn of " + what + " from node " + to_string(*from) + ": " + describe(child.error()));
@@ -332,6 +336,11 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
     stop(self, em.reason);
   });
   self->send(self, caf::tick_atom::value);
+  st.replicas = st.cfg.replicas ? st.cfg.replicas : std::make_shared<replica_store>();
+  st.replica = spawn_snapshot_replica(self->system(), st.replicas);
+  self->attach_functor([replica = st.replica](const caf::error&) {
+    caf::anon_send_exit(replica, caf::exit_reason::user_shutdown);
+  });
   auto local = [=] {
     auto from = sender_node(self);
     return from && *from == self->node();
@@ -372,7 +381,15 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
         return refuse(self, "status", from);
       auto s = self->state.stats;
       s.children = self->state.children.size();
+      s.replica_bytes = self->state.replicas->bytes();
+      s.replica_files = self->state.replicas->files();
       return s;
+    },
+    [=](node_replica_atom) -> caf::result<caf::actor> {
+      auto from = sender_node(self);
+      if (!from || !trusted(self, *from))
+        return refuse(self, "replica", from);
+      return self->state.replica;
     },
     [=](node_listening_atom, uint16_t port) {
       if (local())

@@ -70,6 +70,7 @@
 namespace keel {
 
 class data_plane;
+class replica_store;
 
 struct node_agent_config {
   std::string host = "127.0.0.1";  // where its gate listens (for NodeJoin)
@@ -82,6 +83,10 @@ struct node_agent_config {
   // The node's data plane (actors/data_plane/data_plane.hpp), announced in its joins:
   // shards started here are served on it, workers use it. Null: none.
   std::shared_ptr<data_plane> plane;
+  // Where its replica keeps the copies of its peers' shards' checkpoints
+  // (actors/ps/snapshot_replica.hpp), for the process to report. Null: one
+  // of its own.
+  std::shared_ptr<replica_store> replicas;
   // One line per event (joins, refusals, spawns, nodes lost); must be
   // thread-safe. Null: standard error, prefixed "keel node: ".
   std::function<void(const std::string&)> log;

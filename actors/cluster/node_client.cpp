@@ -160,4 +160,11 @@ caf::expected<node_status> status_of(const node_handle& node, std::chrono::milli
                           "status of " + where(node.host, node.port), node_status_atom::value);
 }
 
+caf::expected<caf::actor> replica_of(const node_handle& node, std::chrono::milliseconds timeout) {
+  if (!node.agent)
+    return make_error(errc::invalid_argument, "replica_of: no node (an empty node_handle)");
+  return ask<caf::actor>(node.agent->home_system(), node.agent, timeout,
+                         "replica of " + where(node.host, node.port), node_replica_atom::value);
+}
+
 }  // namespace keel

@@ -84,4 +84,7 @@ caf::expected<std::vector<node_info>> list_nodes(const node_handle& node, std::c
 
 caf::expected<node_status> status_of(const node_handle& node, std::chrono::milliseconds timeout);
 
+// The node's snapshot_replica (actors/ps/snapshot_replica.hpp).
+caf::expected<caf::actor> replica_of(const node_handle& node, std::chrono::milliseconds timeout);
+
 }  // namespace keel

@@ -11,6 +11,8 @@
 //   (spawn_atom, spawn_request)          -> actor           authenticated only
 //   (nodes_atom)                         -> vector<node_info>  live nodes
 //   (node_status_atom)                   -> node_status
+//   (node_replica_atom)                  -> actor  its snapshot_replica
+//                                        (actors/ps/snapshot_replica.hpp)
 //   heartbeat_msg                        (one way, between joined nodes)
 
 #include <cstdint>
@@ -41,6 +43,7 @@ using auth_atom = caf::atom_constant<caf::atom("nd_auth")>;
 using spawn_atom = caf::atom_constant<caf::atom("nd_spawn")>;
 using nodes_atom = caf::atom_constant<caf::atom("nd_nodes")>;
 using node_status_atom = caf::atom_constant<caf::atom("nd_status")>;
+using node_replica_atom = caf::atom_constant<caf::atom("nd_replic")>;
 // (node_routes_atom, std::vector<data_route>) -> ok: where the nodes' data
 // planes listen now (a coordinator tells its nodes when one came back).
 using node_routes_atom = caf::atom_constant<caf::atom("nd_routes")>;
@@ -109,6 +112,10 @@ struct node_status {
   uint64_t refused = 0;       // requests refused (not authenticated, banned)
   uint64_t rejected = 0;      // spawn requests that failed validation
   uint64_t banned_peers = 0;  // peers refused for good after bad bytes
+  // Its replica's copies of its peers' shards' checkpoints: their bytes in
+  // memory, and how many files.
+  uint64_t replica_bytes = 0;
+  uint64_t replica_files = 0;
 };
 
 // Registers the types above, the protocol's capnp messages and the
@@ -145,7 +152,7 @@ typename I::result_type inspect(I& f, node_info& x) {
 template <class I>
 typename I::result_type inspect(I& f, node_status& x) {
   return f(caf::meta::type_name("keel.node_status"), x.node, x.children, x.spawned, x.refused,
-           x.rejected, x.banned_peers);
+           x.rejected, x.banned_peers, x.replica_bytes, x.replica_files);
 }
 
 }  // namespace keel

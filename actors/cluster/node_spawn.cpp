@@ -168,11 +168,13 @@ caf::expected<table_row_source> shard_rows(const parameter_shard_config& s, cons
 
 caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_request& req,
                                       const std::filesystem::path& data_dir,
-                                      const std::shared_ptr<data_plane>& plane) {
+                                      const std::shared_ptr<data_plane>& plane,
+                                      const std::shared_ptr<const replica_store>& replicas) {
   auto& s = req.shard;
   if (auto err = check_shard(s))
     return err;
   parameter_shard_env env;
+  env.local_replica = replicas;
   if (!s.core.tables.empty()) {
     auto rows = shard_rows(s, req.shard_model, data_dir);
     if (!rows)
@@ -243,7 +245,8 @@ caf::error check_request_frames(const spawn_request& req) {
 
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
                                           const std::filesystem::path& data_dir,
-                                          const std::shared_ptr<data_plane>& plane) {
+                                          const std::shared_ptr<data_plane>& plane,
+                                          const std::shared_ptr<const replica_store>& replicas) {
   auto index_agrees = [&](uint32_t configured) -> caf::error {
     if (req.id.index == configured)
       return {};
@@ -254,7 +257,7 @@ caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_re
     case actor_kind::shard:
       if (auto err = index_agrees(req.shard.core.shard))
         return err;
-      return start_shard(sys, req, data_dir, plane);
+      return start_shard(sys, req, data_dir, plane, replicas);
     case actor_kind::worker:
       if (auto err = index_agrees(req.worker.config.core.worker))
         return err;

@@ -15,6 +15,7 @@
 namespace keel {
 
 class data_plane;
+class replica_store;
 
 // Checks data plane routes from a peer (a count bound; each with a node
 // id, a host and a port); the error names `where` and the bad entry.
@@ -33,9 +34,12 @@ caf::error check_request_frames(const spawn_request& req);
 // shard_model built here (invalid_argument when it names none or its
 // tables are not the config's).
 // With a data plane, a shard is served on it and a worker uses it (with the
-// request's routes) for its pushes and pulls.
+// request's routes) for its pushes and pulls. A shard restoring reads the
+// copies in `replicas` (this node's replica store) directly when its
+// restore_replica is this node's replica.
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
                                           const std::filesystem::path& data_dir,
-                                          const std::shared_ptr<data_plane>& plane = nullptr);
+                                          const std::shared_ptr<data_plane>& plane = nullptr,
+                                          const std::shared_ptr<const replica_store>& replicas = nullptr);
 
 }  // namespace keel

@@ -111,6 +111,15 @@ struct checkpoint_config {
   // `delta_fraction` of the base's bytes (actors/core/chain_options.hpp).
   // full_every 1: every checkpoint is full.
   chain_options incremental;
+  // Peer copies (Gemini, SOSP'23; actors/ps/snapshot_replica.hpp): each
+  // shard also sends every file it writes to a replica that keeps its newest
+  // chain in memory, and a restarted shard reads its chain from there first
+  // (every byte checked), the directory serving whatever the copy misses.
+  // In one process, one replica in the job's process; in a cluster the
+  // placement's own setting (cluster_placement_config::peer_copy: the
+  // replica of the shard's peer node) decides, and keel cluster sets both
+  // (off unless --peer-copy: see README, "Peer copies", for why).
+  bool peer_copy = false;
 };
 
 // The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a

@@ -10,6 +10,7 @@
 
 #include "actors/job/event_feed.hpp"
 #include "actors/ps/checkpointer.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "messages/errors.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/events.hpp"
@@ -110,6 +111,12 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
   st.feed = std::move(feed);
   st.hooks.self = self;
   auto& c = st.cfg;
+  if (c.checkpoints.peer_copy && !c.placement) {
+    st.run.replicas = std::make_shared<replica_store>();
+    auto replica = spawn_snapshot_replica(self->system(), st.run.replicas);
+    st.run.replica = replica;
+    self->attach_functor([replica](const caf::error&) { caf::anon_send_exit(replica, caf::exit_reason::user_shutdown); });
+  }
   auto& layout = c.training_model->layout();
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
   std::vector<uint32_t> slot_owners;

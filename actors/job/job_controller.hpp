@@ -43,6 +43,7 @@
 #include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/core/failure_series.hpp"
 #include "actors/core/partition.hpp"
+#include "actors/core/replica_store.hpp"
 #include "actors/core/shard_core.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "actors/core/worker_report.hpp"
@@ -121,6 +122,10 @@ struct run_state {
   std::set<caf::actor_addr> awaited;
   std::function<void()> then;
   uint64_t transition = 0;
+  // checkpoint_config::peer_copy in one process: the replica every shard's
+  // copies go to, and its store (invalid, null: none).
+  caf::actor replica;
+  std::shared_ptr<replica_store> replicas;
   std::vector<std::function<void()>> deferred;  // requests waiting for the tree to run
   caf::response_promise begun;                  // job::start's, until the first tree is up
   std::vector<caf::response_promise> stoppers;  // job::stop's, answered at the end

@@ -109,6 +109,8 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto epochs = j.shard_epochs;
   auto run = j.run.identity;
   auto validate = shard_validator(io ? io : posix_io());
+  auto replica = j.run.replica;
+  std::shared_ptr<const replica_store> replicas = j.run.replicas;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
@@ -122,6 +124,8 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
     parameter_shard_env env;
     env.faults = faults;
     env.io = io;
+    o.peer_replica = o.restore_replica = replica;
+    env.local_replica = replicas;
     if (!cfg.tables.empty())
       env.table_rows = model_table_rows(model, seed);
     // Also with refs: a shard none of whose refs validates starts fresh

@@ -24,6 +24,7 @@
 #include "actors/core/snapshot_chain.hpp"
 #include "actors/faults/link_ends.hpp"
 #include "actors/ps/shard_restore.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
 #include "storage/store_layout.hpp"
@@ -86,6 +87,7 @@ struct shard_state {
   uint64_t last_snapshot_id = 0;  // the restored or last taken checkpoint id
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
   caf::actor writer;              // its snapshot_writer (with snapshot_every)
+  caf::actor peer_replica;        // where each written file's frame goes (may be invalid)
   // The newest periodic snapshot taken and not yet written (let go once its
   // file is durable), and the part of the newest one written.
   std::optional<shard_snapshot_msg> newest;
@@ -215,8 +217,18 @@ void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::erro
   self->delayed_send(self, wait, retry_atom::value, id);
 }
 
+// A copy of the file just written, with the chain it extends, for the peer's
+// replica (fire-and-forget: a peer that is down drops it).
+void send_copy(shard_actor* self, uint64_t id, const manifest_entry& e, const shard_snapshot_msg& snap) {
+  auto& st = self->state;
+  if (st.peer_replica)
+    self->send(st.peer_replica, replica_keep_atom::value, st.run.run_id, st.core.config().shard,
+               chain_link{id, e.file, e.bytes, e.crc32c}, e.chain, snap);
+}
+
 // Hands the newest snapshot to the writer; once its file is durable the
-// snapshot is let go and its part (with the chain it extends) reported.
+// snapshot is let go, its part (with the chain it extends) reported and its
+// copy sent to the peer.
 void write_newest(shard_actor* self) {
   auto& st = self->state;
   if (!st.newest || !st.writer)
@@ -225,7 +237,7 @@ void write_newest(shard_actor* self) {
   auto step = st.newest_step;
   self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.newest_tag)
     .then(
-      [self, id, step](manifest_entry& e) {
+      [self, id, step, snap = *st.newest](manifest_entry& e) {
         auto& st = self->state;
         st.write_failures = 0;
         if (st.newest && st.newest_id == id)
@@ -243,6 +255,7 @@ void write_newest(shard_actor* self) {
         st.written = part_of(id, step, e, st.run);
         st.written_id = id;
         send_part(self);
+        send_copy(self, id, e, snap);
       },
       [self, id, step](caf::error& err) {
         self->state.chain.failed(id);
@@ -403,7 +416,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
                                                 " takes snapshots every " + std::to_string(every) +
                                                 " steps but has no checkpoint directory to write them to");
   auto memory = snapshot_pool();
-  auto begun = starting_core(cfg, env, *memory);
+  auto begun = starting_core(sys, cfg, env, *memory);
   if (!begun)
     return begun.error();
   auto directory = cfg.directory;
@@ -413,8 +426,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto writer = every > 0 && directory ? spawn_snapshot_writer(sys, cfg.checkpoint_dir, env.io) : caf::actor{};
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
   auto chain = cfg.chain;
+  auto peer = cfg.peer_replica;
   return sys.spawn([b = std::make_shared<shard_start>(std::move(*begun)), every, directory, faults, epoch, run,
-                    writer, retry, memory, chain](shard_actor* self) mutable {
+                    writer, retry, memory, chain, peer](shard_actor* self) mutable {
     self->state.core = std::move(b->core);
     self->state.chain = snapshot_chain(chain);
     self->state.chain.restored(std::move(b->chain));
@@ -423,6 +437,7 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     self->set_exception_handler(exception_as_error);
     self->state.snapshot_every = every;
     self->state.writer = writer;
+    self->state.peer_replica = peer;
     self->state.snapshot_memory = memory;
     self->state.retry_min = retry.first;
     self->state.retry_max = retry.second;

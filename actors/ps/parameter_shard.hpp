@@ -26,6 +26,12 @@
 // Its periodic snapshots are bases or deltas on the one before
 // (actors/core/snapshot_chain.hpp, `chain`): the part it reports names the
 // chain a delta applies on.
+// With a `peer_replica` it sends each file it wrote there (its frame, the
+// file's record and the chain it extends); a restore from `restore_from`
+// reads each file of the chain from `restore_replica`'s copy where one is
+// there and checks (a miss or a bad copy: the directory's file), and says on
+// stderr how many files each served ("... from the peer's memory, ... from
+// the directory").
 // It starts from the first of `restore_from` (newest first) whose chain
 // validates (read on this shard's node, one file at a time: every byte's
 // CRC, the very files committed, run, configuration and their order), or
@@ -74,6 +80,7 @@ namespace keel {
 
 class link_faults;
 class model;
+class replica_store;
 
 struct parameter_shard_config {
   shard_config core;                 // the shard_core's keys, rule and optimizer
@@ -96,6 +103,14 @@ struct parameter_shard_config {
   // snapshot it takes carries them.
   std::string run_id;
   std::string config_hash;
+  // Peer copies (actors/ps/snapshot_replica.hpp; invalid: none). Each
+  // written file's frame is sent to `peer_replica` (the replica of the node
+  // a restart of this shard goes to when its node dies), fire-and-forget. A
+  // restore asks `restore_replica` (the one its previous incarnation sent
+  // to) first for each file of the chain, checks every byte of a copy as it
+  // would the file's, and reads the directory for any file it misses.
+  caf::actor peer_replica;
+  caf::actor restore_replica;
 };
 
 // What this process gives its shard beside the config.
@@ -109,6 +124,9 @@ struct parameter_shard_env {
   // The model's initial rows bound to the job's seed: needed (and only
   // used) when the shard's config has embedding tables.
   table_row_source table_rows;
+  // This process's replica store, read directly when restore_replica is its
+  // actor (no message, no copy). Null: none here.
+  std::shared_ptr<const replica_store> local_replica;
 };
 
 // The row source of a shard with tables: `m`'s initial_rows bound to `seed`,
@@ -144,7 +162,7 @@ typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
            wire::float_vector_bits{x.initial_dense}, x.snapshot, x.restore_from, x.snapshot_every_steps,
            x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.chain.full_every, x.chain.delta_fraction, x.seed,
-           x.epoch, x.run_id, x.config_hash);
+           x.epoch, x.run_id, x.config_hash, x.peer_replica, x.restore_replica);
 }
 
 }  // namespace keel

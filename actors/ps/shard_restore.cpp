@@ -2,25 +2,72 @@
 // chain validates, read on this node one file at a time.
 #include "actors/ps/shard_restore.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <string>
 
 #include "actors/core/shard_delta.hpp"
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
 
 namespace {
 
+// Where restore_ref asks first for each file of a chain: a peer's copies in
+// memory (snapshot_replica.hpp); and how many files each path served.
+struct copy_source {
+  caf::actor_system* sys = nullptr;
+  caf::actor replica;  // invalid: the directory alone
+  const replica_store* local = nullptr;
+  size_t from_memory = 0, from_directory = 0;
+  std::string missed;  // the first miss or bad copy, for the log
+};
+
+// How long a replica in another process has to answer for one file.
+constexpr auto replica_timeout = std::chrono::milliseconds(2000);
+
+// File `i` of `ref`'s chain (`link`): the peer's copy when it has one that
+// checks out as the file would, else the directory's file. A replica that
+// fails to answer (its node down, the timeout) is not asked again.
+caf::expected<stored_snapshot> read_link(file_io& io, const snapshot_ref& ref, size_t i, const chain_link& link,
+                                         buffer_pool& memory, copy_source& copies) {
+  if (copies.replica) {
+    auto copy = fetch_replica_copy(*copies.sys, copies.replica, copies.local, link, replica_timeout);
+    if (!copy && !is(copy.error(), errc::not_found))
+      copies.replica = caf::actor{};
+    auto checked = copy ? check_chain_link_copy(ref, i, *copy) : caf::expected<stored_snapshot>(copy.error());
+    if (checked) {
+      ++copies.from_memory;
+      return checked;
+    }
+    if (copies.missed.empty())
+      copies.missed = describe(checked.error());
+  }
+  ++copies.from_directory;
+  return read_chain_link(io, ref, i, memory, verify_mode::payload);
+}
+
+// Which path served a restore, said on the shard's node (where a test or an
+// operator of a cluster reads it in the node's output).
+void say_restore_paths(uint32_t shard, uint64_t checkpoint, const copy_source& copies) {
+  auto line = "keel: shard " + std::to_string(shard) + " restored checkpoint " + std::to_string(checkpoint) + ": " +
+              std::to_string(copies.from_memory) + " files from the peer's memory, " +
+              std::to_string(copies.from_directory) + " from the directory" +
+              (copies.missed.empty() ? "" : " (peer copy: " + copies.missed + ")") + "\n";
+  std::fputs(line.c_str(), stderr);
+}
+
 // Restores from `ref`'s chain, one file at a time (every byte of each
-// checked once, its payload CRC) into `memory`. A file found bad (as
+// checked once, its payload CRC) into `memory`, each file from the peer's
+// copy where `copies` has one. A file found bad (as
 // recorded: name, size and CRC) goes into `bad`, so no older ref whose chain
 // holds it is tried.
 caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env,
                                        file_io& io, const snapshot_ref& ref, buffer_pool& memory,
-                                       std::set<std::string>& bad) {
+                                       std::set<std::string>& bad, copy_source& copies) {
   auto links = ref.entry.chain;
   links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
   auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
@@ -30,7 +77,7 @@ caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const 
   size_t at = 0;
   auto read = [&](size_t i) {
     at = i;
-    return read_chain_link(io, ref, i, memory, verify_mode::payload);
+    return read_link(io, ref, i, links[i], memory, copies);
   };
   auto core = restore_chain(cfg.core, links.size(), read, verify_mode::structure, env.table_rows);
   if (!core) {
@@ -50,15 +97,21 @@ caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const 
 // `memory` is the pool the shard's snapshots will use: a file restored from
 // is read into it, so the next snapshot reuses that buffer's pages instead
 // of a second one staying mapped beside it.
-caf::expected<shard_start> starting_core(parameter_shard_config& cfg, const parameter_shard_env& env,
-                                   buffer_pool& memory) {
+caf::expected<shard_start> starting_core(caf::actor_system& sys, parameter_shard_config& cfg,
+                                         const parameter_shard_env& env, buffer_pool& memory) {
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
     std::string why;
     std::set<std::string> bad;
+    copy_source copies;
+    copies.sys = &sys;
+    copies.replica = cfg.restore_replica;
+    copies.local = env.local_replica.get();
     for (auto& ref : cfg.restore_from) {
-      auto restored = restore_ref(cfg, env, *io, ref, memory, bad);
+      auto restored = restore_ref(cfg, env, *io, ref, memory, bad, copies);
       if (restored) {
+        if (cfg.restore_replica)
+          say_restore_paths(cfg.core.shard, ref.checkpoint, copies);
         if (!why.empty())  // fell back past a damaged file: said loudly
           std::fprintf(stderr, "keel: shard %u restored from checkpoint %llu after skipping: %s\n", cfg.core.shard,
                        static_cast<unsigned long long>(ref.checkpoint), why.c_str());

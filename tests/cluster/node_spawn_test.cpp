@@ -12,8 +12,10 @@
 
 #include "actors/cluster/cluster_gate.hpp"
 #include "actors/core/atoms.hpp"
+#include "actors/ps/snapshot_replica.hpp"
 #include "cluster_fixture.hpp"
 #include "push_builder.hpp"
+#include "storage/sealed_file.hpp"
 #include "storage/snapshot.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -357,4 +359,53 @@ TEST_CASE("a garbage frame in a spawn request gets a named error, bans that peer
   CHECK(status->banned_peers == 1);
   CHECK(status->spawned == 1);
   caf::anon_send_exit(*shard, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// The node's status once `done` holds of it, or the last one seen at the deadline.
+node_status status_when(const node_handle& h, const std::function<bool(const node_status&)>& done) {
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    auto s = status_of(h, patience);
+    REQUIRE_MESSAGE(s, describe(s.error()));
+    if (done(*s) || std::chrono::steady_clock::now() > deadline)
+      return *s;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a node's replica keeps a copy another process sends, serves it back by name, size and CRC, and counts its bytes in the node's status") {
+  cluster_fixture f;
+  auto n = f.start_node();
+  auto h = f.connect(*n);
+  auto replica = replica_of(h, patience);
+  REQUIRE_MESSAGE(replica, describe(replica.error()));
+  auto frame = build<schema::ShardSnapshot>(1024, [](schema::ShardSnapshot::Builder b) {
+    b.setCheckpoint(3);
+    b.setShard(1);
+    b.setRunId("run");
+  });
+  auto sealed = sealed_summary_of(*frame.frame());
+  chain_link link{3, "ckpt-3.shard-1.snap", sealed.file_bytes, sealed.payload_crc32c};
+  caf::anon_send(*replica, replica_keep_atom::value, std::string("run"), uint32_t{1}, link, std::vector<chain_link>{},
+                 frame);
+  auto held = status_when(h, [](const node_status& s) { return s.replica_files == 1; });
+  CHECK(held.replica_files == 1);
+  CHECK(held.replica_bytes == frame.frame()->size_words() * sizeof(capnp::word));
+
+  auto copy = fetch_replica_copy(*f.sys, *replica, nullptr, link, patience);
+  REQUIRE_MESSAGE(copy, describe(copy.error()));
+  auto back = sealed_summary_of(*copy->frame());
+  CHECK(back.file_bytes == link.bytes);
+  CHECK(back.payload_crc32c == link.crc32c);
+  auto other = link;
+  other.crc32c ^= 1;
+  auto miss = fetch_replica_copy(*f.sys, *replica, nullptr, other, patience);
+  REQUIRE_FALSE(miss);
+  CHECK(is(miss.error(), errc::not_found));
+
+  n->signal(SIGTERM);
+  CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
 }

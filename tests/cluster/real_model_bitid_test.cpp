@@ -278,6 +278,36 @@ TEST_CASE("ctr-lr whose shards checkpoint incrementally over 3 nodes' data plane
   CHECK(longest >= 2);
 }
 
+// The shards' restore lines ("keel: shard N restored checkpoint C: M files
+// from the peer's memory, D from the directory"), as their nodes print them.
+std::vector<std::string> restore_lines(const std::string& out) {
+  return lines_with(out, " files from the peer's memory, ");
+}
+
+TEST_CASE("ctr-lr with --peer-copy: a shard's node lost to kill -9, the shard restores its chain from its peer's memory, bit-identical") {
+  auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
+  auto clean = clean_sha(train);
+  // Step 65: the newest checkpoint is 6 (a base at 5, a delta at 6).
+  auto r = run_with_node_killed("--peer-copy", train, 1, 65);
+  check_bit_identical(r, clean);
+  auto lines = restore_lines(r.out);
+  REQUIRE_MESSAGE(!lines.empty(), r.out);
+  for (auto& line : lines) {
+    auto from_memory = line.find(": ", line.find("restored checkpoint "));
+    REQUIRE_MESSAGE(from_memory != std::string::npos, line);
+    CHECK_MESSAGE(std::stol(line.substr(from_memory + 2)) > 0, line);
+    CHECK_MESSAGE(line.find(" 0 from the directory") != std::string::npos, line);
+  }
+}
+
+TEST_CASE("ctr-lr without peer copies: a shard's node lost to kill -9 restores from the directory alone, bit-identical") {
+  auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
+  auto clean = clean_sha(train);
+  auto r = run_with_node_killed("", train, 1, 65);
+  check_bit_identical(r, clean);
+  CHECK_MESSAGE(restore_lines(r.out).empty(), r.out);
+}
+
 TEST_CASE("a keel cluster run of the MNIST MLP with adam whose coordinator is killed with kill -9 resumes in one process with keel train --resume, bit-identical to the clean run") {
   // The checkpoints hold snapshots the shards sent from their nodes (and
   // the nodes end with the killed coordinator): one process must restore
