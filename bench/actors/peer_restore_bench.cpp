@@ -28,6 +28,7 @@
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/snapshot_replica.hpp"
+#include "bench/bench_common.hpp"
 #include "messages/errors.hpp"
 #include "storage/crc32c.hpp"
 
@@ -37,18 +38,11 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const caf::error& e) {
-  std::fprintf(stderr, "peer_restore_bench: %s: %s\n", what.c_str(), describe(e).c_str());
-  std::exit(1);
+  bench::fail("peer_restore_bench", what, e);
 }
 
-double ms_since(steady::time_point t0) {
-  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::ms_since;
 
 // read(2) of `p` into `into` (faulted in by the caller) and the CRC32C of
 // the bytes read, piece by piece while they are in cache; the bytes read.

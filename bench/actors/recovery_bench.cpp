@@ -34,6 +34,7 @@
 
 #include "actors/core/shard_snapshot.hpp"
 #include "actors/keel.hpp"
+#include "bench/bench_common.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/snapshot.hpp"
 
@@ -43,18 +44,11 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const caf::error& e) {
-  std::fprintf(stderr, "recovery_bench: %s: %s\n", what.c_str(), describe(e).c_str());
-  std::exit(1);
+  bench::fail("recovery_bench", what, e);
 }
 
-double ms_since(steady::time_point t0) {
-  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::ms_since;
 
 // Plain POSIX read of the whole file into `into` (sized and faulted in by
 // the caller); the bytes read.

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "actors/keel.hpp"
-#include "bench_common.hpp"
+#include "bench/bench_common.hpp"
 #include "models/ctr_model.hpp"
 #include "models/plain_trainer.hpp"
 

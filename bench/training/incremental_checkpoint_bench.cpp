@@ -44,7 +44,7 @@
 #include "actors/core/shard_delta.hpp"
 #include "actors/keel.hpp"
 #include "actors/ps/parameter_shard.hpp"
-#include "bench_common.hpp"
+#include "bench/bench_common.hpp"
 #include "messages/protocol.hpp"
 #include "models/ctr_model.hpp"
 #include "storage/checkpoint_files.hpp"

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "actors/keel.hpp"
-#include "bench_common.hpp"
+#include "bench/bench_common.hpp"
 #include "models/plain_trainer.hpp"
 
 using namespace keel;

@@ -1,7 +1,9 @@
 #pragma once
-// What the training benches share: the median of a run's figures, and
-// ending the program with a keel error named by what failed.
+// What the benches share: the median of a run's figures, milliseconds
+// since a time point, and ending the program with a keel error named by
+// what failed.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,11 @@ inline double median(std::vector<double> v) {
     return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Milliseconds from `t0` to now, on the steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Prints "PROGRAM: WHAT: error" on stderr and exits 1.
