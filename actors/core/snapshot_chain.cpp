@@ -31,7 +31,7 @@ std::optional<delta_parent> snapshot_chain::next(uint64_t estimate, bool changes
 
 void snapshot_chain::taken(uint64_t id, const std::string& file, uint64_t bytes,
                            const std::optional<delta_parent>& parent) {
-  taken_[id] = {file, parent ? std::optional<uint64_t>(parent->checkpoint) : std::nullopt};
+  taken_[id] = parent ? std::optional<uint64_t>(parent->checkpoint) : std::nullopt;
   tip_ = id;
   tip_file_ = file;
   tip_failed_ = false;
@@ -50,20 +50,20 @@ caf::expected<std::vector<chain_link>> snapshot_chain::written(uint64_t id, cons
   auto it = taken_.find(id);
   if (it == taken_.end())
     return make_error(errc::invalid_argument, "snapshot " + std::to_string(id) + " was not taken by this shard");
-  auto f = it->second;
+  auto parent = it->second;
   // Writes complete in order: nothing older is still on its way.
   taken_.erase(taken_.begin(), std::next(it));
   chain_link self{id, e.file, e.bytes, e.crc32c};
   if (id == tip_)
     tip_failed_ = false;  // written after all (again, after a failure)
-  if (!f.parent) {
+  if (!parent) {
     written_ = {self};
     return std::vector<chain_link>{};
   }
-  if (written_.empty() || written_.back().checkpoint != *f.parent) {
+  if (written_.empty() || written_.back().checkpoint != *parent) {
     if (id == tip_)
       tip_failed_ = true;
-    return make_error(errc::damaged_snapshot, e.file + " is a delta on checkpoint " + std::to_string(*f.parent) +
+    return make_error(errc::damaged_snapshot, e.file + " is a delta on checkpoint " + std::to_string(*parent) +
                                                 ", whose file was not written: it cannot be restored");
   }
   auto chain = written_;

@@ -64,12 +64,10 @@ class snapshot_chain {
   size_t length() const { return tip_length_; }
 
  private:
-  struct taken_file {
-    std::string file;
-    std::optional<uint64_t> parent;  // nullopt: a base
-  };
   chain_options opts_;
-  std::map<uint64_t, taken_file> taken_;  // snapshots whose writes have not completed
+  // Snapshots whose writes have not completed: each one's parent checkpoint
+  // (nullopt: a base).
+  std::map<uint64_t, std::optional<uint64_t>> taken_;
   std::vector<chain_link> written_;       // the chain of the newest written file, it included
   uint64_t tip_ = 0;                      // the last snapshot taken (0: none)
   std::string tip_file_;
