@@ -23,6 +23,7 @@
 
 #include "actors/keel.hpp"
 #include "bench/bench_common.hpp"
+#include "bench/bench_job.hpp"
 #include "models/ctr_model.hpp"
 #include "models/plain_trainer.hpp"
 
@@ -63,15 +64,9 @@ job_result run_keel(const std::shared_ptr<const ctr_model>& m, uint64_t steps, b
   cfg.checkpoints.dir =
     std::filesystem::temp_directory_path() / ("keel-ctr-eval-bench-" + std::to_string(::getpid()));
   std::filesystem::remove_all(cfg.checkpoints.dir);
-  auto j = job::start(cfg);
-  if (!j)
-    fail("keel", j.error());
-  auto r = (*j)->wait(std::chrono::hours(1));
-  if (!r)
-    fail("keel", r.error());
-  j->reset();
+  auto r = bench::run_job_to_end(cfg, "ctr_eval_bench");
   std::filesystem::remove_all(cfg.checkpoints.dir);
-  return *r;
+  return r;
 }
 
 bool same_quality(const evaluation& a, const evaluation& b) {

@@ -34,6 +34,7 @@
 
 #include "actors/keel.hpp"
 #include "bench/bench_common.hpp"
+#include "bench/bench_job.hpp"
 #include "models/ctr_model.hpp"
 #include "models/plain_trainer.hpp"
 
@@ -92,21 +93,15 @@ void run_keel(const std::shared_ptr<const ctr_model>& m, uint64_t every, bool ki
       fail("the fault plan", plan.error());
     cfg.faults.plan = *plan;
   }
-  auto j = job::start(cfg);
-  if (!j)
-    fail("keel", j.error());
-  auto r = (*j)->wait(std::chrono::hours(1));
-  if (!r)
-    fail("keel", r.error());
-  j->reset();
+  auto r = bench::run_job_to_end(cfg, "ctr_training_bench");
   std::filesystem::remove_all(cfg.checkpoints.dir);
-  record(f, r->samples_per_second, r->quality);
-  f.sha = r->params_sha256;
-  f.acked = r->pushes_acked;
-  f.applied = r->pushes_applied;
+  record(f, r.samples_per_second, r.quality);
+  f.sha = r.params_sha256;
+  f.acked = r.pushes_acked;
+  f.applied = r.pushes_applied;
   f.restarts = 0;
-  for (auto& [name, n] : r->restarts) f.restarts += n;
-  f.checkpoints = r->checkpoints;
+  for (auto& [name, n] : r.restarts) f.restarts += n;
+  f.checkpoints = r.checkpoints;
 }
 
 void print_row(const char* name, const figures& f, const figures& plain) {

@@ -45,6 +45,7 @@
 #include "actors/keel.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "bench/bench_common.hpp"
+#include "bench/bench_job.hpp"
 #include "messages/protocol.hpp"
 #include "models/ctr_model.hpp"
 #include "storage/checkpoint_files.hpp"
@@ -113,13 +114,7 @@ job_config config_of(const std::shared_ptr<const ctr_model>& m, uint64_t every, 
 
 job_result run_job(const job_config& cfg) {
   fs::remove_all(cfg.checkpoints.dir);
-  auto j = job::start(cfg);
-  if (!j)
-    fail("keel", j.error());
-  auto r = (*j)->wait(std::chrono::hours(1));
-  if (!r)
-    fail("keel", r.error());
-  return std::move(*r);
+  return bench::run_job_to_end(cfg, "incremental_checkpoint_bench");
 }
 
 uint64_t model_bytes(const job_result& r) {
@@ -151,8 +146,9 @@ size_t part_size(const checkpoint_manifest& m, const manifest_entry& e) {
   return part.frame()->encoded_size_bytes();
 }
 
-checkpoint_bytes scan(const fs::path& dir) {
-  checkpoint_bytes out;
+// Calls `each` with the path and contents of every manifest in `dir`.
+template <class Each>
+void for_each_manifest(const fs::path& dir, Each each) {
   auto pool = buffer_pool::create();
   for (auto& f : fs::directory_iterator(dir)) {
     auto name = parse_store_file_name(f.path().filename().string());
@@ -161,15 +157,22 @@ checkpoint_bytes scan(const fs::path& dir) {
     auto m = read_manifest_file(*posix_io(), f.path(), *pool);
     if (!m)
       fail("reading " + f.path().string(), m.error());
-    out.manifest_bytes += fs::file_size(f.path());
-    for (auto& e : m->shards) {
-      out.added[m->checkpoint] += e.bytes;
+    each(f.path(), *m);
+  }
+}
+
+checkpoint_bytes scan(const fs::path& dir) {
+  checkpoint_bytes out;
+  for_each_manifest(dir, [&](const fs::path& p, const checkpoint_manifest& m) {
+    out.manifest_bytes += fs::file_size(p);
+    for (auto& e : m.shards) {
+      out.added[m.checkpoint] += e.bytes;
       out.files += 1;
       out.bases += e.chain.empty() ? 1 : 0;
       out.links += e.chain.size() + 1;
-      out.part_bytes += part_size(*m, e);
+      out.part_bytes += part_size(m, e);
     }
-  }
+  });
   return out;
 }
 
@@ -381,17 +384,10 @@ shard_config shard_config_of(const job_config& j, uint32_t s) {
 
 // The ref of the longest chain in `dir` (the most bytes among equals).
 snapshot_ref longest_chain(const fs::path& dir) {
-  auto pool = buffer_pool::create();
   snapshot_ref best;
   uint64_t best_bytes = 0;
-  for (auto& f : fs::directory_iterator(dir)) {
-    auto name = parse_store_file_name(f.path().filename().string());
-    if (!name || name->kind != store_file_kind::manifest)
-      continue;
-    auto m = read_manifest_file(*posix_io(), f.path(), *pool);
-    if (!m)
-      fail("reading " + f.path().string(), m.error());
-    for (auto& ref : refs_of(dir, *m)) {
+  for_each_manifest(dir, [&](const fs::path&, const checkpoint_manifest& m) {
+    for (auto& ref : refs_of(dir, m)) {
       uint64_t bytes = ref.entry.bytes;
       for (auto& l : ref.entry.chain) bytes += l.bytes;
       auto key = std::make_pair(ref.entry.chain.size(), bytes);
@@ -400,7 +396,7 @@ snapshot_ref longest_chain(const fs::path& dir) {
         best_bytes = bytes;
       }
     }
-  }
+  });
   if (best.entry.file.empty()) {
     std::fprintf(stderr, "incremental_checkpoint_bench: no checkpoint in %s\n", dir.c_str());
     std::exit(1);
