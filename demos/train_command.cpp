@@ -49,6 +49,7 @@ struct train_flags {
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.recovery.request_timeout.count());
   uint64_t replay_log_mb = 0;
+  uint64_t stream_mb = 64;
   uint64_t storage_deadline_s = static_cast<uint64_t>(cfg.checkpoints.storage_deadline.count() / 1000);
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
@@ -89,6 +90,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("checkpoint-delta-fraction", number_flag<double>(&c.checkpoints.incremental.delta_fraction, "F", 0.0, 1000.0),
      "a shard writes a full base instead of a delta once its chain's deltas would pass this fraction of the "
      "base's bytes (a restore reads the base and its deltas: at most 1 + F times a base)")
+    ("checkpoint-stream-mb", number_flag<uint64_t>(&f.stream_mb, "N", 0, uint64_t{1} << 30),
+     "a shard whose checkpoint is at least N MiB writes it into its file as it encodes it, never holding it "
+     "whole in memory; such a checkpoint is not written again if its write fails (the shard's next one is a "
+     "full base). 0: every checkpoint (default 64)")
     ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
      "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
      "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "
@@ -331,6 +336,7 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
     return usage_error(f.command, f.faults_text.empty() ? "--kill" : "--faults", error_text(err));
   cfg.recovery.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   cfg.checkpoints.max_log_bytes = f.replay_log_mb << 20;
+  cfg.checkpoints.stream_above_bytes = f.stream_mb << 20;
   cfg.checkpoints.storage_deadline = std::chrono::seconds(f.storage_deadline_s);
   return std::nullopt;
 }

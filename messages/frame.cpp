@@ -154,6 +154,10 @@ capnp::Orphan<capnp::Data> frame_builder::adopt_data(pooled_buffer buf, size_t n
   return orphan;
 }
 
+capnp::Orphan<capnp::Data> frame_builder::reference_data(const unsigned char* bytes, size_t n_bytes) {
+  return builder_->getOrphanage().referenceExternalData(capnp::Data::Reader(bytes, n_bytes));
+}
+
 capnp::Orphan<capnp::Data> frame_builder::copy_data(const void* bytes, size_t n_bytes) {
   auto buf = pool_->acquire((n_bytes + sizeof(capnp::word) - 1) / sizeof(capnp::word));
   if (n_bytes > 0)

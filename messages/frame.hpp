@@ -92,6 +92,12 @@ class frame_builder {
   // the bytes must not change afterwards. This is how large gradients enter
   // a push at no copy. Throws std::invalid_argument if `n_bytes` exceeds `buf`.
   capnp::Orphan<capnp::Data> adopt_data(pooled_buffer buf, size_t n_bytes);
+  // A Data field whose value is the `n_bytes` at `bytes`, which the caller
+  // owns and keeps alive and unchanged while the message is read or
+  // written; its own segment of whole words (the caller's memory must hold
+  // them, padding included). How a snapshot streamed to a file
+  // (storage/snapshot_stream.hpp) names chunks it writes later.
+  capnp::Orphan<capnp::Data> reference_data(const unsigned char* bytes, size_t n_bytes);
   // Copies `n_bytes` from `bytes` into a pooled buffer of their own and
   // adopts it as above: one pass over the bytes, where a Data field the
   // message allocates is zero-filled first and then written (two passes).

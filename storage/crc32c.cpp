@@ -1,5 +1,6 @@
 #include "storage/crc32c.hpp"
 
+#include <array>
 #include <cstring>
 
 #include <boost/crc.hpp>
@@ -106,6 +107,38 @@ __attribute__((target("sse4.2"))) uint32_t extend_hardware(uint32_t crc, const v
   return ~static_cast<uint32_t>(raw_single(state, p, n));
 }
 
+// Polynomial arithmetic modulo the CRC polynomial, in the reflected bit
+// order the register uses (bit 31 is x^0). The register's update is linear,
+// and the all-ones pre- and post-conditioning cancel when two checksums are
+// combined: crc(A || B) = crc(A) * x^(8 len B) + crc(B) (mod P).
+uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, product = 0;
+  for (;;) {
+    if (a & m) {
+      product ^= b;
+      if ((a & (m - 1)) == 0)
+        break;
+    }
+    m >>= 1;
+    b = (b & 1u) ? (b >> 1) ^ reflected_poly : b >> 1;
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..66 (8 len_b needs up to 2^66) (x^1 is bit 30 in this order).
+const std::array<uint32_t, 67>& x_to_2_to_the() {
+  static const std::array<uint32_t, 67> powers = [] {
+    std::array<uint32_t, 67> t{};
+    uint32_t p = 1u << 30;
+    for (auto& v : t) {
+      v = p;
+      p = multiply_mod_p(p, p);
+    }
+    return t;
+  }();
+  return powers;
+}
+
 bool detect_hardware() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("sse4.2");
@@ -144,6 +177,17 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n) {
     return extend_hardware(crc, data, n);
 #endif
   return crc32c_extend_reference(crc, data, n);
+}
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  // x^(8 len_b) = product of x^(2^k) over the set bits k of 8 len_b.
+  const auto& powers = x_to_2_to_the();
+  uint32_t shift = 1u << 31;  // x^0
+  uint64_t bits = len_b;
+  for (unsigned k = 3; bits != 0; bits >>= 1, ++k)
+    if (bits & 1u)
+      shift = multiply_mod_p(powers[k], shift);
+  return multiply_mod_p(shift, crc_a) ^ crc_b;
 }
 
 }  // namespace keel

@@ -23,6 +23,11 @@ inline uint32_t crc32c(const void* data, size_t n) {
   return crc32c_extend(crc32c_empty, data, n);
 }
 
+// The CRC32C of A followed by B, from crc_a = crc32c(A), crc_b = crc32c(B)
+// and B's length: how checksums of pieces computed apart (or out of order)
+// make the checksum of the whole. O(log len_b), no pass over the bytes.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The same checksum computed with Boost.CRC only (the portable reference;
 // tests check the fast path against it).
 uint32_t crc32c_extend_reference(uint32_t crc, const void* data, size_t n);

@@ -217,6 +217,38 @@ caf::expected<sealed_summary> write_sealed(file_io& io, const fs::path& dir,
   return summary;
 }
 
+std::array<unsigned char, sealed_header_bytes> sealed_header(uint64_t magic, uint64_t payload_bytes,
+                                                             uint32_t payload_crc) {
+  header_fields h;
+  h.magic = magic;
+  h.version = sealed_format_version;
+  h.header_bytes = sealed_header_bytes;
+  h.payload_bytes = payload_bytes;
+  h.payload_crc = payload_crc;
+  std::array<unsigned char, sealed_header_bytes> out{};
+  encode_header(h, out.data());
+  return out;
+}
+
+caf::error commit_sealed(file_io& io, std::unique_ptr<writable_file> file, const fs::path& dir,
+                         const std::string& name) {
+  auto context = [&](const caf::error& e) { return in_context(e, "writing " + name + ": "); };
+  const fs::path tmp = file->path();
+  if (auto err = file->sync()) {
+    file.reset();
+    io.remove(tmp);
+    return context(err);
+  }
+  file.reset();  // close before rename
+  if (auto err = io.rename(tmp, dir / name)) {
+    io.remove(tmp);
+    return context(err);
+  }
+  if (auto err = io.sync_dir(dir))
+    return context(err);
+  return {};
+}
+
 caf::expected<sealed_contents> read_sealed(file_io& io, const fs::path& path, uint64_t magic,
                                            buffer_pool& pool, bool check_payload_crc) {
   auto file = io.open(path);

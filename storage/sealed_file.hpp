@@ -15,8 +15,10 @@
 //   24 u32 payload CRC32C             28 u32 CRC32C of bytes 0..27
 //   32 payload: the capnp stream encoding (segment table, then segments)
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -49,6 +51,20 @@ struct sealed_summary {
 caf::expected<sealed_summary> write_sealed(file_io& io, const std::filesystem::path& dir,
                                            const std::string& name, uint64_t magic,
                                            const frame& message, const std::string& tmp_tag);
+
+// A sealed file written by its producer piece by piece (a snapshot streamed
+// straight from a shard's state: storage/snapshot_stream.hpp), not from a
+// frame: the header for its payload of `payload_bytes` with CRC32C
+// `payload_crc`, to be written at offset 0 last.
+std::array<unsigned char, sealed_header_bytes> sealed_header(uint64_t magic, uint64_t payload_bytes,
+                                                             uint32_t payload_crc);
+
+// Makes such a file, written in full (header included) as `tmp`, durable
+// as `dir/name`: fsync, close, rename over `name`, fsync of the directory.
+// On failure `tmp` is removed and the error names `name` and the operation
+// (a failed directory fsync leaves `name` in place, as write_sealed does).
+caf::error commit_sealed(file_io& io, std::unique_ptr<writable_file> file, const std::filesystem::path& dir,
+                         const std::string& name);
 
 // What a sealed file of `message` holds in its header (its size and payload
 // CRC), computed over the payload it would write, without writing: how a

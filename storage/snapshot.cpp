@@ -11,6 +11,7 @@
 #include "messages/errors.hpp"
 #include "messages/validate.hpp"
 #include "storage/crc32c.hpp"
+#include "storage/snapshot_build.hpp"
 
 namespace keel {
 
@@ -76,22 +77,27 @@ caf::error check_sections(const std::vector<section_view>& sections) {
 }
 
 // An upper bound of the message size, so it fits one segment: a reader then
-// sees one contiguous buffer, and the write is one stream of pieces.
+// sees one contiguous buffer, and the write is one stream of pieces. Chunks
+// that are segments of their own (`external`, for the tensors with a fill)
+// are not counted.
 size_t size_hint_words(const snapshot_header& h, const std::vector<tensor_view>& tensors,
-                       const std::vector<section_view>& sections, size_t chunk_bytes) {
+                       const std::vector<const tensor_fill*>& fills, const std::vector<section_view>& sections,
+                       size_t chunk_bytes, bool external) {
   size_t words = 32 + 2 * h.applied.size() + words_for(h.run_id.size() + 1) +
                  words_for(h.config_hash.size() + 1) + words_for(h.parent_file.size() + 1);
-  for (auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto& t = tensors[i];
     size_t chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
-    words += 8 + words_for(t.name.size() + 1) + t.shape.size() + chunks * 2 + words_for(t.bytes);
+    words += 8 + words_for(t.name.size() + 1) + t.shape.size() + chunks * 2;
+    words += external && fills[i] ? chunks * 2 : words_for(t.bytes);  // far pointers' landing pads
   }
   for (auto& s : sections)
     words += 8 + words_for(s.name.size() + 1) + words_for(s.bytes);
   return words;
 }
 
-void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, const tensor_fill* fill,
-                 size_t chunk_bytes) {
+void fill_tensor(frame_builder& fb, schema::Tensor::Builder out, const tensor_view& t, const tensor_fill* fill,
+                 size_t chunk_bytes, const unsigned char* external) {
   out.setName(t.name);
   out.setDtype(t.dtype);
   auto shape = out.initShape(static_cast<unsigned>(t.shape.size()));
@@ -99,6 +105,13 @@ void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, const tensor
     shape.set(i, t.shape[i]);
   size_t n_chunks = (t.bytes + chunk_bytes - 1) / chunk_bytes;
   auto chunks = out.initChunks(static_cast<unsigned>(n_chunks));
+  if (fill && external) {  // chunks left to the caller: all name the same buffer for now
+    for (size_t i = 0; i < n_chunks; ++i) {
+      size_t len = std::min(chunk_bytes, t.bytes - i * chunk_bytes);
+      chunks.adopt(static_cast<unsigned>(i), fb.reference_data(external, len));
+    }
+    return;
+  }
   if (fill) {
     std::vector<byte_span> spans;
     spans.reserve(n_chunks);
@@ -106,7 +119,8 @@ void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, const tensor
       size_t len = std::min(chunk_bytes, t.bytes - i * chunk_bytes);
       spans.push_back({chunks.init(static_cast<unsigned>(i), static_cast<unsigned>(len)).begin(), len});
     }
-    out.setCrc32c((*fill)(spans));
+    span_list_source source(spans);
+    out.setCrc32c((*fill)(source));
     return;
   }
   const auto* src = static_cast<const unsigned char*>(t.data);
@@ -122,11 +136,12 @@ void fill_tensor(schema::Tensor::Builder out, const tensor_view& t, const tensor
   out.setCrc32c(crc);
 }
 
-caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
-                                                 const std::vector<tensor_view>& tensors,
-                                                 const std::vector<const tensor_fill*>& fills,
-                                                 const std::vector<section_view>& sections,
-                                                 size_t chunk_bytes, std::shared_ptr<buffer_pool> pool) {
+}  // namespace
+
+caf::error build_snapshot_into(frame_builder& fb, const snapshot_header& header, const std::vector<tensor_view>& tensors,
+                               const std::vector<const tensor_fill*>& fills, const std::vector<section_view>& sections,
+                               size_t chunk_bytes, const unsigned char* external,
+                               std::vector<schema::Tensor::Builder>* filled_later) {
   if (chunk_bytes == 0 || chunk_bytes > (size_t{1} << 28))
     return bad_argument("chunk size " + std::to_string(chunk_bytes) + " is not in (0, 256 MiB]");
   if (auto err = check_tensors(tensors, fills))
@@ -140,7 +155,6 @@ caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
     if (applied[i].worker == applied[i - 1].worker)
       return bad_argument("worker " + std::to_string(applied[i].worker) +
                           " appears twice in applied");
-  frame_builder fb(size_hint_words(header, tensors, sections, chunk_bytes), std::move(pool));
   auto b = fb.message().initRoot<schema::ShardSnapshot>();
   b.setVersion(schema::PROTOCOL_VERSION);
   b.setMagic(schema::SNAPSHOT_MAGIC);
@@ -163,8 +177,11 @@ caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
     a[i].setSeq(applied[i].seq);
   }
   auto ts = b.initTensors(static_cast<unsigned>(tensors.size()));
-  for (unsigned i = 0; i < tensors.size(); ++i)
-    fill_tensor(ts[i], tensors[i], fills[i], chunk_bytes);
+  for (unsigned i = 0; i < tensors.size(); ++i) {
+    fill_tensor(fb, ts[i], tensors[i], fills[i], chunk_bytes, external);
+    if (external && fills[i])
+      filled_later->push_back(ts[i]);
+  }
   auto ss = b.initSections(static_cast<unsigned>(sections.size()));
   for (unsigned i = 0; i < sections.size(); ++i) {
     ss[i].setName(sections[i].name);
@@ -173,6 +190,25 @@ caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
       std::memcpy(data.begin(), sections[i].data, sections[i].bytes);
     ss[i].setCrc32c(crc32c(data.begin(), data.size()));
   }
+  return {};
+}
+
+size_t snapshot_size_hint(const snapshot_header& header, const std::vector<tensor_view>& tensors,
+                          const std::vector<const tensor_fill*>& fills, const std::vector<section_view>& sections,
+                          size_t chunk_bytes, bool external) {
+  return size_hint_words(header, tensors, fills, sections, chunk_bytes, external);
+}
+
+namespace {
+
+caf::expected<shard_snapshot_msg> build_snapshot(const snapshot_header& header,
+                                                 const std::vector<tensor_view>& tensors,
+                                                 const std::vector<const tensor_fill*>& fills,
+                                                 const std::vector<section_view>& sections,
+                                                 size_t chunk_bytes, std::shared_ptr<buffer_pool> pool) {
+  frame_builder fb(size_hint_words(header, tensors, fills, sections, chunk_bytes, false), std::move(pool));
+  if (auto err = build_snapshot_into(fb, header, tensors, fills, sections, chunk_bytes, nullptr, nullptr))
+    return err;
   return shard_snapshot_msg(fb.finish());
 }
 

@@ -35,11 +35,13 @@ struct tensor_view {
   size_t bytes = 0;
 };
 
-// Writes a tensor's bytes straight into its chunks in the message: the
-// chunks, in order, hold exactly the tensor's bytes between them (zeroed;
-// it must fill them completely). Returns the CRC32C of all the bytes it
-// wrote, in order: the tensor's stored CRC.
-using tensor_fill = std::function<uint32_t(const std::vector<byte_span>& chunks)>;
+// Writes a tensor's bytes straight into its chunks, which `chunks` hands out
+// one at a time, in order: in the message (make_snapshot) or through one
+// chunk's buffer into a file (stream_snapshot, storage/snapshot_stream.hpp).
+// The chunks hold exactly the tensor's bytes between them; it must fill
+// every one completely. Returns the CRC32C of all the bytes it wrote, in
+// order: the tensor's stored CRC.
+using tensor_fill = std::function<uint32_t(span_source& chunks)>;
 
 // A tensor whose bytes a producer writes into the message itself, where a
 // tensor_view's are copied: for one that would otherwise build them in a

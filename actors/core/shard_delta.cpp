@@ -1,6 +1,7 @@
 #include "actors/core/shard_delta.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include <kj/exception.h>
@@ -30,9 +31,10 @@ std::vector<float> gather(const std::vector<float>& all, const std::vector<uint6
 
 }  // namespace
 
-caf::expected<shard_snapshot_msg> delta_snapshot_of(const shard_core& core, uint64_t checkpoint,
-                                                    int64_t created_unix_ms, const run_identity& run,
-                                                    const delta_parent& parent, std::shared_ptr<buffer_pool> pool) {
+namespace snapshot_parts {
+
+caf::error delta_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
+                       const delta_parent& parent, const snapshot_sink& sink) {
   const auto& cfg = core.config();
   if (!core.changes_complete())
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) +
@@ -59,9 +61,29 @@ caf::expected<shard_snapshot_msg> delta_snapshot_of(const shard_core& core, uint
     plans.push_back(plan_table_delta(table));
     auto& plan = plans.back();
     tables.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {plan.bytes}, plan.bytes,
-                      [&table, &plan](const std::vector<byte_span>& out) { return encode_table_delta_into(table, plan, out); }});
+                      [&table, &plan](span_source& out) { return encode_table_delta_into(table, plan, out); }});
   }
-  return make_snapshot(parts.header, tensors, tables, default_chunk_bytes, std::move(pool));
+  return sink(parts.header, tensors, tables);
+}
+
+}  // namespace snapshot_parts
+
+caf::expected<shard_snapshot_msg> delta_snapshot_of(const shard_core& core, uint64_t checkpoint,
+                                                    int64_t created_unix_ms, const run_identity& run,
+                                                    const delta_parent& parent, std::shared_ptr<buffer_pool> pool) {
+  std::optional<shard_snapshot_msg> snap;
+  auto made = delta_parts(core, checkpoint, created_unix_ms, run, parent,
+                          [&](const snapshot_header& h, const std::vector<tensor_view>& tensors,
+                              const std::vector<tensor_writer>& tables) -> caf::error {
+                            auto m = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
+                            if (!m)
+                              return std::move(m.error());
+                            snap = std::move(*m);
+                            return {};
+                          });
+  if (made)
+    return made;
+  return std::move(*snap);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -110,6 +111,26 @@ void common_parts::add_to(std::vector<tensor_view>& tensors) const {
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms, const run_identity& run,
                                               bool table_rows, std::shared_ptr<buffer_pool> pool) {
+  std::optional<shard_snapshot_msg> snap;
+  auto made = full_parts(core, checkpoint, created_unix_ms, run, table_rows,
+                         [&](const snapshot_header& h, const std::vector<tensor_view>& tensors,
+                             const std::vector<tensor_writer>& tables) -> caf::error {
+                           auto m = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
+                           if (!m)
+                             return std::move(m.error());
+                           snap = std::move(*m);
+                           return {};
+                         });
+  if (made)
+    return made;
+  verified_frames::instance().add(snap->frame());
+  return std::move(*snap);
+}
+
+namespace snapshot_parts {
+
+caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
+                      bool table_rows, const snapshot_sink& sink) {
   const auto& cfg = core.config();
   auto parts = common_of(core, checkpoint, created_unix_ms, run);
   std::vector<tensor_view> tensors = {f32(t_dense, core.dense(), {core.dense().size()})};
@@ -133,22 +154,18 @@ caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t c
     }
     tensors.push_back({table_digests_tensor, schema::DType::UINT8, {digests.size()}, digests.data(), digests.size()});
   }
-  // Tables are encoded straight into the message's chunks: one pass, no copy.
+  // Tables are encoded straight into their chunks: one pass, no copy.
   std::vector<tensor_writer> tables;
   for (auto& table : core.tables()) {
     if (!table_rows)
       break;
     auto bytes = encoded_table_bytes(table);
     tables.push_back({t_table_prefix + table.name(), schema::DType::UINT8, {bytes}, bytes,
-                      [&table](const std::vector<byte_span>& chunks) { return encode_table_into(table, chunks); }});
+                      [&table](span_source& chunks) { return encode_table_into(table, chunks); }});
   }
-  auto snap = make_snapshot(parts.header, tensors, tables, default_chunk_bytes, std::move(pool));
-  if (snap)
-    verified_frames::instance().add(snap->frame());
-  return snap;
+  return sink(parts.header, tensors, tables);
 }
 
-namespace snapshot_parts {
 
 caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader snap, const std::string& where,
                           const std::function<caf::error(uint32_t, std::vector<unsigned char>&)>& each) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/core/shard_core.hpp"
+#include "actors/core/shard_delta.hpp"
 #include "actors/core/tensor_recycler.hpp"
 #include "messages/errors.hpp"
 #include "storage/checkpoint_files.hpp"
@@ -108,6 +109,20 @@ struct common_parts {
 };
 common_parts common_of(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms,
                        const run_identity& run);
+
+// What a snapshot of a shard is made into: a message in memory
+// (make_snapshot) or a file (stream_snapshot). Called once, with views of
+// the shard's state that are valid during the call only.
+using snapshot_sink = std::function<caf::error(const snapshot_header&, const std::vector<tensor_view>&,
+                                               const std::vector<tensor_writer>&)>;
+
+// The parts of a full snapshot of `core` (snapshot_of's contract) handed to `sink`.
+caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
+                      bool table_rows, const snapshot_sink& sink);
+
+// The parts of a delta of `core` on `parent` (delta_snapshot_of's contract).
+caf::error delta_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
+                       const delta_parent& parent, const snapshot_sink& sink);
 
 // Checks that every "table.<name>" tensor of `snap` is a table of `cfg`'s
 // layout, then hands each layout table's bytes to `each` in layout order (a

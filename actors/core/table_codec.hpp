@@ -48,10 +48,11 @@ struct header {
 // runs on little-endian machines only, as its wire formats do) into
 // consecutive spans, and keeps the CRC32C of what it wrote, extended every
 // crc_block bytes while they are still in cache: the bytes are passed over
-// once. The spans must hold what is written (checked by the caller).
+// once. The spans must hold what is written (checked by the caller; a
+// source that runs dry is std::logic_error).
 class span_writer {
  public:
-  explicit span_writer(const std::vector<byte_span>& out) : spans_(out) {}
+  explicit span_writer(span_source& out) : spans_(out) {}
 
   template <class T>
   void put(T v) {
@@ -94,15 +95,14 @@ class span_writer {
   }
   void next_span() {
     fold();
-    if (next_ == spans_.size())
-      throw std::logic_error("encode_table_into: the spans are shorter than the snapshot");
-    at_ = crc_from_ = spans_[next_].data;
-    end_ = at_ + spans_[next_].size;
-    ++next_;
+    const byte_span s = spans_.next();
+    if (s.size == 0)
+      throw std::logic_error("encoding a table: the spans are shorter than its bytes");
+    at_ = crc_from_ = s.data;
+    end_ = at_ + s.size;
   }
 
-  const std::vector<byte_span>& spans_;
-  size_t next_ = 0;
+  span_source& spans_;
   unsigned char* at_ = nullptr;
   unsigned char* end_ = nullptr;
   unsigned char* crc_from_ = nullptr;
@@ -222,7 +222,7 @@ class table_codec {
   static const table_counters& stats(const embedding_table& t) { return t.stats_; }
 
   static uint64_t encoded_bytes(const embedding_table& t);
-  static uint32_t encode(const embedding_table& t, const std::vector<byte_span>& out);
+  static uint32_t encode(const embedding_table& t, span_source& out);
   static table_error restore_rows(embedding_table& t, table_wire::reader& in, uint64_t rows);
   static table_error restore_rest(embedding_table& t, table_wire::reader& in, const table_wire::header& h);
 

@@ -133,6 +133,11 @@ uint32_t encode_table_delta_into(const embedding_table& t, const table_delta_pla
   if (room != plan.bytes)
     throw std::invalid_argument("encode_table_delta_into: table '" + t.name() + "''s delta is " +
                                 std::to_string(plan.bytes) + " bytes, the spans hold " + std::to_string(room));
+  span_list_source source(out);
+  return encode_table_delta_into(t, plan, source);
+}
+
+uint32_t encode_table_delta_into(const embedding_table& t, const table_delta_plan& plan, span_source& out) {
   const header h = delta_header_of(t);
   span_writer w{out};
   put_header(w, h);

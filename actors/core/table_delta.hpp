@@ -66,6 +66,8 @@ table_delta_plan plan_table_delta(const embedding_table& table);
 // bytes written (a tensor's CRC). The table must not change in between.
 uint32_t encode_table_delta_into(const embedding_table& table, const table_delta_plan& plan,
                                  const std::vector<byte_span>& out);
+// The same into spans handed out one at a time (exactly plan.bytes in all).
+uint32_t encode_table_delta_into(const embedding_table& table, const table_delta_plan& plan, span_source& out);
 
 // The same delta as a vector of its own.
 std::vector<unsigned char> encode_table_delta(const embedding_table& table);

@@ -77,7 +77,7 @@ uint64_t table_codec::encoded_bytes(const embedding_table& t) {
   return table_snapshot_header_bytes + sizes_of(header_of(t), SIZE_MAX).total + 4;
 }
 
-uint32_t table_codec::encode(const embedding_table& t, const std::vector<byte_span>& out) {
+uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
   header h = header_of(t);
   h.evictions = t.stats_.evictions;
   h.admissions_refused = t.stats_.admissions_refused;
@@ -116,12 +116,19 @@ uint32_t encode_table_into(const embedding_table& table, const std::vector<byte_
     throw std::invalid_argument("encode_table_into: table '" + table.name() + "' encodes to " +
                                 std::to_string(need) + " bytes, the spans hold " +
                                 std::to_string(room));
+  span_list_source source(out);
+  return table_codec::encode(table, source);
+}
+
+uint32_t encode_table_into(const embedding_table& table, span_source& out) {
   return table_codec::encode(table, out);
 }
 
 std::vector<unsigned char> encode_table(const embedding_table& table) {
   std::vector<unsigned char> out(table_codec::encoded_bytes(table));
-  table_codec::encode(table, {{out.data(), out.size()}});
+  std::vector<byte_span> whole = {{out.data(), out.size()}};
+  span_list_source source(whole);
+  table_codec::encode(table, source);
   return out;
 }
 

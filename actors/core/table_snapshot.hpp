@@ -58,6 +58,12 @@ uint64_t encoded_table_bytes(const embedding_table& table);
 // so it needs 16 bytes a row of scratch.
 uint32_t encode_table_into(const embedding_table& table, const std::vector<byte_span>& out);
 
+// The same into the spans `out` hands out one at a time (a file written
+// through one buffer: storage/byte_span.hpp). Their sizes are the caller's
+// to get right: exactly encoded_table_bytes(table) in all, the last span
+// filled completely (a source that runs dry is std::logic_error).
+uint32_t encode_table_into(const embedding_table& table, span_source& out);
+
 // The same snapshot as a vector of its own.
 std::vector<unsigned char> encode_table(const embedding_table& table);
 

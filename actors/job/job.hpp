@@ -120,6 +120,16 @@ struct checkpoint_config {
   // replica of the shard's peer node) decides, and keel cluster sets both
   // (off unless --peer-copy: see README, "Peer copies", for why).
   bool peer_copy = false;
+  // A shard whose snapshot is at least this many bytes streams it into its
+  // file as it encodes it, never holding it whole in memory, so a node's
+  // memory stays that of its parameters (actors/core/shard_stream.hpp).
+  // Such a checkpoint, if its write fails, is not written again (its bytes
+  // came from state that has moved on): it is lost for that shard, whose
+  // next checkpoint is a base. Smaller snapshots are built in memory and
+  // written again after a failure. With peer copies every snapshot is built
+  // in memory (the copy is that memory). 0: every snapshot streams;
+  // UINT64_MAX: none.
+  uint64_t stream_above_bytes = uint64_t{64} << 20;
 };
 
 // The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a

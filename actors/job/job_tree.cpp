@@ -101,6 +101,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto dir = ckpts.dir.empty() ? std::string() : std::filesystem::absolute(ckpts.dir).string();
   auto retry = std::make_pair(ckpts.retry_min, ckpts.retry_max);
   auto incremental = ckpts.incremental;
+  auto stream_above = ckpts.stream_above_bytes;
   auto initial = i < j.run.start_from.size() ? std::optional<snapshot_ref>(j.run.start_from[i]) : std::nullopt;
   auto committed = j.progress.checkpoints->snapshots();
   std::shared_ptr<file_io> io = j.faults->disk();
@@ -137,6 +138,7 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
     o.retry_min = retry.first;
     o.retry_max = retry.second;
     o.chain = incremental;
+    o.stream_above_bytes = stream_above;
     o.directory = ctx.directory;
     if (placement)
       return placement->start_shard(sys, ctx.incarnation, o);

@@ -24,6 +24,7 @@
 #include "actors/core/snapshot_chain.hpp"
 #include "actors/faults/link_ends.hpp"
 #include "actors/ps/shard_restore.hpp"
+#include "actors/ps/shard_state.hpp"
 #include "actors/ps/snapshot_replica.hpp"
 #include "actors/ps/snapshot_writer.hpp"
 #include "models/model.hpp"
@@ -35,84 +36,8 @@ namespace keel {
 
 namespace {
 
-struct pending_pull {
-  uint64_t clock;
-  decoded<schema::PullRequest> request;
-  reply_to<pull_reply_msg> to;
-};
+using namespace shard_detail;
 
-struct last_reply {
-  std::optional<pull_reply_msg> reply;
-  uint64_t clock = 0;
-  uint64_t version = 0;
-  std::vector<uint64_t> dense;  // begin, end of each range
-  std::vector<uint64_t> sparse_keys;
-
-  bool answers(schema::PullRequest::Reader req, uint64_t shard_version) const {
-    if (!reply || clock != req.getClock() || version != shard_version)
-      return false;
-    auto ranges = req.getDense();
-    auto keys = req.getSparseKeys();
-    if (ranges.size() * 2 != dense.size() || keys.size() != sparse_keys.size())
-      return false;
-    for (unsigned i = 0; i < ranges.size(); ++i)
-      if (ranges[i].getBegin() != dense[2 * i] || ranges[i].getEnd() != dense[2 * i + 1])
-        return false;
-    for (unsigned i = 0; i < keys.size(); ++i)
-      if (keys[i] != sparse_keys[i])
-        return false;
-    return true;
-  }
-
-  void remember(schema::PullRequest::Reader req, uint64_t shard_version, pull_reply_msg r) {
-    clock = req.getClock();
-    version = shard_version;
-    dense.clear();
-    for (auto range : req.getDense()) {
-      dense.push_back(range.getBegin());
-      dense.push_back(range.getEnd());
-    }
-    sparse_keys.clear();
-    for (auto k : req.getSparseKeys())
-      sparse_keys.push_back(k);
-    reply = std::move(r);
-  }
-};
-
-struct shard_state {
-  shard_core core;
-  last_reply replied;
-  std::deque<pending_pull> pulls;  // waiting for the consistency rule
-  uint64_t snapshot_every = 0;
-  uint64_t last_snapshot_id = 0;  // the restored or last taken checkpoint id
-  caf::actor checkpointer;        // its current incarnation (invalid while none is up)
-  caf::actor writer;              // its snapshot_writer (with snapshot_every)
-  caf::actor peer_replica;        // where each written file's frame goes (may be invalid)
-  // The newest periodic snapshot taken and not yet written (let go once its
-  // file is durable), and the part of the newest one written.
-  std::optional<shard_snapshot_msg> newest;
-  uint64_t newest_id = 0, newest_step = 0;
-  uint64_t newest_tag = 0;  // its file's name tag (a write again reuses it: snapshot_writer.hpp)
-  snapshot_chain chain;     // bases and deltas: which the next snapshot is
-  std::optional<checkpoint_manifest_msg> written;
-  uint64_t written_id = 0;
-  uint32_t write_failures = 0;  // in a row, for the backoff
-  std::chrono::milliseconds retry_min{100};
-  std::chrono::milliseconds retry_max{5000};
-  std::mt19937_64 tags{std::random_device{}()};  // file name tags (snapshot_writer.hpp)
-  // Where the periodic snapshots' memory comes from and returns to, so each
-  // reuses the pages of one superseded before it (no fresh page faults).
-  std::shared_ptr<buffer_pool> snapshot_memory = snapshot_pool();
-  link_ends links;  // to the workers and the checkpointer, where link faults act
-  uint64_t epoch = 0;  // this incarnation's fencing epoch (0: unfenced)
-  run_identity run;    // stamped on every snapshot (only the id and the hash)
-};
-
-int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
 
 // The reply to a pull the rule allows now: the last one built when it
 // answers the same request, else a new one. A pull of table rows is always
@@ -184,138 +109,6 @@ void serve_pulls(shard_actor* self) {
   }
 }
 
-// Reports the newest written part to the checkpointer.
-void send_part(shard_actor* self) {
-  auto& st = self->state;
-  if (!st.checkpointer || !st.written)
-    return;
-  st.links.send(self, "checkpointer", st.checkpointer, msg_kind::snapshot, *st.written);
-}
-
-checkpoint_manifest_msg part_of(uint64_t checkpoint, uint64_t step, const manifest_entry& e, const run_identity& run) {
-  size_t words = 40 + e.file.size() / 8;
-  for (auto& l : e.chain) words += 6 + l.file.size() / 8;
-  return build<schema::CheckpointManifest>(words, [&](schema::CheckpointManifest::Builder b) {
-    b.setCheckpoint(checkpoint);
-    b.setStep(step);
-    b.setRunId(run.run_id);
-    b.setConfigHash(run.config_hash);
-    set_entry(b.initShards(1)[0], e);
-  });
-}
-
-void write_newest(shard_actor* self);
-
-// The write of checkpoint `id` (at `step`) failed: the checkpointer hears
-// why, and the snapshot is written again after the backoff unless a newer
-// one has replaced it by then.
-void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::error& err) {
-  auto& st = self->state;
-  if (st.checkpointer)
-    self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step, describe(err));
-  auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
-  self->delayed_send(self, wait, retry_atom::value, id);
-}
-
-// A copy of the file just written, with the chain it extends, for the peer's
-// replica (fire-and-forget: a peer that is down drops it).
-void send_copy(shard_actor* self, uint64_t id, const manifest_entry& e, const shard_snapshot_msg& snap) {
-  auto& st = self->state;
-  if (st.peer_replica)
-    self->send(st.peer_replica, replica_keep_atom::value, st.run.run_id, st.core.config().shard,
-               chain_link{id, e.file, e.bytes, e.crc32c}, e.chain, snap);
-}
-
-// Hands the newest snapshot to the writer; once its file is durable the
-// snapshot is let go, its part (with the chain it extends) reported and its
-// copy sent to the peer.
-void write_newest(shard_actor* self) {
-  auto& st = self->state;
-  if (!st.newest || !st.writer)
-    return;
-  auto id = st.newest_id;
-  auto step = st.newest_step;
-  self->request(st.writer, caf::infinite, write_atom::value, *st.newest, st.newest_tag)
-    .then(
-      [self, id, step, snap = *st.newest](manifest_entry& e) {
-        auto& st = self->state;
-        st.write_failures = 0;
-        if (st.newest && st.newest_id == id)
-          st.newest.reset();
-        auto chain = st.chain.written(id, e);
-        if (!chain) {  // a delta on a file never written: lost, not retried
-          if (st.checkpointer)
-            self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step,
-                       describe(chain.error()));
-          return;
-        }
-        if (st.written && st.written_id > id)
-          return;  // a newer one was written first
-        e.chain = std::move(*chain);
-        st.written = part_of(id, step, e, st.run);
-        st.written_id = id;
-        send_part(self);
-        send_copy(self, id, e, snap);
-      },
-      [self, id, step](caf::error& err) {
-        self->state.chain.failed(id);
-        write_failed(self, id, step, err);
-      });
-}
-
-// Takes a snapshot whenever the progress clock enters a new multiple of
-// snapshot_every. Under BSP that is exactly the step boundary, so every
-// shard of a checkpoint holds the same step. A delta of what changed since
-// the last one where the chain allows (snapshot_chain.hpp), else a base.
-void maybe_snapshot(shard_actor* self) {
-  auto& st = self->state;
-  if (st.snapshot_every == 0)
-    return;
-  auto id = st.core.progress_clock() / st.snapshot_every;
-  if (id <= st.last_snapshot_id)
-    return;
-  st.last_snapshot_id = id;
-  auto parent = st.chain.next(st.core.delta_bytes_estimate(), st.core.changes_complete());
-  auto snap = parent ? delta_snapshot_of(st.core, id, now_unix_ms(), st.run, *parent, st.snapshot_memory)
-                     : snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
-  if (!snap) {  // said at once, not left to the checkpoint's timeout (its changes stay for the next)
-    if (st.checkpointer)
-      self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, st.core.progress_clock(),
-                 "taking the snapshot: " + describe(snap.error()));
-    return;
-  }
-  st.core.clear_changes();
-  st.newest_tag = st.tags();
-  st.chain.taken(id, snapshot_name(id, st.core.config().shard, st.newest_tag),
-                 snap->frame()->size_words() * sizeof(capnp::word), parent);
-  st.newest = std::move(*snap);
-  st.newest_id = id;
-  st.newest_step = st.core.progress_clock();
-  write_newest(self);
-}
-
-// The backoff after a failed write of checkpoint `id` has passed.
-void write_again(shard_actor* self, uint64_t id) {
-  auto& st = self->state;
-  if (st.newest && st.newest_id == id)
-    write_newest(self);
-}
-
-// The checkpointer's name changed hands: a new incarnation gets the newest
-// part again (its predecessor may have died before committing it).
-void on_checkpointer(shard_actor* self, const supervision::directory_update& u) {
-  auto& st = self->state;
-  if (u.name != "checkpointer")
-    return;
-  if (u.state != supervision::name_state::up) {
-    st.checkpointer = caf::actor{};
-    return;
-  }
-  if (st.checkpointer == u.handle)
-    return;
-  st.checkpointer = u.handle;
-  send_part(self);
-}
 
 // A push: the core applies it (or refuses it, saying why) and the ack says
 // which. A push that completes a step may make a snapshot due and lets held
@@ -427,8 +220,10 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto retry = std::make_pair(cfg.retry_min, cfg.retry_max);
   auto chain = cfg.chain;
   auto peer = cfg.peer_replica;
+  auto io = env.io ? env.io : posix_io();
+  auto files = std::make_pair(cfg.checkpoint_dir, cfg.stream_above_bytes);
   return sys.spawn([b = std::make_shared<shard_start>(std::move(*begun)), every, directory, faults, epoch, run,
-                    writer, retry, memory, chain, peer](shard_actor* self) mutable {
+                    writer, retry, memory, chain, peer, io, files](shard_actor* self) mutable {
     self->state.core = std::move(b->core);
     self->state.chain = snapshot_chain(chain);
     self->state.chain.restored(std::move(b->chain));
@@ -438,6 +233,9 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
     self->state.snapshot_every = every;
     self->state.writer = writer;
     self->state.peer_replica = peer;
+    self->state.io = io;
+    self->state.checkpoint_dir = files.first;
+    self->state.stream_above = files.second;
     self->state.snapshot_memory = memory;
     self->state.retry_min = retry.first;
     self->state.retry_max = retry.second;

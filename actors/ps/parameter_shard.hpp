@@ -18,9 +18,11 @@
 // checkpoint_manifest_msg of one entry) to the checkpointer, which commits
 // the manifest once every shard's part is in. No snapshot bytes leave the
 // shard's process, and once the file is durable the shard lets its snapshot
-// go. A failed write is reported ((write_failed_atom, checkpoint, shard,
-// step, reason)) and tried again after a backoff (retry_min, doubling up to
-// retry_max) while no newer snapshot replaces it. It finds the checkpointer
+// go; a large snapshot it streams into its file itself instead
+// (stream_above_bytes). A failed write is reported ((write_failed_atom,
+// checkpoint, shard, step, reason)) and, for a snapshot in memory, tried
+// again after a backoff (retry_min, doubling up to retry_max) while no newer
+// snapshot replaces it. It finds the checkpointer
 // by watching its name in `directory` and reports its newest written part
 // again to a new checkpointer incarnation.
 // Its periodic snapshots are bases or deltas on the one before
@@ -95,6 +97,14 @@ struct parameter_shard_config {
   // Incremental checkpoints: when its snapshot is a base, when a delta
   // (actors/core/snapshot_chain.hpp; full_every 1: always a base).
   chain_options chain;
+  // A periodic snapshot of at least this many bytes is streamed into its
+  // file by the shard itself as it is encoded (actors/core/shard_stream.hpp),
+  // never whole in memory; its writer only makes it durable. Such a
+  // snapshot's failed write is not written again: the checkpoint is lost
+  // for this shard and its next snapshot is a base. Smaller ones are built
+  // in memory and written again after a failure. Never with a peer_replica
+  // (the copy is the frame). UINT64_MAX: never.
+  uint64_t stream_above_bytes = UINT64_MAX;
   // The job's seed: with tables, a row's initial value is the model's
   // initial_rows(seed, table, key); a node binds its row source to it.
   uint64_t seed = 0;
@@ -161,7 +171,7 @@ template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
            wire::float_vector_bits{x.initial_dense}, x.snapshot, x.restore_from, x.snapshot_every_steps,
-           x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.chain.full_every, x.chain.delta_fraction, x.seed,
+           x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.chain.full_every, x.chain.delta_fraction, x.stream_above_bytes, x.seed,
            x.epoch, x.run_id, x.config_hash, x.peer_replica, x.restore_replica);
 }
 

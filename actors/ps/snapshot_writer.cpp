@@ -9,6 +9,7 @@
 
 #include "actors/core/atoms.hpp"
 #include "actors/core/thread_clock.hpp"
+#include "messages/errors.hpp"
 #include "storage/store_layout.hpp"
 
 namespace keel {
@@ -37,6 +38,20 @@ caf::result<manifest_entry> write_one(file_io& io, const std::string& dir, const
   return *entry;
 }
 
+caf::result<manifest_entry> seal_one(file_io& io, const std::shared_ptr<streamed_snapshot>& s) {
+  if (!s || !s->file)
+    return make_error(errc::invalid_argument, "sealing a streamed snapshot: it holds no file");
+  auto t0 = std::chrono::steady_clock::now();
+  auto cpu0 = thread_cpu_us();
+  auto entry = commit_streamed(io, std::move(*s));
+  if (!entry)
+    return std::move(entry.error());
+  entry->write_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
+  entry->write_us = static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  return *entry;
+}
+
 }  // namespace
 
 caf::actor spawn_snapshot_writer(caf::actor_system& sys, std::string dir, std::shared_ptr<file_io> io) {
@@ -47,6 +62,7 @@ caf::actor spawn_snapshot_writer(caf::actor_system& sys, std::string dir, std::s
       [dir, io](write_atom, const shard_snapshot_msg& snap, uint64_t tag) {
         return write_one(*io, dir, snap, tag);
       },
+      [io](seal_atom, const std::shared_ptr<streamed_snapshot>& s) { return seal_one(*io, s); },
     };
   });
 }

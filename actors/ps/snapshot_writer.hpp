@@ -7,7 +7,12 @@
 // with the file written atomically and durably (storage's sealed files) as
 // snapshot_name(checkpoint, shard, tag), and what the write took (wall and
 // CPU time of its thread); a failure is the error naming file and reason,
-// and leaves no file. Requests are served in order. It stops when its shard
+// and leaves no file. It also answers
+//   (seal_atom, shared_ptr<streamed_snapshot>) -> manifest_entry
+// for a snapshot its shard streamed into a temporary file itself
+// (actors/core/shard_stream.hpp): fsync, rename, fsync of the directory
+// (commit_streamed), the entry's times those of the commit alone. Requests
+// are served in order. It stops when its shard
 // does (the shard ends it), after the write in progress.
 
 #include <memory>
@@ -18,6 +23,7 @@
 #include <caf/fwd.hpp>
 
 #include "storage/checkpoint_files.hpp"
+#include "storage/snapshot_stream.hpp"
 
 namespace keel {
 
@@ -27,3 +33,4 @@ caf::actor spawn_snapshot_writer(caf::actor_system& sys, std::string dir, std::s
 }  // namespace keel
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(keel::manifest_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<keel::streamed_snapshot>)

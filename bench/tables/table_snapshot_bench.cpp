@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   auto pool = buffer_pool::create(SIZE_MAX, 1);
   std::vector<tensor_writer> written = {
     {"table.ctr.c1", schema::DType::UINT8, {bytes}, bytes,
-     [&](const std::vector<byte_span>& chunks) { return encode_table_into(table, chunks); }}};
+     [&](span_source& chunks) { return encode_table_into(table, chunks); }}};
   shard_snapshot_msg direct;
   double into_message = median_seconds(reps, [&] {
     direct = shard_snapshot_msg();

@@ -7,9 +7,12 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <random>
 #include <vector>
 
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/core/shard_stream.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "shard_table_fixture.hpp"
 #include "storage/snapshot.hpp"
@@ -151,5 +154,52 @@ TEST_CASE("a delta alone, a chain out of order or a delta on another parent is r
     REQUIRE_FALSE(r);
     CHECK(is(r.error(), errc::damaged_snapshot));
     CHECK(describe(r.error()).find("a delta of another parent") != std::string::npos);
+  }
+}
+
+TEST_CASE("a base and a delta streamed into their files restore the shard, and hold what the ones in memory hold") {
+  namespace fs = std::filesystem;
+  struct scratch_dir {
+    fs::path path = fs::temp_directory_path() / ("keel-stream-test-" + std::to_string(std::random_device{}()));
+    scratch_dir() { fs::create_directories(path); }
+    ~scratch_dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } dir;
+  const auto cfg = delta_config();
+  auto a = fresh_delta_shard(cfg);
+  auto k = keys_of_shard(1, 5);
+  push_at(a, 1, 0, {k[0], k[1]});
+  auto in_memory = snapshot_of(a, 1, 0);
+  REQUIRE(in_memory);
+  auto base = stream_snapshot_of(a, *posix_io(), dir.path, "ckpt-1.shard-1.snap", "t", 1, 0, {}, std::nullopt);
+  REQUIRE_MESSAGE(base, describe(base.error()));
+  REQUIRE(commit_streamed(*posix_io(), std::move(*base)));
+  a.clear_changes();
+  push_at(a, 2, shard_core::dense_chunk_floats + 5, {k[1], k[2]});
+  CHECK(snapshot_bytes_estimate(a, true) < snapshot_bytes_estimate(a, false));
+  auto delta = stream_snapshot_of(a, *posix_io(), dir.path, "ckpt-2.shard-1.snap", "t", 2, 0, {},
+                                  delta_parent{"ckpt-1.shard-1.snap", 1, 1});
+  REQUIRE_MESSAGE(delta, describe(delta.error()));
+  REQUIRE(commit_streamed(*posix_io(), std::move(*delta)));
+  a.clear_changes();
+
+  auto pool = buffer_pool::create(SIZE_MAX, 1);
+  const std::vector<std::string> files = {"ckpt-1.shard-1.snap", "ckpt-2.shard-1.snap"};
+  chain_reader read = [&](size_t i) { return read_snapshot_file(*posix_io(), dir.path / files.at(i), *pool); };
+  auto b = restore_chain(cfg, 2, read, verify_mode::checksums, init_rows);
+  REQUIRE_MESSAGE(b, describe(b.error()));
+  same_shard(a, *b);
+  // The streamed base holds the tensors, CRCs and all, of the one in memory.
+  auto file = read(0);
+  REQUIRE(file);
+  auto mem = decode(*in_memory);
+  REQUIRE(mem);
+  REQUIRE(file->root().getTensors().size() == mem->root().getTensors().size());
+  for (unsigned i = 0; i < mem->root().getTensors().size(); ++i) {
+    CHECK(std::string(file->root().getTensors()[i].getName().cStr()) ==
+          std::string(mem->root().getTensors()[i].getName().cStr()));
+    CHECK(file->root().getTensors()[i].getCrc32c() == mem->root().getTensors()[i].getCrc32c());
   }
 }

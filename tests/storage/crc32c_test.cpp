@@ -42,3 +42,24 @@ TEST_CASE("the fast crc32c equals Boost.CRC for every length and alignment, whol
   std::string hw = crc32c_is_hardware_accelerated() ? "yes" : "no";
   MESSAGE("hardware crc32c: " << hw);
 }
+
+TEST_CASE("crc32c_combine gives the checksum of the concatenation, for every split") {
+  std::mt19937 rng(11);
+  std::vector<unsigned char> data(70000);
+  for (auto& b : data)
+    b = static_cast<unsigned char>(rng());
+  for (size_t len : {0, 1, 8, 13, 4096, 24577, 70000}) {
+    for (size_t cut : {size_t{0}, len / 3, len / 2, len}) {
+      CAPTURE(len);
+      CAPTURE(cut);
+      auto a = crc32c(data.data(), cut);
+      auto b = crc32c(data.data() + cut, len - cut);
+      CHECK(crc32c_combine(a, b, len - cut) == crc32c(data.data(), len));
+    }
+  }
+  // Three pieces combined left to right, and a wrong length gives another value.
+  auto whole = crc32c(data.data(), 30000);
+  auto ab = crc32c_combine(crc32c(data.data(), 1000), crc32c(data.data() + 1000, 9000), 9000);
+  CHECK(crc32c_combine(ab, crc32c(data.data() + 10000, 20000), 20000) == whole);
+  CHECK(crc32c_combine(ab, crc32c(data.data() + 10000, 20000), 19999) != whole);
+}

@@ -135,9 +135,9 @@ TEST_CASE("a written tensor holds what its fill wrote into its chunks, as a copi
   snapshot_header h;
   h.checkpoint = 2;
   std::vector<size_t> chunk_sizes;
-  tensor_fill fill = [&](const std::vector<byte_span>& chunks) {
+  tensor_fill fill = [&](span_source& chunks) {
     size_t at = 0;
-    for (auto c : chunks) {
+    for (auto c = chunks.next(); c.size > 0; c = chunks.next()) {
       chunk_sizes.push_back(c.size);
       std::memcpy(c.data, bytes.data() + at, c.size);
       at += c.size;
