@@ -49,7 +49,7 @@ struct train_flags {
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.recovery.request_timeout.count());
   uint64_t replay_log_mb = 0;
-  uint64_t stream_mb = 64;
+  uint64_t stream_mb = 0;
   uint64_t storage_deadline_s = static_cast<uint64_t>(cfg.checkpoints.storage_deadline.count() / 1000);
   uint64_t train_limit = 0, test_limit = 0;
   float lr = 0;
@@ -91,9 +91,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "a shard writes a full base instead of a delta once its chain's deltas would pass this fraction of the "
      "base's bytes (a restore reads the base and its deltas: at most 1 + F times a base)")
     ("checkpoint-stream-mb", number_flag<uint64_t>(&f.stream_mb, "N", 0, uint64_t{1} << 30),
-     "a shard whose checkpoint is at least N MiB writes it into its file as it encodes it, never holding it "
-     "whole in memory; such a checkpoint is not written again if its write fails (the shard's next one is a "
-     "full base). 0: every checkpoint (default 64)")
+     "a shard streams a checkpoint of at least N MiB into its file as it encodes it, never holding it whole "
+     "in memory, and builds smaller ones in memory, kept until written (default 0: every checkpoint streams; "
+     "a streamed one whose write fails is written again only while the shard has not changed)")
     ("replay-log-mb", number_flag<uint64_t>(&f.replay_log_mb, "N", 0, uint64_t{1} << 30),
      "MiB of pushes each worker's replay log may hold (plus one checkpoint interval's); a worker over it "
      "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "

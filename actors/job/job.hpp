@@ -123,13 +123,14 @@ struct checkpoint_config {
   // A shard whose snapshot is at least this many bytes streams it into its
   // file as it encodes it, never holding it whole in memory, so a node's
   // memory stays that of its parameters (actors/core/shard_stream.hpp).
-  // Such a checkpoint, if its write fails, is not written again (its bytes
-  // came from state that has moved on): it is lost for that shard, whose
-  // next checkpoint is a base. Smaller snapshots are built in memory and
-  // written again after a failure. With peer copies every snapshot is built
-  // in memory (the copy is that memory). 0: every snapshot streams;
-  // UINT64_MAX: none.
-  uint64_t stream_above_bytes = uint64_t{64} << 20;
+  // Such a checkpoint, if its write fails, is written again (as a base)
+  // only if the shard has not changed since (its workers wait at that
+  // checkpoint step: backpressure); else it is lost for that shard, whose
+  // next checkpoint is a base. Smaller snapshots are built in memory, kept
+  // until written and written again after any failure. With peer copies
+  // every snapshot is built in memory (the copy is that memory). 0 (the
+  // default): every snapshot streams; UINT64_MAX: none.
+  uint64_t stream_above_bytes = 0;
 };
 
 // The replay log bound each worker gets: cfg.max_log_bytes, or when 0 a

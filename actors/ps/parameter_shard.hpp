@@ -99,11 +99,12 @@ struct parameter_shard_config {
   chain_options chain;
   // A periodic snapshot of at least this many bytes is streamed into its
   // file by the shard itself as it is encoded (actors/core/shard_stream.hpp),
-  // never whole in memory; its writer only makes it durable. Such a
-  // snapshot's failed write is not written again: the checkpoint is lost
-  // for this shard and its next snapshot is a base. Smaller ones are built
-  // in memory and written again after a failure. Never with a peer_replica
-  // (the copy is the frame). UINT64_MAX: never.
+  // never whole in memory; its writer only makes it durable. If its write
+  // fails it is streamed again, as a base, after the backoff only if the
+  // shard has not changed since (its workers wait at that step); else the
+  // checkpoint is lost for this shard and its next snapshot is a base.
+  // Smaller ones are built in memory and written again after a failure.
+  // Never with a peer_replica (the copy is the frame). UINT64_MAX: never.
   uint64_t stream_above_bytes = UINT64_MAX;
   // The job's seed: with tables, a row's initial value is the model's
   // initial_rows(seed, table, key); a node binds its row source to it.

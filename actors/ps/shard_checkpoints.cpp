@@ -121,11 +121,24 @@ bool streams(const shard_state& st, const std::optional<delta_parent>& parent) {
   return snapshot_bytes_estimate(st.core, parent.has_value()) >= st.stream_above;
 }
 
+// A streamed snapshot of checkpoint `id` failed: the checkpointer hears why.
+// Its bytes are gone, but if the shard has not changed when the backoff has
+// passed (its workers wait at this checkpoint step for it to commit, as
+// they do when storage fails for a while and their logs reach their bound)
+// the same state is streamed again, as a base (write_again).
+void stream_failed(shard_actor* self, uint64_t id, uint64_t step, const std::string& why) {
+  auto& st = self->state;
+  report_failed(self, id, step, why);
+  st.restream = std::make_pair(id, st.core.version());
+  auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
+  self->delayed_send(self, wait, retry_atom::value, id);
+}
+
 // Streams checkpoint `id`'s snapshot into its file on this thread (the
 // state must hold still meanwhile), then has the writer make it durable.
 // A failed stream takes nothing (its changes stay for the next snapshot); a
-// failed commit is not written again (the state has moved on): the chain
-// hears it failed, so the next snapshot is a base.
+// failed commit is not written again unless the state holds still
+// (stream_failed): the chain hears it failed, so the next snapshot is a base.
 void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_parent>& parent) {
   auto& st = self->state;
   const auto step = st.core.progress_clock();
@@ -137,13 +150,14 @@ void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_par
   auto s = stream_snapshot_of(st.core, *st.io, st.checkpoint_dir, name, std::to_string(tag), id, now_unix_ms(), st.run,
                               parent);
   if (!s)
-    return report_failed(self, id, step, "streaming the snapshot: " + describe(s.error()));
+    return stream_failed(self, id, step, "streaming the snapshot: " + describe(s.error()));
   const auto stream_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
   const auto stream_us = static_cast<uint64_t>(
     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
   st.core.clear_changes();
   st.chain.taken(id, name, s->summary.file_bytes, parent);
   st.newest.reset();  // a newer snapshot replaces one waiting to be written again
+  st.restream.reset();
   auto file = std::make_shared<streamed_snapshot>(std::move(*s));
   self->request(st.writer, caf::infinite, seal_atom::value, std::move(file))
     .then(
@@ -154,7 +168,7 @@ void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_par
       },
       [self, id, step](caf::error& err) {
         self->state.chain.failed(id);
-        report_failed(self, id, step, describe(err));
+        stream_failed(self, id, step, describe(err));
       });
 }
 
@@ -175,6 +189,7 @@ void maybe_snapshot(shard_actor* self) {
   auto parent = st.chain.next(st.core.delta_bytes_estimate(), st.core.changes_complete());
   if (streams(st, parent))
     return stream_newest(self, id, parent);
+  st.restream.reset();  // a newer snapshot: the failed one's state is gone
   auto snap = parent ? delta_snapshot_of(st.core, id, now_unix_ms(), st.run, *parent, st.snapshot_memory)
                      : snapshot_of(st.core, id, now_unix_ms(), st.run, true, st.snapshot_memory);
   if (!snap)  // said at once, not left to the checkpoint's timeout (its changes stay for the next)
@@ -193,7 +208,13 @@ void maybe_snapshot(shard_actor* self) {
 void write_again(shard_actor* self, uint64_t id) {
   auto& st = self->state;
   if (st.newest && st.newest_id == id)
-    write_newest(self);
+    return write_newest(self);
+  // A streamed one again, from the very state it was taken of, else never.
+  if (st.restream && st.restream->first == id && st.last_snapshot_id == id &&
+      st.restream->second == st.core.version()) {
+    st.restream.reset();
+    stream_newest(self, id, std::nullopt);
+  }
 }
 
 // The checkpointer's name changed hands: a new incarnation gets the newest
