@@ -422,7 +422,7 @@ namespace {
 // streamed into their files (0: all of them).
 void check_incremental_runs(std::shared_ptr<const model> model, const std::vector<std::string>& plans,
                             const std::function<void(const job_result&, const temp_dir&)>& also = {},
-                            uint64_t stream_above = UINT64_MAX) {
+                            uint64_t stream_above = 0) {
   temp_dir full_dir;
   auto full = incremental_config(model, full_dir);
   full.checkpoints.incremental.full_every = 1;
@@ -485,31 +485,34 @@ TEST_CASE("damage at every write point of bases and deltas: shards restore the c
                          });
 }
 
-TEST_CASE("shards that stream every checkpoint into its file, killed on deltas and with damage at write points, end bit-identical") {
-  // The plans of the two cases above, every base and delta streamed. A
-  // streamed checkpoint whose write fails is lost for its shard, not
-  // written again: the chains before it serve.
-  check_incremental_runs(small_ctr("ctr-lr"),
-                         {"", "kill:shard:1@14", "kill:shard:0@14,kill:shard:1@27,kill:worker:0@31",
-                          "flip:snapshot@13,kill:shard:0@14,kill:shard:1@14", "tear:write@13,kill:shard:0@18,kill:shard:1@18",
-                          "enospc:write@17,kill:shard:0@22,kill:shard:1@22", "eio:fsync@17,kill:shard:0@22,kill:shard:1@22"},
-                         [](const job_result&, const temp_dir& dir) {
-                           auto [deltas, longest] = deltas_in(dir);
-                           CHECK(deltas > 0);
-                           CHECK(longest >= 2);
-                           // Streamed files: each table chunk a capnp segment of its own (a
-                           // snapshot built in memory is one segment).
-                           auto pool = buffer_pool::create(SIZE_MAX, 1);
-                           size_t files = 0;
-                           for (auto& f : std::filesystem::directory_iterator(dir.path())) {
-                             if (f.path().extension() != ".snap")
-                               continue;
-                             auto sealed = read_sealed(*posix_io(), f.path(), snapshot_file_magic, *pool);
-                             REQUIRE(sealed);
-                             CHECK(sealed->message->segments().size() > 1);
-                             ++files;
-                           }
-                           CHECK(files > 0);
-                         },
-                         0);
+TEST_CASE("checkpoints streamed into their files and built in memory: killed on deltas and with damage at write points, both end bit-identical") {
+  // The plans of the two cases above, every base and delta streamed (the
+  // default), then every one built in memory (--checkpoint-stream-mb past
+  // their sizes). A streamed file holds each table chunk as a capnp
+  // segment of its own; one built in memory is one segment.
+  for (uint64_t stream_above : {uint64_t{0}, UINT64_MAX}) {
+    CAPTURE(stream_above);
+    check_incremental_runs(
+      small_ctr("ctr-lr"),
+      {"", "kill:shard:1@14", "kill:shard:0@14,kill:shard:1@27,kill:worker:0@31",
+       "flip:snapshot@13,kill:shard:0@14,kill:shard:1@14", "tear:write@13,kill:shard:0@18,kill:shard:1@18",
+       "enospc:write@17,kill:shard:0@22,kill:shard:1@22", "eio:fsync@17,kill:shard:0@22,kill:shard:1@22"},
+      [stream_above](const job_result&, const temp_dir& dir) {
+        auto [deltas, longest] = deltas_in(dir);
+        CHECK(deltas > 0);
+        CHECK(longest >= 2);
+        auto pool = buffer_pool::create(SIZE_MAX, 1);
+        size_t files = 0;
+        for (auto& f : std::filesystem::directory_iterator(dir.path())) {
+          if (f.path().extension() != ".snap")
+            continue;
+          auto sealed = read_sealed(*posix_io(), f.path(), snapshot_file_magic, *pool);
+          REQUIRE(sealed);
+          CHECK((sealed->message->segments().size() > 1) == (stream_above == 0));
+          ++files;
+        }
+        CHECK(files > 0);
+      },
+      stream_above);
+  }
 }
