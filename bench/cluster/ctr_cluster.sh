@@ -4,7 +4,12 @@
 # with `keel cluster --nodes 4` (4 shards, 4 workers, batch 256) on the first
 # TRAIN_EXAMPLES rows of the click log, three ways in each repetition:
 #  - killed:  node:1 (a shard and a worker) killed with kill -9 mid-run,
-#             checkpoints every EVERY steps, the last one at the last step;
+#             checkpoints every EVERY steps (16 in the run, the last one at
+#             the last step): a worker's replay log holds the pushes since
+#             the checkpoint before the last, so the interval sets what a
+#             node holds beside its shard; each checkpoint is streamed into
+#             its file (a delta of the rows pushed since the one before,
+#             a full base every 8), never built in memory;
 #  - clean:   the same without the fault (its params_sha256 must equal the
 #             killed run's: BSP bit-identity through the kill);
 #  - nockpt:  the same without checkpoints (--checkpoint-every 0): what the
@@ -56,10 +61,10 @@ workers=4
 batch=256
 log_mb=8
 spe=$((examples / workers / batch))
-every=$((spe / 4))
-[ "$every" -ge 2 ] || { echo "ctr_cluster: TRAIN_EXAMPLES $examples is too few for 4 checkpoints of 4 x 256" >&2; exit 2; }
-steps=$((every * 4))
-kill_at=$((every * 5 / 2))
+every=$((spe / 16))
+[ "$every" -ge 2 ] || { echo "ctr_cluster: TRAIN_EXAMPLES $examples is too few for 16 checkpoints of 4 x 256" >&2; exit 2; }
+steps=$((every * 16))
+kill_at=$((steps * 5 / 8))
 common=(--model ctr-fm --optimizer adagrad --shards 4 --workers "$workers" --batch "$batch"
         --train-limit "$examples" --test-limit 10000 --steps "$steps")
 tmp="$(mktemp -d /tmp/ctr_cluster.XXXXXX)"
