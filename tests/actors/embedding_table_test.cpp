@@ -188,12 +188,12 @@ TEST_CASE("a full table evicts the least recently updated row, a push's rows ord
   apply({2, 1}, 1);  // recency: 1 2
   apply({4, 3}, 2);  // 1 2 3 4
   apply({2}, 3);     // 1 3 4 2
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{1, 3, 4, 2});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{1, 3, 4, 2});
   apply({5}, 4);  // evicts 1
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{3, 4, 2, 5});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{3, 4, 2, 5});
   // Existing rows first (by key), then the new ones (by key): 7 and 6 evict 3 and 4.
   apply({7, 5, 6}, 5);
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{2, 5, 6, 7});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{2, 5, 6, 7});
   CHECK(table->counters().evictions == 3);
   CHECK(table->find_row(1) == nullptr);
   // An evicted key reads its initial value again.
@@ -219,7 +219,7 @@ TEST_CASE("eviction depends on each push's set of rows, not on their order in th
     REQUIRE(!b->apply(q.keys.data(), q.keys.size(), q.grads.data(), q.grads.size(), t));
   }
   CHECK(a->counters().evictions > 0);
-  CHECK(a->keys_by_recency() == b->keys_by_recency());
+  CHECK(a->keys_in_eviction_order() == b->keys_in_eviction_order());
   CHECK(encode_table(*a) == encode_table(*b));
 }
 
