@@ -281,11 +281,14 @@ TEST_CASE("a small admission sketch admits every key by its N-th push at the lat
 
 TEST_CASE("rows of d = 16 with AdaGrad or Adam take at most 1.3 times their values and state") {
   for (auto kind : {optimizer_kind::adagrad, optimizer_kind::adam})
-    for (uint64_t capacity : {uint64_t{0}, uint64_t{1} << 30}) {
+    for (int bound = 0; bound < 3; ++bound) {  // none, LRU, LFU (its count tier a row: 4 bytes more)
+      const uint64_t capacity = bound > 0 ? uint64_t{1} << 30 : 0;
       optimizer_config o;
       o.kind = kind;
       table_config c = config_of("big", 16, o);
       c.capacity_rows = capacity;
+      if (bound == 2)
+        c.eviction = eviction_policy::least_frequently_updated;
       auto table = embedding_table::make(c, test_init);
       REQUIRE(table);
       std::mt19937_64 rng(1);
@@ -297,7 +300,8 @@ TEST_CASE("rows of d = 16 with AdaGrad or Adam take at most 1.3 times their valu
           static_cast<double>(table->rows()) * 16 * (1 + table->state_slots()) * sizeof(float);
       double ratio = static_cast<double>(table->bytes()) / payload;
       MESSAGE(std::string(to_string(kind))
-              << (capacity ? " with a capacity" : "") << ": " << table->rows() << " rows, " << ratio
+              << (capacity ? std::string(" with a capacity, ") + to_string(c.eviction) : std::string())
+              << ": " << table->rows() << " rows, " << ratio
               << " bytes per byte of values and state");
       CHECK(ratio <= 1.3);
     }
