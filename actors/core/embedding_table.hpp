@@ -153,7 +153,7 @@ class embedding_table {
   const float* find_row(uint64_t key) const;
   uint64_t rows() const { return rows_; }
   table_counters counters() const;
-  // Bytes held: arena blocks, index, recency links, sketch, scratch.
+  // Bytes held: arena blocks, index, recency links, LFU count tiers, sketch, scratch.
   size_t bytes() const;
   // The keys of all rows, ascending.
   std::vector<uint64_t> keys_in_order() const;

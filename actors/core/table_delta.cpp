@@ -292,6 +292,32 @@ table_error check_rows(reader& in, const header& h, const table_delta_counts& c,
   return {};
 }
 
+// Writes the changed rows, `at` their places (no_row: new): with a capacity
+// in rank order, each becoming the most recently updated (with LFU: of its
+// count; all leave their tiers first, so that each goes to its tier's tail
+// in rank order: ascending counts, one pass over the tiers), else in key
+// order. Rows are scattered in memory: each is asked for a few writes ahead.
+void write_rows(embedding_table& t, const header& h, const delta_body& body, const std::vector<uint32_t>& at) {
+  const bool lfu = has_counts(h), ranked = h.capacity_rows > 0;
+  const size_t count = body.keys.size();
+  if (lfu)
+    for (size_t i = 0; i < count; ++i)
+      if (at[i] != table_codec::no_row)
+        table_codec::detach(t, at[i]);
+  auto nth = [&](size_t j) -> size_t { return ranked ? body.by_rank[j] : j; };
+  std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
+  uint32_t cursor = table_codec::no_row;
+  for (size_t j = 0; j < count; ++j) {
+    if (j + rows_ahead < count && at[nth(j + rows_ahead)] != table_codec::no_row)
+      table_codec::prefetch(t, at[nth(j + rows_ahead)]);
+    const size_t i = nth(j);
+    std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
+    const uint32_t r = table_codec::put_row_at(t, at[i], body.keys[i], row.data());
+    if (lfu)
+      table_codec::place_at_count(t, r, body.counts[i], cursor);
+  }
+}
+
 }  // namespace
 
 table_result<table_delta_counts> table_delta_counts_of(const unsigned char* data, size_t n) {
@@ -348,44 +374,7 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
     }
   if (moved)
     for (size_t i = 0; i < keys.size(); ++i) at[i] = table_codec::find(t, keys[i]);
-  std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
-  auto put = [&](size_t i) {
-    std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
-    table_codec::put_row_at(t, at[i], keys[i], row.data());
-  };
-  // Rows are written in rank or key order, scattered in memory: each is
-  // asked for a few writes ahead.
-  auto ask = [&](size_t i) {
-    if (at[i] != table_codec::no_row)
-      table_codec::prefetch(t, at[i]);
-  };
-  const size_t count = keys.size();
-  if (has_counts(h)) {
-    // Out of their tiers first, so that each goes to the tail of its count's
-    // tier in rank order (ascending counts: one pass over the tiers).
-    for (size_t i = 0; i < count; ++i)
-      if (at[i] != table_codec::no_row)
-        table_codec::detach(t, at[i]);
-    uint32_t cursor = table_codec::no_row;
-    for (size_t j = 0; j < count; ++j) {
-      const uint32_t i = body.by_rank[j];
-      std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
-      const uint32_t r = table_codec::put_row_at(t, at[i], keys[i], row.data());
-      table_codec::place_at_count(t, r, body.counts[i], cursor);
-    }
-  } else if (h.capacity_rows > 0) {
-    for (size_t j = 0; j < count; ++j) {
-      if (j + rows_ahead < count)
-        ask(body.by_rank[j + rows_ahead]);
-      put(body.by_rank[j]);
-    }
-  } else {
-    for (size_t i = 0; i < count; ++i) {
-      if (i + rows_ahead < count)
-        ask(i + rows_ahead);
-      put(i);
-    }
-  }
+  write_rows(t, h, body, at);
   if (h.min_pushes > 1) {
     auto& counters = table_codec::sketch(t).counters();
     std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));

@@ -327,7 +327,7 @@ TEST_CASE("an LFU base and its deltas restore the table, which then evicts exact
   same_table(*restored, t);
 }
 
-TEST_CASE("an LFU delta's changed rows carry their counts; evicted and re-created rows start again at 1") {
+TEST_CASE("an LFU delta's changed rows carry their counts, and evicted and re-created rows start again at 1") {
   const table_config c = lfu_config("small", 1, 4);
   auto t = made(c);
   push_keys(t, {1, 2, 3, 4}, 1);
