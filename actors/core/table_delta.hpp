@@ -28,8 +28,9 @@
 // table: damage (malformed, count_mismatch, crc_mismatch), the shape against
 // the table's configuration (table_snapshot.hpp's errors), the rows (keys
 // ascending, duplicate_key, key_outside_slots, non_finite, ranks a
-// permutation, counts >= 1 in rank order), removed keys ascending, in the slots and not among the
-// changed rows, and that the table would then hold the header's row count
+// permutation, counts >= 1 and not decreasing in rank order), removed keys
+// ascending, in the slots and not among the changed rows, and that the
+// table would then hold the header's row count
 // (count_mismatch otherwise, naming both: a delta applied to a table other
 // than its parent's is found out when that count differs; the guard that it
 // is the parent is the chain's file linkage, storage's check). Then it

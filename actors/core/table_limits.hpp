@@ -2,9 +2,10 @@
 // The bounds a job puts on each of its shards' embedding tables, the same for
 // every table and shard: a capacity in rows with its eviction policy (least
 // recently or least frequently updated first), and an admission filter
-// (actors/core/embedding_table.hpp says what each does). They decide the result, so they are part of the run's
-// configuration (public API: job_config::training.tables); a shard's spawn
-// carries them (shard_config::limits).
+// (actors/core/embedding_table.hpp says what each does). They decide the
+// result, so they are part of the run's configuration (public API:
+// job_config::training.tables); a shard's spawn carries them
+// (shard_config::limits).
 
 #include <cstdint>
 

@@ -20,8 +20,8 @@
 //   the rows in ascending key order, each: u64 key, with a capacity a u32
 //   eviction rank (0 = the next victim: with LRU the least recently
 //   updated), in version 2 a u32 update count (>= 1, not decreasing in
-//   eviction order: LFU's order is by count, then recency), dim f32 values, then
-//   state slots x dim f32 (slot by slot); with admission (min_pushes > 1) the
+//   eviction order: LFU's order is by count, then recency), dim f32 values,
+//   then state slots x dim f32 (slot by slot); with admission (min_pushes > 1) the
 //   sketch's depth x width u16 counters; last a u32 CRC32C of every byte
 //   before it.
 //
