@@ -65,6 +65,12 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
   if (!opt)
     return usage_error(command, "--optimizer", error_text(opt.error()));
   cfg.training.optimizer.kind = *opt;
+  auto eviction = parse_eviction_policy(choices.eviction);
+  if (!eviction)
+    return usage_error(command, "--table-eviction", "'" + choices.eviction + "': say lru or lfu");
+  if (*eviction != eviction_policy::least_recently_updated && cfg.training.tables.capacity_rows == 0)
+    return usage_error(command, "--table-eviction", "needs --table-capacity: without a capacity no row is evicted");
+  cfg.training.tables.eviction = *eviction;
   auto model = make_model(choices.model, mo);
   if (!model) {
     auto known = model_names();

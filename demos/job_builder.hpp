@@ -19,6 +19,7 @@ struct job_choices {
   std::string consistency = "bsp";  // bsp | ssp:S | asp
   std::string optimizer = "sgd";    // sgd | momentum | adagrad | adam
   std::optional<float> lr;          // default: default_lr(model)
+  std::string eviction = "lru";     // lru | lfu (embedding tables with a capacity)
 };
 
 // Learning rates that train each of keel's models well with plain SGD at
@@ -28,7 +29,7 @@ float default_lr(const std::string& model);
 
 // Sets cfg's model (made with `mo`), rule, optimizer and learning rate from
 // `choices`. On failure it has printed one line on stderr and returns the
-// exit status: 2 for a name that is not a model, rule or optimizer (naming
+// exit status: 2 for a name that is not a model, rule, optimizer or eviction policy (naming
 // the flag, as `keel COMMAND`), 1 for a model that cannot be loaded (its
 // data missing, say).
 std::optional<int> apply_choices(const job_choices& choices, const model_options& mo,

@@ -76,8 +76,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "global steps per worker (default: --epochs worth)")
     ("seed", number_flag(&c.training.seed, "N"), "seed of data order and initial values")
     ("table-capacity", number_flag<uint64_t>(&c.training.tables.capacity_rows, "ROWS", 0, 4294967294ull),
-     "rows each shard keeps of each embedding table (ctr-lr, ctr-fm); past it the least recently updated "
-     "row is evicted (0: no bound)")
+     "rows each shard keeps of each embedding table (ctr-lr, ctr-fm); past it a row is evicted, as "
+     "--table-eviction says (0: no bound)")
+    ("table-eviction", text_flag(&f.choices.eviction, "POLICY"), "which row a full table evicts: lru (the least "
+     "recently updated) | lfu (the least frequently updated: fewest pushes, then least recently)")
     ("admit-after", number_flag<uint32_t>(&c.training.tables.admit_after, "N", 0, max_admit_after),
      "a key becomes an embedding row at its N-th push; its earlier pushes are dropped (0 or 1: at its first)")
     ("checkpoint-dir", text_flag(&f.checkpoint_dir, "DIR", false), "where checkpoints go (default: a new temp dir, removed when the run succeeds)")
@@ -385,7 +387,7 @@ std::function<void(const job_event&)> event_printer(bool verbose) {
 
 // The embedding tables' line: rows, memory beside the bytes of values and
 // optimizer state, and what capacity and admission dropped.
-void print_tables(const std::vector<table_stats>& tables) {
+void print_tables(const std::vector<table_stats>& tables, const table_limits& limits) {
   table_stats sum;
   for (auto& t : tables) {
     sum.rows += t.rows;
@@ -403,7 +405,9 @@ void print_tables(const std::vector<table_stats>& tables) {
   std::cout << "keel train: " << tables.size() << " embedding tables, " << sum.rows << " rows, "
             << mb(sum.parameter_bytes) << " MB of values and optimizer state held in " << mb(sum.bytes)
             << " MB (" << (sum.parameter_bytes ? static_cast<double>(sum.bytes) / sum.parameter_bytes : 0.0)
-            << " bytes a byte); rows evicted " << sum.evictions << ", pushed rows refused by admission "
+            << " bytes a byte); rows evicted " << sum.evictions
+            << (limits.capacity_rows > 0 ? std::string(" (") + long_name(limits.eviction) + " first)" : "")
+            << ", pushed rows refused by admission "
             << sum.admissions_refused << " and by full tables " << sum.full_refused << "\n";
 }
 
@@ -443,7 +447,7 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
     std::cout << "keel train: replay logs held at most " << mb.str() << " MB of pushes (one worker's peak)\n";
   }
   if (!r.tables.empty())
-    print_tables(r.tables);
+    print_tables(r.tables, cfg.training.tables);
   if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {
     std::cout << program << ": planned faults: " << r.faults_injected << " injected, "
               << r.faults_not_injected.size() << " not\n";

@@ -11,7 +11,6 @@ namespace keel {
 namespace {
 
 constexpr uint32_t max_dim = 1u << 20;
-constexpr uint32_t max_rows = 0xfffffffeu;  // no_row (2^32 - 1) marks an empty bucket
 constexpr size_t block_target_bytes = size_t{1} << 20;
 constexpr uint32_t initial_index_bits = 4;
 
@@ -63,7 +62,7 @@ table_result<embedding_table> embedding_table::make(table_config cfg, row_initia
 embedding_table::embedding_table(table_config cfg, row_initializer init)
     : cfg_(std::move(cfg)), init_(std::move(init)) {
   state_slots_ = static_cast<uint32_t>(slots_per_parameter(cfg_.optimizer.kind));
-  header_ = cfg_.capacity_rows > 0 ? 4 : 2;
+  header_ = lfu() ? 5 : cfg_.capacity_rows > 0 ? 4 : 2;
   stride_ = header_ + size_t{cfg_.dim} * (1 + state_slots_);
   size_t rows_per_block = std::max<size_t>(1, block_target_bytes / (stride_ * sizeof(float)));
   block_shift_ = floor_log2(rows_per_block);
@@ -196,40 +195,6 @@ void embedding_table::init_row(uint32_t r, uint64_t key) {
 const float* embedding_table::find_row(uint64_t key) const {
   uint32_t r = find(key);
   return r == no_row ? nullptr : row_at(r) + header_;
-}
-
-// ---- recency list ----
-
-uint32_t embedding_table::link(uint32_t r, int which) const {
-  uint32_t v;
-  std::memcpy(&v, row_at(r) + 2 + which, sizeof v);
-  return v;
-}
-
-void embedding_table::set_link(uint32_t r, int which, uint32_t to) {
-  std::memcpy(row_at(r) + 2 + which, &to, sizeof to);
-}
-
-void embedding_table::link_tail(uint32_t r) {
-  set_link(r, 0, tail_);
-  set_link(r, 1, no_row);
-  if (tail_ != no_row)
-    set_link(tail_, 1, r);
-  else
-    head_ = r;
-  tail_ = r;
-}
-
-void embedding_table::unlink(uint32_t r) {
-  uint32_t p = link(r, 0), n = link(r, 1);
-  if (p != no_row)
-    set_link(p, 1, n);
-  else
-    head_ = n;
-  if (n != no_row)
-    set_link(n, 0, p);
-  else
-    tail_ = p;
 }
 
 // ---- pull ----
@@ -384,51 +349,36 @@ void embedding_table::apply_bounded(const uint64_t* keys, size_t n, const float*
     }
     update_row(u, row_at(r) + header_, d, state_slots_, grads + size_t{i} * d);
     mark_changed(r);
-    unlink(r);
-    link_tail(r);
+    if (lfu()) {
+      count_update(r);
+    } else {
+      unlink(r);
+      link_tail(r);
+    }
     ++touched;
   }
+  victim_scan_ = first_tier_;
   for (uint32_t i : pending_) {
     if (!admit(keys[i]))
       continue;
-    uint32_t r = make_room(keys[i], touched);
+    uint32_t r = make_room(keys[i], touched, keys);
     if (r == no_row) {
       ++stats_.full_refused;
       continue;
     }
     update_row(u, row_at(r) + header_, d, state_slots_, grads + size_t{i} * d);
     mark_changed(r);
-    link_tail(r);
+    if (lfu()) {
+      uint32_t first = first_tier_;
+      if (first == no_row || tiers_[first].count != 1)
+        first = make_tier(1, no_row);
+      tier_append(first, r);
+    } else {
+      link_tail(r);
+    }
     ++touched;
   }
-}
-
-uint32_t embedding_table::make_room(uint64_t key, size_t rows_of_this_push) {
-  const uint64_t capacity = std::min<uint64_t>(cfg_.capacity_rows, max_rows);
-  uint32_t r;
-  if (rows_ < capacity) {
-    r = append_row(key);
-  } else {
-    // The head is the least recently updated row; it belongs to this push
-    // only when every row does.
-    if (rows_of_this_push >= rows_)
-      return no_row;
-    r = head_;
-    unlink(r);
-    if (!changes_lost_)
-      evicted_.push_back(key_at(r));
-    if (evicted_.size() > std::max<size_t>(rows_, size_t{1} << 16)) {
-      evicted_.clear();
-      evicted_.shrink_to_fit();
-      changes_lost_ = true;
-    }
-    index_erase(key_at(r));
-    std::memcpy(row_at(r), &key, sizeof key);
-    index_insert(key, r);
-    ++stats_.evictions;
-  }
-  init_row(r, key);
-  return r;
+  victim_scan_ = no_row;
 }
 
 // ---- read-outs ----
@@ -448,6 +398,7 @@ size_t embedding_table::bytes() const {
   b += index_.capacity() * sizeof(uint32_t);
   b += sketch_.bytes();
   b += (seen_.capacity() + order_.capacity() + pending_.capacity()) * sizeof(uint32_t);
+  b += tiers_.capacity() * sizeof(count_tier);
   b += (changed_bits_.capacity() + evicted_.capacity()) * sizeof(uint64_t);
   return b;
 }
@@ -464,14 +415,6 @@ std::vector<uint64_t> embedding_table::keys_in_order() const {
   std::vector<uint64_t> keys(rows_);
   for (uint32_t r = 0; r < rows_; ++r) keys[r] = key_at(r);
   std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
-std::vector<uint64_t> embedding_table::keys_by_recency() const {
-  std::vector<uint64_t> keys;
-  if (cfg_.capacity_rows == 0)
-    return keys;
-  for (uint32_t r = head_; r != no_row; r = link(r, 1)) keys.push_back(key_at(r));
   return keys;
 }
 

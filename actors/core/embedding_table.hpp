@@ -26,18 +26,29 @@
 // Storage: an open-addressing index (linear probing, 4 bytes a bucket, load
 // at most 3/4) of row numbers, and an arena of fixed-size blocks (about
 // 1 MiB) in which a row is [key (8 bytes), with a capacity its recency links
-// (8 bytes), d values, d floats per optimizer slot]; no allocation per row,
-// no copy when the arena grows. bytes() counts all of it. At most 2^32 - 2
-// rows a table and shard (more are refused like a full table's).
+// (8 bytes), with LFU eviction its count tier (4 bytes), d values, d floats
+// per optimizer slot]; no allocation per row, no copy when the arena grows.
+// bytes() counts all of it. At most 2^32 - 2 rows a table and shard (more
+// are refused like a full table's).
 //
 // Capacity and eviction: with capacity_rows > 0, a push that must create a
-// row while the table is full first evicts the least recently updated row.
+// row while the table is full first evicts one, chosen by the eviction
+// policy (actors/core/eviction_policy.hpp):
+//  - least_recently_updated: the row whose last update is oldest;
+//  - least_frequently_updated: the row with the lowest update count (the
+//    pushes that updated it since it was created: 1 at its creation, +1 a
+//    push, saturating at 2^32 - 1), of those the least recently updated.
 // Recency is the order of pushes; within one push, the rows it already had
 // count as updated first, in key order, then the rows it created, in key
 // order: so the state after a push depends on its set of (key, gradient)
 // rows only, never on their order in the push, and BSP runs stay bit-
-// identical. A push that carries every row of a full table cannot evict one
-// of its own rows: its new keys are dropped (counted as full_refused).
+// identical. A push never evicts one of its own rows (with LFU the victim
+// is chosen among the rows the push did not update); when every row of a
+// full table is the push's, its new keys are dropped (counted as
+// full_refused). Both rules cost O(1) an update and an eviction: LRU keeps
+// one list in update order; LFU keeps a list of count tiers in ascending
+// count, each holding its rows in update order (a tier is 20 bytes, at most
+// one per distinct count).
 //
 // Admission: with admission.min_pushes = N > 1, a key becomes a row only at
 // its N-th push; earlier pushes of it are dropped (counted) and only counted
@@ -54,7 +65,8 @@
 // updated, and which keys it evicted, since the last clear_changes() (a
 // bit per row and a list of evicted keys): what an incremental snapshot
 // (actors/core/table_delta.hpp) writes. With a capacity the changed rows are
-// exactly the most recently updated ones, the tail of the recency order.
+// exactly the most recently updated ones: with LRU the tail of the recency
+// order, with LFU the tail of each count tier.
 
 #include <cstddef>
 #include <cstdint>
@@ -65,6 +77,7 @@
 #include <vector>
 
 #include "actors/core/count_min_sketch.hpp"
+#include "actors/core/eviction_policy.hpp"
 #include "actors/core/hash_slots.hpp"
 #include "actors/core/optimizer_config.hpp"
 #include "actors/core/table_error.hpp"
@@ -89,7 +102,8 @@ struct table_config {
   uint32_t dim = 1;
   optimizer_config optimizer;  // kind sets the state layout; rates are used by apply
   slot_set slots = slot_set::all(default_slot_count);  // the slots this shard owns
-  uint64_t capacity_rows = 0;  // 0: unbounded; else evict least recently updated
+  uint64_t capacity_rows = 0;  // 0: unbounded; else evict by `eviction`
+  eviction_policy eviction = eviction_policy::least_recently_updated;  // with a capacity
   admission_filter admission;
 };
 
@@ -139,12 +153,16 @@ class embedding_table {
   const float* find_row(uint64_t key) const;
   uint64_t rows() const { return rows_; }
   table_counters counters() const;
-  // Bytes held: arena blocks, index, recency links, sketch, scratch.
+  // Bytes held: arena blocks, index, recency links, LFU count tiers, sketch, scratch.
   size_t bytes() const;
   // The keys of all rows, ascending.
   std::vector<uint64_t> keys_in_order() const;
-  // The keys from least to most recently updated (empty without capacity).
-  std::vector<uint64_t> keys_by_recency() const;
+  // The keys in eviction order, the next victim first (empty without
+  // capacity): with LRU from least to most recently updated; with LFU by
+  // update count, then from least to most recently updated.
+  std::vector<uint64_t> keys_in_eviction_order() const;
+  // The pushes that updated `key`'s row (LFU only, else 0; 0 without a row).
+  uint32_t update_count(uint64_t key) const;
 
   // Rows created or updated since the last clear_changes() (or since the
   // table was made or decoded), and keys evicted since then (in eviction
@@ -161,6 +179,7 @@ class embedding_table {
  private:
   friend class table_codec;  // actors/core/table_snapshot.cpp
   static constexpr uint32_t no_row = 0xffffffffu;
+  static constexpr uint32_t max_rows = 0xfffffffeu;  // no_row marks an empty bucket
 
   embedding_table(table_config cfg, row_initializer init);
 
@@ -191,7 +210,8 @@ class embedding_table {
   bool admit(uint64_t key);
   void apply_unbounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
   void apply_bounded(const uint64_t* keys, size_t n, const float* grads, uint64_t t);
-  uint32_t make_room(uint64_t key, size_t rows_of_this_push);
+  uint32_t make_room(uint64_t key, size_t rows_of_this_push, const uint64_t* keys);
+  uint32_t evict(uint32_t victim, uint64_t key);
   void mark_changed(uint32_t r) {
     uint64_t& w = changed_bits_[r >> 6];
     const uint64_t bit = uint64_t{1} << (r & 63);
@@ -201,16 +221,46 @@ class embedding_table {
   bool is_changed(uint32_t r) const { return (changed_bits_[r >> 6] >> (r & 63)) & 1; }
 
   // Recency list (with a capacity): prev/next row numbers in the row's
-  // header, head_ the least recently updated.
+  // header; with LRU one list, head_ the least recently updated, with LFU a
+  // list a count tier (below).
   uint32_t link(uint32_t r, int which) const;
   void set_link(uint32_t r, int which, uint32_t to);
   void link_tail(uint32_t r);
   void unlink(uint32_t r);
 
+  // LFU count tiers (with a capacity and least_frequently_updated): the
+  // tiers in ascending count from first_tier_, each with its rows in update
+  // order through the rows' links (head the least recently updated), the
+  // row's tier number in its header after the links. An empty tier goes to
+  // the free list (through `next`).
+  struct count_tier {
+    uint32_t count, head, tail, prev, next;
+  };
+  bool lfu() const {
+    return cfg_.capacity_rows > 0 && cfg_.eviction == eviction_policy::least_frequently_updated;
+  }
+  uint32_t tier_of(uint32_t r) const;
+  void tier_append(uint32_t tier, uint32_t r);
+  // Takes r out of its tier, dropping the tier when that empties it.
+  void tier_remove(uint32_t r);
+  // A new tier of `count` after tier `after` (first with no_row).
+  uint32_t make_tier(uint32_t count, uint32_t after);
+  // One more update of row r: to the tail of the tier of its count + 1.
+  void count_update(uint32_t r);
+  // Row r at the tail of the tier of `count`, found or made at or after
+  // `cursor` (no_row: from the first): rows placed in ascending count, each
+  // passing the previous call's cursor, cost O(rows + tiers) in all.
+  void place_at_count(uint32_t r, uint32_t count, uint32_t& cursor);
+  // Whether `key` is among the keys of the push being applied (seen_).
+  bool in_push(uint64_t key, const uint64_t* keys) const;
+  // The LFU victim for a push: the head of the first tier, from
+  // victim_scan_ on, whose head the push did not update (no_row if none).
+  uint32_t lfu_victim(const uint64_t* keys);
+
   table_config cfg_;
   row_initializer init_;
   uint32_t state_slots_ = 0;
-  size_t header_ = 2;  // floats before a row's values: key, and links with a capacity
+  size_t header_ = 2;  // floats before a row's values: key, links with a capacity, tier with LFU
   size_t stride_ = 0;  // floats a row: header_ + dim * (1 + state_slots)
   uint32_t block_shift_ = 0;
   uint32_t block_mask_ = 0;
@@ -244,6 +294,9 @@ class embedding_table {
   std::vector<uint32_t> index_;  // bucket -> row, no_row when empty
   uint32_t index_bits_ = 0;
   uint32_t head_ = no_row, tail_ = no_row;
+  std::vector<count_tier> tiers_;
+  uint32_t first_tier_ = no_row, free_tier_ = no_row;
+  uint32_t victim_scan_ = no_row;  // during a push's new rows: tiers before it are all the push's
   count_min_sketch sketch_;
   table_counters stats_;
   // Changes since clear_changes(): a bit per row number (grown with the

@@ -75,6 +75,7 @@ table_config shard_table_config(const shard_config& cfg, uint32_t t) {
   tc.optimizer = cfg.optimizer;
   tc.slots = owned_slots(cfg.table_slot_owners, cfg.shard);
   tc.capacity_rows = cfg.limits.capacity_rows;
+  tc.eviction = cfg.limits.eviction;
   tc.admission.min_pushes = cfg.limits.admit_after;
   return tc;
 }

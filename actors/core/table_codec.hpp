@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/core/embedding_table.hpp"
+#include "actors/core/table_delta.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "storage/crc32c.hpp"
 
@@ -147,10 +148,25 @@ struct body_sizes {
   uint64_t bitmap = 0, row = 0, rows = 0, sketch = 0, total = 0;
 };
 
+static_assert(table_snapshot_lfu_version == table_delta_lfu_version,
+              "one version number says, in both formats, that rows carry update counts");
+
+// Whether the rows carry an update count (a table with LFU eviction).
+inline bool has_counts(const header& h) { return h.version == table_snapshot_lfu_version; }
+
+// A row's bytes before its values: key, rank with a capacity, count with LFU.
+inline uint64_t row_prefix_bytes(const header& h) {
+  return 8 + (h.capacity_rows > 0 ? 4 : 0) + (has_counts(h) ? 4 : 0);
+}
+
+// The version is one this build reads (`base` or the LFU one), and LFU
+// comes with a capacity.
+table_error check_version(const header& h, uint16_t base, const char* what);
+
 inline body_sizes sizes_of(const header& h, size_t available) {
   body_sizes s;
   s.bitmap = (uint64_t{h.slot_count} + 63) / 64 * 8;
-  s.row = 8 + (h.capacity_rows > 0 ? 4 : 0) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
+  s.row = row_prefix_bytes(h) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
   // Rows that could not fit the bytes at hand mean damage; checking first
   // keeps the product below from overflowing.
   if (h.rows > available / s.row)
@@ -207,14 +223,28 @@ class table_codec {
     const char* row = reinterpret_cast<const char*>(t.row_at(r));
     for (size_t b = 0; b < t.stride_ * sizeof(float); b += 64) __builtin_prefetch(row + b);
   }
-  // Empty without a capacity (no ranks are stored then).
-  static std::vector<uint32_t> recency_ranks(const embedding_table& t) {
+  // Each row's place in the eviction order (0: the next victim; with LRU
+  // the recency rank); empty without a capacity (no ranks are stored then).
+  static std::vector<uint32_t> eviction_ranks(const embedding_table& t) {
     std::vector<uint32_t> rank(t.cfg_.capacity_rows > 0 ? t.rows_ : 0, 0);
     uint32_t next = 0;
-    if (t.cfg_.capacity_rows > 0)
-      for (uint32_t r = t.head_; r != embedding_table::no_row; r = t.link(r, 1)) rank[r] = next++;
+    if (t.lfu()) {
+      for (uint32_t k = t.first_tier_; k != no_row; k = t.tiers_[k].next)
+        for (uint32_t r = t.tiers_[k].head; r != no_row; r = t.link(r, 1)) rank[r] = next++;
+    } else if (t.cfg_.capacity_rows > 0) {
+      for (uint32_t r = t.head_; r != no_row; r = t.link(r, 1)) rank[r] = next++;
+    }
     return rank;
   }
+  static bool lfu(const embedding_table& t) { return t.lfu(); }
+  // Row r's update count (LFU only).
+  static uint32_t update_count(const embedding_table& t, uint32_t r) {
+    return t.tiers_[t.tier_of(r)].count;
+  }
+  // The LFU tiers, ascending, and the rows of one, oldest first.
+  static uint32_t first_tier(const embedding_table& t) { return t.first_tier_; }
+  static uint32_t next_tier(const embedding_table& t, uint32_t k) { return t.tiers_[k].next; }
+  static uint32_t tier_tail(const embedding_table& t, uint32_t k) { return t.tiers_[k].tail; }
   static const float* values(const embedding_table& t, uint32_t r) {
     return t.row_at(r) + t.header_;
   }
@@ -240,9 +270,16 @@ class table_codec {
   // Asks for the index buckets and rows of up to embedding_table::prefetch_chunk keys.
   static void prefetch_keys(const embedding_table& t, const uint64_t* keys, size_t n) { t.prefetch(keys, n); }
   static constexpr size_t prefetch_chunk = embedding_table::prefetch_chunk;
-  // Writes row r (or, for no_row, a new row of `key`) and makes it the most
-  // recently updated.
-  static void put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values);
+  // Writes row r (or, for no_row, a new row of `key`) and, with LRU, makes
+  // it the most recently updated; returns its row number. With LFU the
+  // caller places it (place_at_count), r having been detached first.
+  static uint32_t put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values);
+  // LFU: takes row r out of its tier; puts it at the tail of the tier of
+  // `count` (embedding_table::place_at_count: ascending counts, one cursor).
+  static void detach(embedding_table& t, uint32_t r) { t.tier_remove(r); }
+  static void place_at_count(embedding_table& t, uint32_t r, uint32_t count, uint32_t& cursor) {
+    t.place_at_count(r, count, cursor);
+  }
   static count_min_sketch& sketch(embedding_table& t) { return t.sketch_; }
   static table_counters& stats(embedding_table& t) { return t.stats_; }
   static constexpr uint32_t no_row = embedding_table::no_row;

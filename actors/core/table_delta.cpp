@@ -21,8 +21,10 @@ std::vector<uint32_t> table_codec::changed_row_numbers(const embedding_table& t)
 }
 
 void table_codec::remove_row(embedding_table& t, uint32_t r) {
-  const bool bounded = t.cfg_.capacity_rows > 0;
-  if (bounded)
+  const bool lfu = t.lfu(), bounded = t.cfg_.capacity_rows > 0 && !lfu;  // bounded: the LRU list
+  if (lfu)
+    t.tier_remove(r);
+  else if (bounded)
     t.unlink(r);
   t.index_erase(t.key_at(r));
   const uint32_t last = t.rows_ - 1;
@@ -45,19 +47,32 @@ void table_codec::remove_row(embedding_table& t, uint32_t r) {
       else
         t.tail_ = r;
     }
+    if (lfu) {
+      auto& tier = t.tiers_[t.tier_of(r)];
+      uint32_t p = t.link(r, 0), n = t.link(r, 1);
+      if (p != embedding_table::no_row)
+        t.set_link(p, 1, r);
+      else
+        tier.head = r;
+      if (n != embedding_table::no_row)
+        t.set_link(n, 0, r);
+      else
+        tier.tail = r;
+    }
   }
   --t.rows_;
 }
 
-void table_codec::put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values) {
-  const bool bounded = t.cfg_.capacity_rows > 0;
+uint32_t table_codec::put_row_at(embedding_table& t, uint32_t r, uint64_t key, const float* values) {
+  const bool listed = t.cfg_.capacity_rows > 0 && !t.lfu();  // the LRU list
   if (r == embedding_table::no_row)
     r = t.append_row(key);
-  else if (bounded)
+  else if (listed)
     t.unlink(r);
   std::memcpy(t.row_at(r) + t.header_, values, size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float));
-  if (bounded)
+  if (listed)
     t.link_tail(r);
+  return r;
 }
 
 namespace {
@@ -70,7 +85,7 @@ struct delta_sizes {
 
 delta_sizes delta_sizes_of(const header& h, uint64_t changed, uint64_t removed, uint64_t available) {
   delta_sizes s;
-  s.row = 8 + (h.capacity_rows > 0 ? 4 : 0) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
+  s.row = row_prefix_bytes(h) + uint64_t{h.dim} * (1 + uint64_t{h.state_slots}) * 4;
   if (changed > available / s.row || removed > available / 8)
     return s;
   const uint64_t bitmap = (uint64_t{h.slot_count} + 63) / 64 * 8;
@@ -79,10 +94,28 @@ delta_sizes delta_sizes_of(const header& h, uint64_t changed, uint64_t removed, 
   return s;
 }
 
+// LFU: the changed rows, tier by tier in ascending count, each tier's
+// oldest first. They are the tail of their tier (appended since the mark,
+// the unchanged rows before it), found walking back from each tail.
+std::vector<uint32_t> changed_in_tiers(const embedding_table& t) {
+  std::vector<uint32_t> rows;
+  rows.reserve(t.changed_rows());
+  for (uint32_t k = table_codec::first_tier(t); k != table_codec::no_row; k = table_codec::next_tier(t, k)) {
+    const size_t from = rows.size();
+    for (uint32_t r = table_codec::tier_tail(t, k); r != table_codec::no_row && table_codec::is_changed(t, r);
+         r = table_codec::previous(t, r))
+      rows.push_back(r);
+    std::reverse(rows.begin() + static_cast<std::ptrdiff_t>(from), rows.end());
+  }
+  if (rows.size() != t.changed_rows())
+    throw std::logic_error("table '" + t.name() + "': its changed rows are not the most recent ones of their counts");
+  return rows;
+}
+
 header delta_header_of(const embedding_table& t) {
   header h = header_of(t);
   h.magic = table_delta_magic;
-  h.version = table_delta_version;
+  h.version = table_codec::lfu(t) ? table_delta_lfu_version : table_delta_version;
   h.evictions = table_codec::stats(t).evictions;
   h.admissions_refused = table_codec::stats(t).admissions_refused;
   h.full_refused = table_codec::stats(t).full_refused;
@@ -96,8 +129,10 @@ table_delta_plan plan_table_delta(const embedding_table& t) {
     throw std::logic_error("table '" + t.name() + "': its changes since the last snapshot were not all kept");
   table_delta_plan plan;
   const uint64_t n = t.changed_rows();
-  std::vector<uint32_t> rows;  // changed row numbers; with a capacity in recency order, oldest first
-  if (t.config().capacity_rows > 0) {
+  std::vector<uint32_t> rows;  // changed row numbers; with a capacity in eviction order, first to go first
+  if (table_codec::lfu(t)) {
+    rows = changed_in_tiers(t);
+  } else if (t.config().capacity_rows > 0) {
     rows.resize(n);
     uint32_t r = table_codec::tail(t);
     for (uint64_t i = 0; i < n; ++i, r = table_codec::previous(t, r)) {
@@ -113,6 +148,8 @@ table_delta_plan plan_table_delta(const embedding_table& t) {
   plan.changed = sorted_by_key(keys);  // (key, position in `rows`)
   if (t.config().capacity_rows > 0)
     for (auto& [key, at] : plan.changed) plan.ranks.push_back(at);  // the position is the rank
+  if (table_codec::lfu(t))
+    for (auto& [key, at] : plan.changed) plan.counts.push_back(table_codec::update_count(t, rows[at]));
   for (auto& [key, at] : plan.changed) at = rows[at];
   plan.removed = t.evicted_keys();
   std::sort(plan.removed.begin(), plan.removed.end());
@@ -152,6 +189,8 @@ uint32_t encode_table_delta_into(const embedding_table& t, const table_delta_pla
     w.put(plan.changed[i].first);
     if (h.capacity_rows > 0)
       w.put(plan.ranks[i]);
+    if (has_counts(h))
+      w.put(plan.counts[i]);
     w.put_bytes(table_codec::values(t, plan.changed[i].second), row_bytes);
   }
   for (uint64_t k : plan.removed) w.put(k);
@@ -181,9 +220,8 @@ table_error read_delta_header(const unsigned char* data, size_t n, header& h, ta
   h = get_header(in);
   if (h.magic != table_delta_magic)
     return damage(table_errc::malformed, "not a table delta (magic " + std::to_string(h.magic) + ")");
-  if (h.version != table_delta_version)
-    return damage(table_errc::malformed, "delta format version " + std::to_string(h.version) +
-                                             " (this build reads " + std::to_string(table_delta_version) + ")");
+  if (auto e = check_version(h, table_delta_version, "delta format"))
+    return e;
   if (auto e = check_header_fields(h))
     return e;
   c.changed = in.get<uint64_t>();
@@ -202,7 +240,8 @@ table_error read_delta_header(const unsigned char* data, size_t n, header& h, ta
 struct delta_body {
   std::vector<uint64_t> keys;
   std::vector<const unsigned char*> values;  // per changed row (unaligned)
-  std::vector<uint32_t> by_rank;             // with a capacity: changed row indices, oldest first
+  std::vector<uint32_t> by_rank;             // with a capacity: changed row indices, first to go first
+  std::vector<uint32_t> counts;              // with LFU: per changed row
   std::vector<uint64_t> removed;
 };
 
@@ -228,6 +267,11 @@ table_error check_rows(reader& in, const header& h, const table_delta_counts& c,
                                                       std::to_string(key) + " is out of range or repeated");
       out.by_rank[rank] = static_cast<uint32_t>(i);
     }
+    if (has_counts(h)) {
+      out.counts.push_back(in.get<uint32_t>());
+      if (out.counts.back() == 0)
+        return damage(table_errc::count_mismatch, "delta: update count 0 of key " + std::to_string(key));
+    }
     std::memcpy(row.data(), in.at, floats * sizeof(float));
     if (!all_finite(row.data(), floats))
       return damage(table_errc::non_finite, "delta: row of key " + std::to_string(key) + " holds NaN or Inf");
@@ -246,7 +290,37 @@ table_error check_rows(reader& in, const header& h, const table_delta_counts& c,
       return damage(table_errc::duplicate_key, "delta: key " + std::to_string(key) + " both changed and removed");
     out.removed.push_back(key);
   }
+  for (size_t j = 1; j < out.counts.size(); ++j)
+    if (out.counts[out.by_rank[j]] < out.counts[out.by_rank[j - 1]])
+      return damage(table_errc::count_mismatch, "delta: update count " + std::to_string(out.counts[out.by_rank[j]]) +
+                                                    " at rank " + std::to_string(j) + " is below the one before it");
   return {};
+}
+
+// Writes the changed rows, `at` their places (no_row: new): with a capacity
+// in rank order, each becoming the most recently updated (with LFU: of its
+// count; all leave their tiers first, so that each goes to its tier's tail
+// in rank order: ascending counts, one pass over the tiers), else in key
+// order. Rows are scattered in memory: each is asked for a few writes ahead.
+void write_rows(embedding_table& t, const header& h, const delta_body& body, const std::vector<uint32_t>& at) {
+  const bool lfu = has_counts(h), ranked = h.capacity_rows > 0;
+  const size_t count = body.keys.size();
+  if (lfu)
+    for (size_t i = 0; i < count; ++i)
+      if (at[i] != table_codec::no_row)
+        table_codec::detach(t, at[i]);
+  auto nth = [&](size_t j) -> size_t { return ranked ? body.by_rank[j] : j; };
+  std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
+  uint32_t cursor = table_codec::no_row;
+  for (size_t j = 0; j < count; ++j) {
+    if (j + rows_ahead < count && at[nth(j + rows_ahead)] != table_codec::no_row)
+      table_codec::prefetch(t, at[nth(j + rows_ahead)]);
+    const size_t i = nth(j);
+    std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
+    const uint32_t r = table_codec::put_row_at(t, at[i], body.keys[i], row.data());
+    if (lfu)
+      table_codec::place_at_count(t, r, body.counts[i], cursor);
+  }
 }
 
 }  // namespace
@@ -305,31 +379,7 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
     }
   if (moved)
     for (size_t i = 0; i < keys.size(); ++i) at[i] = table_codec::find(t, keys[i]);
-  std::vector<float> row(size_t{h.dim} * (1 + h.state_slots));
-  auto put = [&](size_t i) {
-    std::memcpy(row.data(), body.values[i], row.size() * sizeof(float));
-    table_codec::put_row_at(t, at[i], keys[i], row.data());
-  };
-  // Rows are written in rank or key order, scattered in memory: each is
-  // asked for a few writes ahead.
-  auto ask = [&](size_t i) {
-    if (at[i] != table_codec::no_row)
-      table_codec::prefetch(t, at[i]);
-  };
-  const size_t count = keys.size();
-  if (h.capacity_rows > 0) {
-    for (size_t j = 0; j < count; ++j) {
-      if (j + rows_ahead < count)
-        ask(body.by_rank[j + rows_ahead]);
-      put(body.by_rank[j]);
-    }
-  } else {
-    for (size_t i = 0; i < count; ++i) {
-      if (i + rows_ahead < count)
-        ask(i + rows_ahead);
-      put(i);
-    }
-  }
+  write_rows(t, h, body, at);
   if (h.min_pushes > 1) {
     auto& counters = table_codec::sketch(t).counters();
     std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));

@@ -5,17 +5,20 @@
 // one (actors/core/shard_snapshot.hpp), and applying it to the table as it
 // was at that mark (the parent's restored table). Pure functions.
 //
-// Layout (little-endian, fixed widths; format version 1):
+// Layout (little-endian, fixed widths; format version 1, or 2 for a table
+// with least-frequently-updated eviction):
 //   header, 104 bytes: the 88 bytes of a full table snapshot's header
 //     (table_snapshot.hpp) with magic "KEELTDLT", `rows` the table's row
 //     count once the delta is applied and the counters as of the delta;
 //     then 88 u64 changed rows, 96 u64 removed keys;
 //   the name; the owned-slot bitmap (as in a full snapshot);
 //   the changed rows (created or updated since the mark) in ascending key
-//   order, each: u64 key, with a capacity a u32 recency rank among the
-//   changed rows (0 = the least recently updated of them: every changed row
-//   is more recent than every unchanged one), dim f32 values, then state
-//   slots x dim f32;
+//   order, each: u64 key, with a capacity a u32 eviction rank among the
+//   changed rows (0 = the first to go of them; with LRU the least recently
+//   updated: every changed row is more recent than every unchanged one), in
+//   version 2 a u32 update count (>= 1, not decreasing in rank order: a
+//   changed row follows the unchanged rows of its count), dim f32 values,
+//   then state slots x dim f32;
 //   the removed keys (evicted since the mark and without a row now),
 //   ascending, u64 each;
 //   with admission (min_pushes > 1) the whole sketch, as in a full snapshot;
@@ -25,14 +28,15 @@
 // table: damage (malformed, count_mismatch, crc_mismatch), the shape against
 // the table's configuration (table_snapshot.hpp's errors), the rows (keys
 // ascending, duplicate_key, key_outside_slots, non_finite, ranks a
-// permutation), removed keys ascending, in the slots and not among the
-// changed rows, and that the table would then hold the header's row count
+// permutation, counts >= 1 and not decreasing in rank order), removed keys
+// ascending, in the slots and not among the changed rows, and that the
+// table would then hold the header's row count
 // (count_mismatch otherwise, naming both: a delta applied to a table other
 // than its parent's is found out when that count differs; the guard that it
 // is the parent is the chain's file linkage, storage's check). Then it
 // applies: removed rows go, changed rows are written (created where the
-// table has none) and become the most recently updated, in rank order. A
-// refused delta leaves the table as it was.
+// table has none) and become the most recently updated (with LFU: of their
+// count), in rank order. A refused delta leaves the table as it was.
 
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +49,8 @@
 namespace keel {
 
 constexpr uint64_t table_delta_magic = 0x4b45454c54444c54ULL;  // "KEELTDLT"
-constexpr uint16_t table_delta_version = 1;
+constexpr uint16_t table_delta_version = 1;      // unbounded or LRU tables
+constexpr uint16_t table_delta_lfu_version = 2;  // LFU tables: rows carry update counts
 constexpr size_t table_delta_header_bytes = 104;
 
 // What a delta of a table will hold, gathered once: its length is needed
@@ -53,6 +58,7 @@ constexpr size_t table_delta_header_bytes = 104;
 struct table_delta_plan {
   std::vector<std::pair<uint64_t, uint32_t>> changed;  // (key, row number), ascending keys
   std::vector<uint32_t> ranks;                         // per changed row, with a capacity
+  std::vector<uint32_t> counts;                        // per changed row, with LFU
   std::vector<uint64_t> removed;                       // ascending
   uint64_t bytes = 0;                                  // of the encoded delta
 };

@@ -57,6 +57,8 @@ namespace table_wire {
 header header_of(const embedding_table& t) {
   const table_config& c = t.config();
   header h;
+  if (table_codec::lfu(t))
+    h.version = table_snapshot_lfu_version;
   h.optimizer = static_cast<uint8_t>(c.optimizer.kind);
   h.dim = c.dim;
   h.state_slots = t.state_slots();
@@ -86,7 +88,8 @@ uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
   put_header(w, h);
   w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
   for (uint64_t word : t.cfg_.slots.words()) w.put(word);
-  const auto ranks = recency_ranks(t);
+  const auto ranks = eviction_ranks(t);
+  const bool counts = has_counts(h);
   const size_t row_bytes = size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float);
   const auto order = rows_by_key(t);
   for (size_t i = 0; i < order.size(); ++i) {
@@ -96,6 +99,8 @@ uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
     w.put(key);
     if (h.capacity_rows > 0)
       w.put(ranks[r]);
+    if (counts)
+      w.put(update_count(t, r));
     w.put_bytes(values(t, r), row_bytes);
   }
   if (h.min_pushes > 1)
@@ -136,11 +141,12 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
   t.reserve_rows(rows);  // the index sized once, not grown (and rehashed) row by row
   const table_config& c = t.cfg_;
   const size_t floats = size_t{c.dim} * (1 + t.state_slots_);
-  const bool bounded = c.capacity_rows > 0;
+  const bool bounded = c.capacity_rows > 0, lfu = t.lfu();
   std::vector<uint32_t> row_of_rank(bounded ? rows : 0, embedding_table::no_row);
+  std::vector<uint32_t> count_of_rank(lfu ? rows : 0);
   // Rows are stored one after the other: the index bucket of the key a few
   // rows ahead is asked for while this one is inserted (a cache miss each).
-  const size_t stride = 8 + (bounded ? 4 : 0) + floats * sizeof(float);
+  const size_t stride = 8 + (bounded ? 4 : 0) + (lfu ? 4 : 0) + floats * sizeof(float);
   constexpr uint64_t ahead = 16;
   for (uint64_t i = 0; i < rows; ++i) {
     if (i + ahead < rows) {
@@ -165,6 +171,12 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
       return damage(table_errc::count_mismatch, "recency rank " + std::to_string(rank) +
                                                     " of key " + std::to_string(key) +
                                                     " is out of range or repeated");
+    if (lfu) {
+      count_of_rank[rank] = in.get<uint32_t>();
+      if (count_of_rank[rank] == 0)
+        return damage(table_errc::count_mismatch,
+                      "update count 0 of key " + std::to_string(key) + " (a row has at least 1)");
+    }
     uint32_t r = t.append_row(key);  // rows arrive in key order: row i is the i-th key
     float* v = t.row_at(r) + t.header_;
     std::memcpy(v, in.at, floats * sizeof(float));
@@ -175,7 +187,19 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
     if (bounded)
       row_of_rank[rank] = r;
   }
-  for (uint32_t r : row_of_rank) t.link_tail(r);
+  if (!lfu) {
+    for (uint32_t r : row_of_rank) t.link_tail(r);
+    return {};
+  }
+  uint32_t cursor = embedding_table::no_row;
+  for (uint64_t i = 0; i < rows; ++i) {
+    if (i > 0 && count_of_rank[i] < count_of_rank[i - 1])
+      return damage(table_errc::count_mismatch,
+                    "update count " + std::to_string(count_of_rank[i]) + " at eviction rank " +
+                        std::to_string(i) + " is below the " +
+                        std::to_string(count_of_rank[i - 1]) + " before it");
+    t.place_at_count(row_of_rank[i], count_of_rank[i], cursor);
+  }
   return {};
 }
 
@@ -203,10 +227,8 @@ table_error check_intact(const unsigned char* data, size_t n, header& h) {
   if (h.magic != table_snapshot_magic)
     return damage(table_errc::malformed,
                   "not a table snapshot (magic " + std::to_string(h.magic) + ")");
-  if (h.version != table_snapshot_version)
-    return damage(table_errc::malformed, "format version " + std::to_string(h.version) +
-                                             " (this build reads " +
-                                             std::to_string(table_snapshot_version) + ")");
+  if (auto e = check_version(h, table_snapshot_version, "format"))
+    return e;
   if (auto e = check_header_fields(h))
     return e;
   const size_t body = n - table_snapshot_header_bytes - 4;
@@ -230,6 +252,17 @@ table_error check_intact(const unsigned char* data, size_t n, header& h) {
 }  // namespace
 
 namespace table_wire {
+
+table_error check_version(const header& h, uint16_t base, const char* what) {
+  if (h.version != base && h.version != table_snapshot_lfu_version)
+    return damage(table_errc::malformed, std::string(what) + " version " + std::to_string(h.version) +
+                                             " (this build reads " + std::to_string(base) + " and " +
+                                             std::to_string(table_snapshot_lfu_version) + ")");
+  if (has_counts(h) && h.capacity_rows == 0)
+    return damage(table_errc::malformed, std::string(what) + " version " + std::to_string(h.version) +
+                                             " (update counts for LFU eviction) without a capacity");
+  return {};
+}
 
 table_error check_header_fields(const header& h) {
   if (h.optimizer > static_cast<uint8_t>(optimizer_kind::adam) ||
@@ -272,6 +305,14 @@ table_error check_shape(const header& h, const std::string& name,
   }
   if (h.capacity_rows != c.capacity_rows)
     return mismatch(table_errc::options_mismatch, "capacity", h.capacity_rows, c.capacity_rows);
+  const auto evicts = [](bool lfu) {
+    return long_name(lfu ? eviction_policy::least_frequently_updated
+                         : eviction_policy::least_recently_updated);
+  };
+  if (h.capacity_rows > 0 && has_counts(h) != table_codec::lfu(t))
+    return table_error(table_errc::options_mismatch,
+                       std::string("table snapshot: of a table evicting the ") + evicts(has_counts(h)) +
+                           " row, the shard's table evicts the " + evicts(table_codec::lfu(t)));
   const auto& a = c.admission;
   bool filtered = a.min_pushes > 1;
   if (h.min_pushes != a.min_pushes ||

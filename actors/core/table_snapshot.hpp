@@ -6,7 +6,8 @@
 // Data under Cap'n Proto's 512 MiB limit; the section carries its own
 // CRC32C (storage/crc32c.hpp), so it is checked whatever carries it.
 //
-// Layout (little-endian, fixed widths; format version 1):
+// Layout (little-endian, fixed widths; format version 1, or 2 for a table
+// with least-frequently-updated eviction, whose rows also carry a count):
 //   header, 88 bytes:
 //     0 u64 magic "KEELTABL"   8 u16 version   10 u8 dtype (0 float32)
 //    11 u8 optimizer kind (0 sgd, 1 momentum, 2 adagrad, 3 adam)
@@ -17,8 +18,10 @@
 //    80 u64 full_refused
 //   the name; the owned-slot bitmap (ceil(slots / 64) u64, as slot_set);
 //   the rows in ascending key order, each: u64 key, with a capacity a u32
-//   recency rank (0 = least recently updated), dim f32 values, then
-//   state slots x dim f32 (slot by slot); with admission (min_pushes > 1) the
+//   eviction rank (0 = the next victim: with LRU the least recently
+//   updated), in version 2 a u32 update count (>= 1, not decreasing in
+//   eviction order: LFU's order is by count, then recency), dim f32 values,
+//   then state slots x dim f32 (slot by slot); with admission (min_pushes > 1) the
 //   sketch's depth x width u16 counters; last a u32 CRC32C of every byte
 //   before it.
 //
@@ -27,8 +30,10 @@
 // length or each other; crc_mismatch), then the shape against the restoring
 // shard's table_config (dtype_mismatch, name_mismatch, dim_mismatch,
 // optimizer_mismatch, slots_mismatch: slot count or owned slots,
-// options_mismatch: capacity or admission), then the rows (keys ascending,
-// duplicate_key, key_outside_slots, non_finite values or state). It never
+// options_mismatch: capacity, eviction policy or admission), then the rows
+// (keys ascending, duplicate_key, key_outside_slots, non_finite values or
+// state, count_mismatch: ranks not a permutation, counts 0 or out of
+// order). It never
 // returns a table built from bytes that failed a check. Pure functions.
 
 #include <array>
@@ -43,7 +48,8 @@
 namespace keel {
 
 constexpr uint64_t table_snapshot_magic = 0x4b45454c5441424cULL;  // "KEELTABL"
-constexpr uint16_t table_snapshot_version = 1;
+constexpr uint16_t table_snapshot_version = 1;      // unbounded or LRU tables
+constexpr uint16_t table_snapshot_lfu_version = 2;  // LFU tables: rows carry update counts
 constexpr size_t table_snapshot_header_bytes = 88;
 
 // The length of `table`'s snapshot in bytes.

@@ -55,6 +55,9 @@ caf::error check(const placed_job_config& c) {
   if ((limits.capacity_rows > 0 || limits.admit_after > 1) && c.training_model->layout().tables().empty())
     return bad("job: table limits (a capacity or an admission filter) for " + c.training_model->name() +
                ", a model without embedding tables");
+  if (limits.eviction != eviction_policy::least_recently_updated && limits.capacity_rows == 0)
+    return bad(std::string("job: table eviction ") + to_string(limits.eviction) +
+               " without a capacity (nothing is evicted from unbounded tables)");
   if (limits.admit_after > max_admit_after)
     return bad("job: admission after " + std::to_string(limits.admit_after) + " pushes: at most " +
                std::to_string(max_admit_after));

@@ -93,6 +93,10 @@ std::string run_configuration(const job_config& cfg) {
   if (t.tables.capacity_rows > 0 || t.tables.admit_after > 1)
     field("table_limits", "capacity " + std::to_string(t.tables.capacity_rows) + " rows, admission after " +
                               std::to_string(std::max<uint32_t>(1, t.tables.admit_after)) + " pushes");
+  // Its own line, and only when it is not the default: LRU runs' identities
+  // stay as they were. Without a capacity nothing is evicted.
+  if (t.tables.capacity_rows > 0 && t.tables.eviction != eviction_policy::least_recently_updated)
+    field("table_eviction", to_string(t.tables.eviction));
   return out;
 }
 

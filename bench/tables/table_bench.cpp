@@ -10,6 +10,10 @@
 // Each run starts from empty tables, so row creation is in the figures;
 // runs alternate keel and the map; the median is printed. After each run the
 // bench checks that both hold the same rows (values and state) bit for bit.
+// Then keel alone with a capacity, d = 16 AdaGrad, least recently (lru) and
+// least frequently (lfu) updated eviction: once with a capacity the run never
+// reaches (what the bounds cost in memory: recency links, and LFU's count
+// tier a row) and once with a quarter of the rows (what evicting costs).
 // Usage: table_bench [pushes=300] [runs=3] [vocabulary=10000000]
 #include <malloc.h>
 
@@ -138,16 +142,20 @@ void plain_pull(const plain_map& m, const push& p, uint32_t d, float* out) {
 
 struct figures {
   double push_rows_per_s = 0, pull_rows_per_s = 0, heap_bytes = 0, reported_bytes = 0, rows = 0;
+  double evictions = 0;
 };
 
 figures run_keel(const std::vector<push>& pushes, const optimizer_config& c, uint32_t d,
-                 std::vector<float>& out, std::optional<embedding_table>& keep) {
+                 std::vector<float>& out, std::optional<embedding_table>& keep, uint64_t capacity = 0,
+                 eviction_policy eviction = eviction_policy::least_recently_updated) {
   figures f;
   size_t heap0 = heap_bytes();
   table_config cfg;
   cfg.name = "bench";
   cfg.dim = d;
   cfg.optimizer = c;
+  cfg.capacity_rows = capacity;
+  cfg.eviction = eviction;
   auto made = embedding_table::make(cfg, init_row);
   if (!made) {
     std::fprintf(stderr, "table_bench: %s\n", describe(made.error()).c_str());
@@ -168,6 +176,7 @@ figures run_keel(const std::vector<push>& pushes, const optimizer_config& c, uin
   f.heap_bytes = static_cast<double>(heap_bytes() - heap0);
   f.reported_bytes = static_cast<double>(keep->bytes());
   f.rows = static_cast<double>(keep->rows());
+  f.evictions = static_cast<double>(keep->counters().evictions);
   t0 = steady::now();
   for (const push& p : pushes)
     (void)keep->pull(p.keys.data(), p.keys.size(), out.data(), p.keys.size() * d);
@@ -203,6 +212,43 @@ bool same_rows(const embedding_table& t, const plain_map& m, uint32_t d, uint32_
       return false;
   }
   return true;
+}
+
+double median_of(const std::vector<figures>& v, double figures::*field) {
+  std::vector<double> x;
+  for (const auto& f : v) x.push_back(f.*field);
+  return median(x);
+}
+
+// keel with a capacity, LRU beside LFU (see the top of the file).
+void bounded(size_t pushes_n, size_t runs, uint64_t vocabulary) {
+  const uint32_t d = 16;
+  auto pushes = zipf_pushes(pushes_n, vocabulary, d);
+  size_t widest = 0;
+  for (const auto& p : pushes) widest = std::max(widest, p.keys.size());
+  std::vector<float> out(widest * d);
+  optimizer_config c;
+  c.kind = optimizer_kind::adagrad;
+  c.lr = 0.05f;
+  std::optional<embedding_table> unbounded;
+  const double all_rows = run_keel(pushes, c, d, out, unbounded).rows;
+  unbounded.reset();
+  std::printf("\nd = 16 adagrad with a capacity (%.0f rows without one)\n", all_rows);
+  std::printf("%-8s %-10s %8s %12s %10s %9s %9s\n", "eviction", "capacity", "rows", "keel push/s", "evictions",
+              "keel B/B", "(bytes())");
+  for (uint64_t capacity : {uint64_t{1} << 30, static_cast<uint64_t>(all_rows / 4)})
+    for (auto policy : {eviction_policy::least_recently_updated, eviction_policy::least_frequently_updated}) {
+      std::vector<figures> k(runs);
+      for (size_t r = 0; r < runs; ++r) {
+        std::optional<embedding_table> table;
+        k[r] = run_keel(pushes, c, d, out, table, capacity, policy);
+      }
+      const double payload = median_of(k, &figures::rows) * d * 2 * sizeof(float);
+      std::printf("%-8s %-10llu %8.0f %12.3g %10.0f %9.2f %9.2f\n", to_string(policy),
+                  static_cast<unsigned long long>(capacity), median_of(k, &figures::rows),
+                  median_of(k, &figures::push_rows_per_s), median_of(k, &figures::evictions),
+                  median_of(k, &figures::heap_bytes) / payload, median_of(k, &figures::reported_bytes) / payload);
+    }
 }
 
 }  // namespace
@@ -261,5 +307,6 @@ int main(int argc, char** argv) {
         std::printf("  (keel's rows differ from the map's)\n");
     }
   }
+  bounded(static_cast<size_t>(pushes_arg), static_cast<size_t>(runs), static_cast<uint64_t>(vocabulary));
   return 0;
 }

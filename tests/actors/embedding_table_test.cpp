@@ -188,12 +188,12 @@ TEST_CASE("a full table evicts the least recently updated row, a push's rows ord
   apply({2, 1}, 1);  // recency: 1 2
   apply({4, 3}, 2);  // 1 2 3 4
   apply({2}, 3);     // 1 3 4 2
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{1, 3, 4, 2});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{1, 3, 4, 2});
   apply({5}, 4);  // evicts 1
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{3, 4, 2, 5});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{3, 4, 2, 5});
   // Existing rows first (by key), then the new ones (by key): 7 and 6 evict 3 and 4.
   apply({7, 5, 6}, 5);
-  CHECK(table->keys_by_recency() == std::vector<uint64_t>{2, 5, 6, 7});
+  CHECK(table->keys_in_eviction_order() == std::vector<uint64_t>{2, 5, 6, 7});
   CHECK(table->counters().evictions == 3);
   CHECK(table->find_row(1) == nullptr);
   // An evicted key reads its initial value again.
@@ -219,7 +219,7 @@ TEST_CASE("eviction depends on each push's set of rows, not on their order in th
     REQUIRE(!b->apply(q.keys.data(), q.keys.size(), q.grads.data(), q.grads.size(), t));
   }
   CHECK(a->counters().evictions > 0);
-  CHECK(a->keys_by_recency() == b->keys_by_recency());
+  CHECK(a->keys_in_eviction_order() == b->keys_in_eviction_order());
   CHECK(encode_table(*a) == encode_table(*b));
 }
 
@@ -281,11 +281,14 @@ TEST_CASE("a small admission sketch admits every key by its N-th push at the lat
 
 TEST_CASE("rows of d = 16 with AdaGrad or Adam take at most 1.3 times their values and state") {
   for (auto kind : {optimizer_kind::adagrad, optimizer_kind::adam})
-    for (uint64_t capacity : {uint64_t{0}, uint64_t{1} << 30}) {
+    for (int bound = 0; bound < 3; ++bound) {  // none, LRU, LFU (its count tier a row: 4 bytes more)
+      const uint64_t capacity = bound > 0 ? uint64_t{1} << 30 : 0;
       optimizer_config o;
       o.kind = kind;
       table_config c = config_of("big", 16, o);
       c.capacity_rows = capacity;
+      if (bound == 2)
+        c.eviction = eviction_policy::least_frequently_updated;
       auto table = embedding_table::make(c, test_init);
       REQUIRE(table);
       std::mt19937_64 rng(1);
@@ -297,7 +300,8 @@ TEST_CASE("rows of d = 16 with AdaGrad or Adam take at most 1.3 times their valu
           static_cast<double>(table->rows()) * 16 * (1 + table->state_slots()) * sizeof(float);
       double ratio = static_cast<double>(table->bytes()) / payload;
       MESSAGE(std::string(to_string(kind))
-              << (capacity ? " with a capacity" : "") << ": " << table->rows() << " rows, " << ratio
+              << (capacity ? std::string(" with a capacity, ") + to_string(c.eviction) : std::string())
+              << ": " << table->rows() << " rows, " << ratio
               << " bytes per byte of values and state");
       CHECK(ratio <= 1.3);
     }

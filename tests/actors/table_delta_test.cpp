@@ -38,7 +38,7 @@ embedding_table decoded(const std::vector<unsigned char>& b, const table_config&
 void same_table(const embedding_table& a, const embedding_table& b) {
   CHECK(content_sha256(a) == content_sha256(b));
   CHECK(encode_table(a) == encode_table(b));  // state, recency ranks, sketch, counters too
-  CHECK(a.keys_by_recency() == b.keys_by_recency());
+  CHECK(a.keys_in_eviction_order() == b.keys_in_eviction_order());
 }
 
 table_config bounded_config() {
@@ -130,7 +130,7 @@ TEST_CASE("evicted rows are removed by the delta, and an evicted key pushed agai
   auto restored = decoded(base, c);
   REQUIRE(!apply_table_delta(restored, delta.data(), delta.size()));
   same_table(restored, *t);
-  CHECK(restored.keys_by_recency() == std::vector<uint64_t>{4, 5, 6, 1});
+  CHECK(restored.keys_in_eviction_order() == std::vector<uint64_t>{4, 5, 6, 1});
 }
 
 TEST_CASE("a delta that is damaged, or applied to another parent or table, is refused by name") {

@@ -70,7 +70,7 @@ TEST_CASE("a restored table holds the same bytes and continues bit-identically")
   REQUIRE(restored);
   CHECK(encode_table(*restored) == bytes);
   CHECK(content_sha256(*restored) == content_sha256(original));
-  CHECK(restored->keys_by_recency() == original.keys_by_recency());
+  CHECK(restored->keys_in_eviction_order() == original.keys_in_eviction_order());
   auto a = original.counters(), b = restored->counters();
   CHECK(a.rows == b.rows);
   CHECK(a.evictions == b.evictions);

@@ -111,6 +111,8 @@ TEST_CASE("every command rejects a bad flag, a missing or bad value with one lin
     {"train --fault-rate 1e9", "keel train: --fault-rate: '1e9' is too large (at most 100)"},
     {"train --table-capacity 10", "keel train: --table-capacity: is for models with embedding tables, and mnist-mlp has none"},
     {"train --model ctr-lr --admit-after 70000", "keel train: --admit-after: '70000' is too large (at most 65535)"},
+    {"train --model ctr-lr --table-capacity 10 --table-eviction lfr", "keel train: --table-eviction: 'lfr': say lru or lfu"},
+    {"train --model ctr-lr --table-eviction lfu", "keel train: --table-eviction: needs --table-capacity"},
     {"train stray", "keel train: unexpected argument 'stray'"},
     {"chaos --seeds many", "keel chaos: --seeds: 'many' is not a number"},
     {"chaos --steps 5", "keel chaos: --steps: '5' is too small (at least 20)"},
@@ -238,6 +240,7 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   // 26 tables of at most 100 rows on each of 2 shards, most of 10 x 2 x 32 x 26 keys evicted again.
   CHECK(has(all, "keel train: 26 embedding tables, 5200 rows, "));
   CHECK(has(all, "bytes a byte); rows evicted "));
+  CHECK(has(all, " (least recently updated first), pushed rows refused"));
   auto report = cli::read_report(dir.path() / "r.json");
   REQUIRE_MESSAGE(report, describe(report.error()));
   REQUIRE(report->tables.size() == 26);
@@ -246,6 +249,25 @@ TEST_CASE("keel train of a model with embedding tables trains on the shards and 
   auto metrics = slurp(dir.path() / "m.jsonl");
   CHECK(has(metrics, "keel_table_evictions_total"));
   CHECK(has(metrics, "\"ctr_lr.c26\": 200"));
+}
+
+TEST_CASE("keel train --table-eviction lfu evicts the least frequently updated rows, says so, and trains to another result") {
+  temp_dir dir;
+  const std::string flags = "train --model ctr-lr --steps 10 --quiet --table-capacity 100";
+  auto lru = run_keel(dir, flags);
+  auto lfu = run_keel(dir, flags + " --table-eviction lfu");
+  CAPTURE(lfu.err);
+  CAPTURE(lfu.out);
+  REQUIRE(lru.status == 0);
+  REQUIRE(lfu.status == 0);
+  CHECK(has(lfu.out, " (least frequently updated first), pushed rows refused"));
+  CHECK(has(lfu.out, "keel train: 26 embedding tables, 5200 rows, "));
+  auto sha = [](const std::string& out) {
+    auto at = out.find("params_sha256 ");
+    return at == std::string::npos ? std::string() : out.substr(at + 14, 64);
+  };
+  REQUIRE(sha(lfu.out).size() == 64);
+  CHECK(sha(lfu.out) != sha(lru.out));
 }
 
 // The configuration hash of the run a checkpoint belongs to (keel inspect's

@@ -342,7 +342,9 @@ std::map<std::string, seed_file> table_delta_seeds() {
           {"sgd-resealed", delta_seed(1)},
           {"capacity-adam", delta_seed(2 | 8)},
           {"admission", delta_seed(4 | 1)},
-          {"capacity-admission-adam", delta_seed(2 | 4 | 8)}};
+          {"capacity-admission-adam", delta_seed(2 | 4 | 8)},
+          {"capacity-lfu-resealed", delta_seed(2 | 16 | 1)},
+          {"capacity-lfu-admission-adam", delta_seed(2 | 4 | 8 | 16)}};
 }
 
 }  // namespace

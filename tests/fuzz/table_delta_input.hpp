@@ -6,7 +6,9 @@
 // Flags (byte 0 of an input): bit 0 the harness recomputes the delta's
 // trailing CRC32C (so mutations reach the checks behind it); bit 1 the
 // table has a capacity (recency ranks, evictions); bit 2 an admission
-// filter (a sketch); bit 3 Adam state (two slots) instead of SGD.
+// filter (a sketch); bit 3 Adam state (two slots) instead of SGD; bit 4
+// least-frequently-updated eviction (with bit 1: update counts, format
+// version 2).
 
 #include <cstdint>
 #include <vector>

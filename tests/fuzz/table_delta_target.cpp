@@ -47,6 +47,8 @@ table_config delta_table_config(uint8_t flags) {
   c.optimizer.kind = (flags & 8) ? optimizer_kind::adam : optimizer_kind::sgd;
   c.optimizer.lr = 0.1f;
   c.capacity_rows = (flags & 2) ? 24 : 0;
+  if (flags & 16)
+    c.eviction = eviction_policy::least_frequently_updated;
   if (flags & 4) {
     c.admission.min_pushes = 2;
     c.admission.sketch_width = 64;
