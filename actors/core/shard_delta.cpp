@@ -71,19 +71,9 @@ caf::error delta_parts(const shard_core& core, uint64_t checkpoint, int64_t crea
 caf::expected<shard_snapshot_msg> delta_snapshot_of(const shard_core& core, uint64_t checkpoint,
                                                     int64_t created_unix_ms, const run_identity& run,
                                                     const delta_parent& parent, std::shared_ptr<buffer_pool> pool) {
-  std::optional<shard_snapshot_msg> snap;
-  auto made = delta_parts(core, checkpoint, created_unix_ms, run, parent,
-                          [&](const snapshot_header& h, const std::vector<tensor_view>& tensors,
-                              const std::vector<tensor_writer>& tables) -> caf::error {
-                            auto m = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
-                            if (!m)
-                              return std::move(m.error());
-                            snap = std::move(*m);
-                            return {};
-                          });
-  if (made)
-    return made;
-  return std::move(*snap);
+  return built_in_memory(
+    [&](const snapshot_sink& sink) { return delta_parts(core, checkpoint, created_unix_ms, run, parent, sink); },
+    std::move(pool));
 }
 
 namespace {

@@ -111,23 +111,32 @@ void common_parts::add_to(std::vector<tensor_view>& tensors) const {
 caf::expected<shard_snapshot_msg> snapshot_of(const shard_core& core, uint64_t checkpoint,
                                               int64_t created_unix_ms, const run_identity& run,
                                               bool table_rows, std::shared_ptr<buffer_pool> pool) {
-  std::optional<shard_snapshot_msg> snap;
-  auto made = full_parts(core, checkpoint, created_unix_ms, run, table_rows,
-                         [&](const snapshot_header& h, const std::vector<tensor_view>& tensors,
-                             const std::vector<tensor_writer>& tables) -> caf::error {
-                           auto m = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
-                           if (!m)
-                             return std::move(m.error());
-                           snap = std::move(*m);
-                           return {};
-                         });
-  if (made)
-    return made;
+  auto snap = built_in_memory(
+    [&](const snapshot_sink& sink) { return full_parts(core, checkpoint, created_unix_ms, run, table_rows, sink); },
+    std::move(pool));
+  if (!snap)
+    return snap;
   verified_frames::instance().add(snap->frame());
-  return std::move(*snap);
+  return snap;
 }
 
 namespace snapshot_parts {
+
+caf::expected<shard_snapshot_msg> built_in_memory(const std::function<caf::error(const snapshot_sink&)>& parts,
+                                                  std::shared_ptr<buffer_pool> pool) {
+  std::optional<shard_snapshot_msg> snap;
+  auto made = parts([&](const snapshot_header& h, const std::vector<tensor_view>& tensors,
+                        const std::vector<tensor_writer>& tables) -> caf::error {
+    auto m = make_snapshot(h, tensors, tables, default_chunk_bytes, std::move(pool));
+    if (!m)
+      return std::move(m.error());
+    snap = std::move(*m);
+    return {};
+  });
+  if (made)
+    return made;
+  return std::move(*snap);
+}
 
 caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
                       bool table_rows, const snapshot_sink& sink) {

@@ -116,6 +116,10 @@ common_parts common_of(const shard_core& core, uint64_t checkpoint, int64_t crea
 using snapshot_sink = std::function<caf::error(const snapshot_header&, const std::vector<tensor_view>&,
                                                const std::vector<tensor_writer>&)>;
 
+// The snapshot whose parts `parts` hands its sink, built in memory from `pool`.
+caf::expected<shard_snapshot_msg> built_in_memory(const std::function<caf::error(const snapshot_sink&)>& parts,
+                                                  std::shared_ptr<buffer_pool> pool);
+
 // The parts of a full snapshot of `core` (snapshot_of's contract) handed to `sink`.
 caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t created_unix_ms, const run_identity& run,
                       bool table_rows, const snapshot_sink& sink);

@@ -36,28 +36,18 @@ void table_codec::remove_row(embedding_table& t, uint32_t r) {
     size_t b = t.bucket_of(key);
     while (t.index_[b] != last) b = (b + 1) & mask;
     t.index_[b] = r;
-    if (bounded) {
+    if (bounded || lfu) {  // its list: the LRU order, or its count's tier
+      uint32_t& head = lfu ? t.tiers_[t.tier_of(r)].head : t.head_;
+      uint32_t& tail = lfu ? t.tiers_[t.tier_of(r)].tail : t.tail_;
       uint32_t p = t.link(r, 0), n = t.link(r, 1);
       if (p != embedding_table::no_row)
         t.set_link(p, 1, r);
       else
-        t.head_ = r;
+        head = r;
       if (n != embedding_table::no_row)
         t.set_link(n, 0, r);
       else
-        t.tail_ = r;
-    }
-    if (lfu) {
-      auto& tier = t.tiers_[t.tier_of(r)];
-      uint32_t p = t.link(r, 0), n = t.link(r, 1);
-      if (p != embedding_table::no_row)
-        t.set_link(p, 1, r);
-      else
-        tier.head = r;
-      if (n != embedding_table::no_row)
-        t.set_link(n, 0, r);
-      else
-        tier.tail = r;
+        tail = r;
     }
   }
   --t.rows_;

@@ -22,14 +22,12 @@ std::string next_tmp_tag() {
   return std::to_string(::getpid()) + "-w" + std::to_string(++counter);
 }
 
-caf::result<manifest_entry> write_one(file_io& io, const std::string& dir, const shard_snapshot_msg& snap,
-                                      uint64_t tag) {
+// What `write` returns, with the wall and CPU time (of this thread) it took.
+template <class Write>
+caf::result<manifest_entry> timed(Write write) {
   auto t0 = std::chrono::steady_clock::now();
   auto cpu0 = thread_cpu_us();
-  auto entry = write_snapshot_file(io, dir, snap, next_tmp_tag(),
-                                   [&](schema::ShardSnapshot::Reader s) -> caf::expected<std::string> {
-                                     return snapshot_name(s.getCheckpoint(), s.getShard(), tag);
-                                   });
+  caf::expected<manifest_entry> entry = write();
   if (!entry)
     return std::move(entry.error());
   entry->write_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
@@ -38,18 +36,20 @@ caf::result<manifest_entry> write_one(file_io& io, const std::string& dir, const
   return *entry;
 }
 
+caf::result<manifest_entry> write_one(file_io& io, const std::string& dir, const shard_snapshot_msg& snap,
+                                      uint64_t tag) {
+  return timed([&] {
+    return write_snapshot_file(io, dir, snap, next_tmp_tag(),
+                               [&](schema::ShardSnapshot::Reader s) -> caf::expected<std::string> {
+                                 return snapshot_name(s.getCheckpoint(), s.getShard(), tag);
+                               });
+  });
+}
+
 caf::result<manifest_entry> seal_one(file_io& io, const std::shared_ptr<streamed_snapshot>& s) {
   if (!s || !s->file)
     return make_error(errc::invalid_argument, "sealing a streamed snapshot: it holds no file");
-  auto t0 = std::chrono::steady_clock::now();
-  auto cpu0 = thread_cpu_us();
-  auto entry = commit_streamed(io, std::move(*s));
-  if (!entry)
-    return std::move(entry.error());
-  entry->write_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
-  entry->write_us = static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
-  return *entry;
+  return timed([&] { return commit_streamed(io, std::move(*s)); });
 }
 
 }  // namespace
