@@ -212,6 +212,10 @@ caf::expected<caf::actor> spawn_parameter_shard(caf::actor_system& sys, paramete
   auto begun = starting_core(sys, cfg, env, *memory);
   if (!begun)
     return begun.error();
+  // A shard that streams all its snapshots builds none in memory: the
+  // buffer its restore read its files into goes now, not with the shard.
+  if (cfg.stream_above_bytes == 0 && !cfg.peer_replica)
+    memory = snapshot_pool();
   auto directory = cfg.directory;
   auto faults = env.faults;
   auto epoch = cfg.epoch;

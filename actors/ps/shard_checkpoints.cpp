@@ -121,15 +121,25 @@ bool streams(const shard_state& st, const std::optional<delta_parent>& parent) {
   return snapshot_bytes_estimate(st.core, parent.has_value()) >= st.stream_above;
 }
 
-// A streamed snapshot of checkpoint `id` failed: the checkpointer hears why.
-// Its bytes are gone, but if the shard has not changed when the backoff has
-// passed (its workers wait at this checkpoint step for it to commit, as
-// they do when storage fails for a while and their logs reach their bound)
-// the same state is streamed again, as a base (write_again).
-void stream_failed(shard_actor* self, uint64_t id, uint64_t step, const std::string& why) {
+// What a snapshot of the shard holds changes only with a push it receives
+// or a step it applies; both counts only grow, so an equal sum means an
+// unchanged shard.
+uint64_t state_stamp(const shard_core& core) {
+  uint64_t stamp = core.version();
+  for (uint32_t w = 0; w < core.config().num_workers; ++w) stamp += core.received(w);
+  return stamp;
+}
+
+// A streamed snapshot of checkpoint `id`, taken at state_stamp `version`,
+// failed: the checkpointer hears why. Its bytes are gone, but if the shard
+// is still at that stamp when the backoff has passed (its workers wait at
+// this checkpoint step for it to commit, as they do when storage fails for
+// a while and their logs reach their bound) the same state is streamed
+// again, as a base (write_again).
+void stream_failed(shard_actor* self, uint64_t id, uint64_t step, uint64_t version, const std::string& why) {
   auto& st = self->state;
   report_failed(self, id, step, why);
-  st.restream = std::make_pair(id, st.core.version());
+  st.restream = std::make_pair(id, version);
   auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
   self->delayed_send(self, wait, retry_atom::value, id);
 }
@@ -142,6 +152,7 @@ void stream_failed(shard_actor* self, uint64_t id, uint64_t step, const std::str
 void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_parent>& parent) {
   auto& st = self->state;
   const auto step = st.core.progress_clock();
+  const auto version = state_stamp(st.core);
   const auto shard = st.core.config().shard;
   const auto tag = st.tags();
   const auto name = snapshot_name(id, shard, tag);
@@ -150,7 +161,7 @@ void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_par
   auto s = stream_snapshot_of(st.core, *st.io, st.checkpoint_dir, name, std::to_string(tag), id, now_unix_ms(), st.run,
                               parent);
   if (!s)
-    return stream_failed(self, id, step, "streaming the snapshot: " + describe(s.error()));
+    return stream_failed(self, id, step, version, "streaming the snapshot: " + describe(s.error()));
   const auto stream_cpu_us = static_cast<uint64_t>(thread_cpu_us() - cpu0);
   const auto stream_us = static_cast<uint64_t>(
     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -166,9 +177,9 @@ void stream_newest(shard_actor* self, uint64_t id, const std::optional<delta_par
         e.write_cpu_us += stream_cpu_us;
         on_written(self, id, step, e, std::nullopt);
       },
-      [self, id, step](caf::error& err) {
+      [self, id, step, version](caf::error& err) {
         self->state.chain.failed(id);
-        stream_failed(self, id, step, describe(err));
+        stream_failed(self, id, step, version, describe(err));
       });
 }
 
@@ -211,7 +222,7 @@ void write_again(shard_actor* self, uint64_t id) {
     return write_newest(self);
   // A streamed one again, from the very state it was taken of, else never.
   if (st.restream && st.restream->first == id && st.last_snapshot_id == id &&
-      st.restream->second == st.core.version()) {
+      st.restream->second == state_stamp(st.core)) {
     st.restream.reset();
     stream_newest(self, id, std::nullopt);
   }

@@ -100,7 +100,7 @@ struct shard_state {
   std::string checkpoint_dir;
   uint64_t stream_above = UINT64_MAX;
   // A streamed snapshot whose write failed: its checkpoint and the shard's
-  // version then. Streamed again (as a base) after the backoff if the shard
+  // state stamp then (shard_checkpoints.cpp). Streamed again (as a base) after the backoff if the shard
   // has not changed since (its workers paused at that checkpoint step).
   std::optional<std::pair<uint64_t, uint64_t>> restream;
   link_ends links;  // to the workers and the checkpointer, where link faults act
