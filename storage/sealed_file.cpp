@@ -112,10 +112,10 @@ std::vector<unsigned char> segment_table(const frame& m) {
   return table;
 }
 
-// Writes header and payload into the open temporary file and fsyncs it. The
-// header goes last: until then the file starts with zeros, which no reader
-// accepts.
-caf::expected<sealed_summary> fill_and_sync(writable_file& f, uint64_t magic, const frame& m) {
+// Writes header and payload into the open temporary file (commit_sealed
+// fsyncs it). The header goes last: until then the file starts with zeros,
+// which no reader accepts.
+caf::expected<sealed_summary> fill(writable_file& f, uint64_t magic, const frame& m) {
   auto segments = m.segments();
   auto table = segment_table(m);
   uint64_t offset = sealed_header_bytes;
@@ -134,8 +134,6 @@ caf::expected<sealed_summary> fill_and_sync(writable_file& f, uint64_t magic, co
   unsigned char header[sealed_header_bytes];
   encode_header(h, header);
   if (auto err = f.write_at(0, header, sizeof(header)))
-    return err;
-  if (auto err = f.sync())
     return err;
   return sealed_summary{offset, crc};
 }
@@ -202,18 +200,14 @@ caf::expected<sealed_summary> write_sealed(file_io& io, const fs::path& dir,
   auto file = io.create(tmp);
   if (!file)
     return context(file.error());
-  auto summary = fill_and_sync(**file, magic, message);
-  file->reset();  // close before rename
+  auto summary = fill(**file, magic, message);
   if (!summary) {
+    file->reset();
     io.remove(tmp);  // best effort: open() removes what is left
     return context(summary.error());
   }
-  if (auto err = io.rename(tmp, dir / name)) {
-    io.remove(tmp);
-    return context(err);
-  }
-  if (auto err = io.sync_dir(dir))
-    return context(err);
+  if (auto err = commit_sealed(io, std::move(*file), dir, name))
+    return err;
   return summary;
 }
 

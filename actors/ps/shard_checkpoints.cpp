@@ -118,7 +118,7 @@ void write_newest(shard_actor* self) {
 bool streams(const shard_state& st, const std::optional<delta_parent>& parent) {
   if (st.stream_above == UINT64_MAX || st.peer_replica || !st.writer || !st.io)
     return false;
-  return snapshot_bytes_estimate(st.core, parent.has_value()) >= st.stream_above;
+  return st.stream_above == 0 || snapshot_bytes_estimate(st.core, parent.has_value()) >= st.stream_above;
 }
 
 // What a snapshot of the shard holds changes only with a push it receives
