@@ -126,7 +126,10 @@ TEST_CASE("a report without progress points still plots its markers over time, w
   auto svg = render_svg(report);
   auto doc = parse_svg(svg);
   CHECK(elements_of_class(doc, "marker fault").size() == 1);
-  CHECK(elements_of_class(doc, "recovery").size() == 1);
+  // The kill's recovery, and a rollback's when the shard restarted fresh
+  // just before checkpoint 1 committed and a worker had dropped its log.
+  REQUIRE(report.recoveries.size() >= 1);
+  CHECK(elements_of_class(doc, "recovery").size() == report.recoveries.size());
   CHECK(elements_of_class(doc, "series loss").empty());
   CHECK(svg.find("no progress points in this report") != std::string::npos);
   CHECK(svg.find("milliseconds since the start") != std::string::npos);
