@@ -87,7 +87,7 @@ class object_reader {
 };
 
 std::optional<event_kind> event_kind_named(const std::string& name) {
-  for (int k = 0; k <= static_cast<int>(event_kind::progress); ++k)
+  for (int k = 0; k <= static_cast<int>(last_event_kind); ++k)
     if (name == to_string(static_cast<event_kind>(k)))
       return static_cast<event_kind>(k);
   return std::nullopt;

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/cluster/placement_policy.hpp"
 #include "actors/core/job_event.hpp"
+#include "actors/core/update_rules.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -18,10 +21,9 @@ struct cluster_placement::state {
   std::condition_variable changed;  // a node came back
   cluster_placement_config cfg;
   std::vector<node_handle> handles;  // by node index
-  std::vector<bool> alive;
-  std::vector<caf::actor> replicas;     // by node index, with peer_copy (invalid: not known)
-  std::map<actor_id, uint32_t> placed;  // child -> node index
-  std::map<actor_id, int> peer_of;      // shard -> the node its copies go to (-1: none)
+  placement_policy policy{0};        // which node is live, what runs where
+  std::vector<caf::actor> replicas;  // by node index, with peer_copy (invalid: not known)
+  std::map<actor_id, int> peer_of;   // shard -> the node its copies go to (-1: none)
   caf::actor job;
   caf::actor watcher;
 
@@ -29,9 +31,9 @@ struct cluster_placement::state {
 
   // The peer of node i: the first live node after it (-1: none). Locked.
   int peer_node(uint32_t i) const {
-    auto n = static_cast<uint32_t>(alive.size());
+    auto n = policy.nodes();
     for (uint32_t k = 1; k < n; ++k)
-      if (alive[(i + k) % n])
+      if (policy.alive((i + k) % n))
         return static_cast<int>((i + k) % n);
     return -1;
   }
@@ -49,12 +51,36 @@ void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string d
     caf::anon_send(st->job, std::move(e));
 }
 
+std::string readable_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1000000)
+    std::snprintf(buf, sizeof(buf), "%.1f kB", static_cast<double>(bytes) / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+// A restarted child's placement, for the timeline: where it went, from
+// where, and the load that made its new node the choice (before it came).
+void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::optional<uint32_t> was,
+                 const node_load& load) {
+  auto e = make_job_event(event_kind::placed, to_string(child),
+                          "on " + st->node_name(node) + (was ? " (was " + st->node_name(*was) + ")" : "") +
+                            ", which held " + std::to_string(load.shards) +
+                            (load.shards == 1 ? " shard (" : " shards (") + readable_bytes(load.shard_bytes) +
+                            ") and " + std::to_string(load.workers) +
+                            (load.workers == 1 ? " worker" : " workers"));
+  e.peer = st->node_name(node);
+  if (st->job)
+    caf::anon_send(st->job, std::move(e));
+}
+
 // Every live node's data plane address.
 std::vector<data_route> routes_of(const state_ptr& st) {
   std::vector<data_route> out;
   std::lock_guard<std::mutex> guard(st->mtx);
   for (uint32_t i = 0; i < st->handles.size(); ++i)
-    if (st->alive[i] && st->handles[i].data_port != 0)
+    if (st->policy.alive(i) && st->handles[i].data_port != 0)
       out.push_back(data_route{st->handles[i].node, st->handles[i].host, st->handles[i].data_port,
                                st->handles[i].tls_name});
   return out;
@@ -68,7 +94,7 @@ void tell_routes(caf::actor_system& sys, const state_ptr& st) {
   {
     std::lock_guard<std::mutex> guard(st->mtx);
     for (uint32_t i = 0; i < st->handles.size(); ++i)
-      if (st->alive[i])
+      if (st->policy.alive(i))
         agents.push_back(st->handles[i].agent);
   }
   // Not from the (detached) watcher itself: a detached actor whose handle
@@ -96,16 +122,15 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
     {
       std::lock_guard<std::mutex> guard(st->mtx);
       for (uint32_t i = 0; i < st->handles.size(); ++i)
-        if (st->alive[i] && st->handles[i].agent.address() == dm.source) {
-          st->alive[i] = false;
+        if (st->policy.alive(i) && st->handles[i].agent.address() == dm.source) {
+          st->policy.set_alive(i, false);
           lost = i;
           found = true;
         }
       if (!found)
         return;
-      for (auto& [child, node] : st->placed)
-        if (node == lost)
-          children += (children.empty() ? "" : ",") + to_string(child);
+      for (auto child : st->policy.children_of(lost))
+        children += (children.empty() ? "" : ",") + to_string(child);
     }
     tell_job(st, event_kind::node_down, lost,
              "lost (" + self->system().render(dm.reason) + "); its children: " +
@@ -118,8 +143,8 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       std::vector<uint32_t> lost;
       {
         std::lock_guard<std::mutex> guard(st->mtx);
-        for (uint32_t i = 0; i < st->alive.size(); ++i)
-          if (!st->alive[i])
+        for (uint32_t i = 0; i < st->policy.nodes(); ++i)
+          if (!st->policy.alive(i))
             lost.push_back(i);
       }
       for (auto i : lost) {
@@ -138,7 +163,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
           if (i >= st->handles.size())  // detached meanwhile
             return;
           st->handles[i] = *h;
-          st->alive[i] = true;
+          st->policy.set_alive(i, true);
           st->replicas[i] = replica;
         }
         st->changed.notify_all();
@@ -171,7 +196,8 @@ void cluster_placement::detach() {
     std::swap(watcher, state_->watcher);
     std::swap(handles, state_->handles);  // proxies of the system going away
     state_->replicas.assign(state_->replicas.size(), caf::actor{});
-    state_->alive.assign(state_->alive.size(), false);
+    for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
+      state_->policy.set_alive(i, false);
     state_->job = caf::actor{};
   }
   if (watcher)
@@ -204,7 +230,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     std::lock_guard<std::mutex> guard(state_->mtx);
     state_->handles = std::move(handles);
     state_->replicas = std::move(replicas);
-    state_->alive.assign(state_->handles.size(), true);
+    state_->policy = placement_policy(static_cast<uint32_t>(state_->handles.size()));
     state_->job = job;
   }
   state_->watcher = sys.spawn<caf::detached>(node_watcher, state_);
@@ -214,50 +240,65 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
 caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_request req) {
   const bool copies = cfg_.peer_copy && req.id.kind == actor_kind::shard;
   auto name = req.id;
-  auto n = static_cast<uint32_t>(cfg_.nodes.size());
-  {
-    // A restarted child tries the node its last incarnation ran on last:
-    // that node may be the one that just died, before its agent's down
-    // reached the watcher (a request to it would only time out).
-    std::lock_guard<std::mutex> guard(state_->mtx);
-    if (auto it = state_->placed.find(name); it != state_->placed.end() && req.incarnation > 1)
-      preferred = it->second + 1;
-  }
   // With no live node (every one lost at once, one restarting), waits up to
   // spawn_timeout for the watcher to bring one back.
   auto deadline = std::chrono::steady_clock::now() + cfg_.spawn_timeout;
   std::string tried;
   for (;;) {
-    bool any_live = false;
-    for (uint32_t k = 0; k < n; ++k) {
-      auto i = (preferred + k) % n;
+    std::vector<uint32_t> order;
+    std::optional<uint32_t> was;
+    {
+      std::lock_guard<std::mutex> guard(state_->mtx);
+      order = state_->policy.candidates(name, req.incarnation, preferred);
+      was = state_->policy.node_of(name);
+      // A restarted shard with copies goes first to the node holding them.
+      if (auto it = state_->peer_of.find(name);
+          copies && req.incarnation > 1 && it != state_->peer_of.end() && it->second >= 0) {
+        auto peer = std::find(order.begin(), order.end(), static_cast<uint32_t>(it->second));
+        if (peer != order.end())
+          std::rotate(order.begin(), peer, peer + 1);
+      }
+    }
+    for (auto i : order) {
       node_handle h;
       int peer = -1;
+      node_load load;
       {
+        // Reserved before the spawn, which blocks: children restarted
+        // meanwhile (other supervisors) count it on node i.
         std::lock_guard<std::mutex> guard(state_->mtx);
-        if (!state_->alive[i])
+        if (!state_->policy.alive(i))
           continue;
+        load = state_->policy.load(i);
+        state_->policy.place(name, i);
         h = state_->handles[i];
         if (copies) {
           peer = state_->peer_node(i);
           req.shard.peer_replica = peer >= 0 ? state_->replicas[peer] : caf::actor{};
         }
       }
-      any_live = true;
       auto child = spawn_on(h, req, cfg_.spawn_timeout);
       if (child) {
-        std::lock_guard<std::mutex> guard(state_->mtx);
-        state_->placed[name] = i;
-        if (copies)
-          state_->peer_of[name] = peer;
+        {
+          std::lock_guard<std::mutex> guard(state_->mtx);
+          if (copies)
+            state_->peer_of[name] = peer;
+        }
+        if (req.incarnation > 1)
+          tell_placed(state_, name, i, was, load);
         return child;
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
     }
-    if (any_live)
+    if (!order.empty())
       break;
     std::unique_lock<std::mutex> lock(state_->mtx);
-    auto live = [&] { return std::find(state_->alive.begin(), state_->alive.end(), true) != state_->alive.end(); };
+    auto live = [&] {
+      for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
+        if (state_->policy.alive(i))
+          return true;
+      return false;
+    };
     if (!state_->changed.wait_until(lock, deadline, live))
       break;
   }
@@ -269,11 +310,16 @@ caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uin
                                                          const parameter_shard_config& cfg) {
   // A shard with tables builds its rows' initial values from the model.
   auto req = make_spawn_request(cfg, incarnation, cfg.core.tables.empty() ? model_spec{} : cfg_.model);
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    state_->policy.estimate(req.id, estimated_shard_bytes(cfg.core.dense.size() + cfg.core.sparse.size(),
+                                                          static_cast<uint32_t>(slots_per_parameter(cfg.core.optimizer.kind))));
+  }
   if (cfg_.peer_copy && incarnation > 1) {
     // The replica the previous incarnation sent its copies to, while its node lives.
     std::lock_guard<std::mutex> guard(state_->mtx);
     if (auto it = state_->peer_of.find(req.id); it != state_->peer_of.end() && it->second >= 0 &&
-                                                state_->alive[it->second])
+                                                state_->policy.alive(it->second))
       req.shard.restore_replica = state_->replicas[it->second];
   }
   return start(cfg.core.shard, std::move(req));
@@ -288,18 +334,27 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, ui
   return start(cfg.core.worker + static_cast<uint32_t>(cfg.core.parts.size()), std::move(req));
 }
 
+void cluster_placement::committed(const std::vector<committed_shard>& shards) {
+  std::lock_guard<std::mutex> guard(state_->mtx);
+  for (auto& s : shards) {
+    uint64_t bytes = s.snapshot.entry.bytes;
+    for (auto& link : s.snapshot.entry.chain) bytes += link.bytes;
+    state_->policy.weigh(actor_id::shard(s.shard), bytes);
+  }
+}
+
 std::string cluster_placement::where() const {
   std::lock_guard<std::mutex> guard(state_->mtx);
   std::string out;
-  for (auto& [child, node] : state_->placed)
+  for (auto& [child, node] : state_->policy.placed())
     out += (out.empty() ? "" : ", ") + to_string(child) + "@" + state_->node_name(node);
   return out;
 }
 
 int cluster_placement::node_of(actor_id child) const {
   std::lock_guard<std::mutex> guard(state_->mtx);
-  auto it = state_->placed.find(child);
-  return it == state_->placed.end() ? -1 : static_cast<int>(it->second);
+  auto node = state_->policy.node_of(child);
+  return node ? static_cast<int>(*node) : -1;
 }
 
 }  // namespace keel

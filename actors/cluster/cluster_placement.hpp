@@ -2,10 +2,14 @@
 // A cluster_placement runs a job's shards and workers on keel node processes
 // (`keel node`, actors/cluster/node_agent.hpp): the job's process (the coordinator)
 // keeps root, the directory, the supervisors and the checkpointer, and asks
-// the nodes' agents to start each shard and worker. Child i prefers node
-// (i mod N) among shards, and workers are spread the same way starting after
-// the shards; a child restarted after its node died goes to the next live
-// node. The placement monitors every node's agent: a node's death (its
+// the nodes' agents to start each shard and worker. Where each goes is
+// placement_policy's choice (actors/cluster/placement_policy.hpp): shard i
+// first starts on node (i mod N), workers likewise after the shards; a
+// restarted child goes to the least loaded live node (shards by bytes,
+// workers by count), so a dead node's children spread over the survivors,
+// and each such move is a `placed` event in the job's timeline. Shards are
+// weighed by their committed checkpoints (committed()). The placement
+// monitors every node's agent: a node's death (its
 // connection lost, or no heartbeat within the connection timeout for a hung
 // one) becomes a node_down event for the job naming the children it ran,
 // and a node that answers again at its address (restarted on the same port)
@@ -15,9 +19,10 @@
 // Peer copies (`peer_copy`, actors/ps/snapshot_replica.hpp): a shard placed
 // on node i sends each checkpoint file it writes to the replica of its peer,
 // the first live node after i (i+1, i+2, ... mod N; none when i is the only
-// live node): the very node a restart of the shard goes to when node i
-// dies, so the restarted shard reads its chain from its own process's
-// memory. A restart is told the replica its previous incarnation sent to
+// live node). A restart of the shard goes there first while it lives,
+// load or not, so that the restarted shard reads its chain from its own
+// process's memory: with copies on, a dead node's shards all go to its
+// peer, as before the policy. A restart is told the replica its previous incarnation sent to
 // (restore_replica) while that node is live; the directory serves the rest.
 // Nodes not joined to each other reach one another through the coordinator
 // (CAF's routing; automatic connections are off): the copies then pass
@@ -70,6 +75,7 @@ class cluster_placement final : public child_placement {
                                         const parameter_shard_config& cfg) override;
   caf::expected<caf::actor> start_worker(caf::actor_system& sys, uint64_t incarnation,
                                          const worker_config& cfg) override;
+  void committed(const std::vector<committed_shard>& shards) override;
   void detach() override;
   uint32_t nodes() const override { return static_cast<uint32_t>(cfg_.nodes.size()); }
   std::string where() const override;

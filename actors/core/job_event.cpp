@@ -26,6 +26,7 @@ const char* to_string(event_kind k) {
     case event_kind::progress: return "progress";
     case event_kind::node_down: return "node_down";
     case event_kind::node_up: return "node_up";
+    case event_kind::placed: return "placed";
   }
   return "unknown";
 }

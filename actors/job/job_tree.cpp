@@ -358,6 +358,8 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
   result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
   result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
   storage_committed(self, c);
+  if (st.cfg.placement)
+    st.cfg.placement->committed(c.shards);
   if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
     widen_window(self);
   for (auto& s : c.shards)

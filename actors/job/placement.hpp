@@ -24,6 +24,7 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/core/checkpoint_coordinator.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/worker.hpp"
 
@@ -51,6 +52,11 @@ class child_placement {
                                                 const parameter_shard_config& cfg) = 0;
   virtual caf::expected<caf::actor> start_worker(caf::actor_system& sys, uint64_t incarnation,
                                                  const worker_config& cfg) = 0;
+
+  // A checkpoint committed: `shards` name each shard's files and their
+  // bytes, which a placement may weigh its shards by. Called on the job's
+  // thread.
+  virtual void committed(const std::vector<committed_shard>& shards) { (void)shards; }
 
   // Called before the job's actor system goes: stops every actor the
   // placement runs in it (the system waits for them).

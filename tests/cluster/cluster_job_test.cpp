@@ -83,6 +83,31 @@ TEST_CASE("a 2-node cluster loses the node of shard:1 to kill -9 mid-run and end
   CHECK_MESSAGE(line.find("serving again after") != std::string::npos, line);
 }
 
+// The node a "placed CHILD: on node:N (was node:M), ..." line names, or "".
+std::string placed_on(const std::string& out, const std::string& child) {
+  auto lines = lines_with(out, "] placed " + child + ": on ");
+  if (lines.empty())
+    return {};
+  auto at = lines.back().find(": on ") + 5;
+  return lines.back().substr(at, lines.back().find(' ', at) - at);
+}
+
+TEST_CASE("a node lost to kill -9 has its shard and its worker restarted on two different survivors, bit-identical") {
+  // Node i runs shard:i and worker:i. Before, both children of node:1 went
+  // to node:2, the next live node; now each goes to the least loaded.
+  const std::string train = "--model probe --shards 3 --workers 3 --steps 300 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster --nodes 3 " + train + " --kill node:1@150");
+  check_promises(r, sha);
+  check_injected_then_lost(r, "kill9:node:1@150", "node:1");
+  auto shard = placed_on(r.out, "shard:1");
+  auto worker = placed_on(r.out, "worker:1");
+  CHECK_MESSAGE((shard == "node:0" || shard == "node:2"), r.out);
+  CHECK_MESSAGE((worker == "node:0" || worker == "node:2"), r.out);
+  CHECK_MESSAGE(shard != worker, r.out);
+  CHECK_MESSAGE(r.out.find("(was node:1), which held 1 shard") != std::string::npos, r.out);
+}
+
 TEST_CASE("pushes and pulls between nodes go over the nodes' data planes, bit-identical to a run over CAF's middleman") {
   const std::string train = "--model probe --steps 300 --checkpoint-every 20";
   auto sha = reference_sha(train);

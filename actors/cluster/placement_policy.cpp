@@ -1,0 +1,113 @@
+#include "actors/cluster/placement_policy.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace keel {
+
+namespace {
+
+// How far `node` lies after `from` going round the ring of `n` nodes.
+uint32_t after(uint32_t from, uint32_t node, uint32_t n) {
+  return (node + n - from % n) % n;
+}
+
+}  // namespace
+
+std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t incarnation,
+                                                   uint32_t preferred) const {
+  const uint32_t n = nodes();
+  std::vector<uint32_t> live;
+  for (uint32_t i = 0; i < n; ++i)
+    if (alive_[i])
+      live.push_back(i);
+  if (live.empty())
+    return live;
+  auto previous = node_of(child);
+  const bool first = incarnation <= 1;
+  const uint32_t from = !first && previous ? *previous : preferred % n;
+  // Loads without the child itself: it leaves the node it ran on.
+  std::vector<node_load> loads(n);
+  for (uint32_t i = 0; i < n; ++i)
+    loads[i] = load(i);
+  if (previous) {
+    auto& l = loads[*previous];
+    if (child.is(actor_kind::shard)) {
+      l.shard_bytes -= std::min(l.shard_bytes, weight(child));
+      --l.shards;
+    } else if (child.is(actor_kind::worker)) {
+      --l.workers;
+    }
+  }
+  // Bytes count in quarters of a mean shard: a few bytes more on one node
+  // must not outweigh a child more on the other.
+  uint64_t total = 0;
+  for (auto& [shard, bytes] : bytes_) total += bytes;
+  const uint64_t quantum = std::max<uint64_t>(1, bytes_.empty() ? 1 : total / bytes_.size() / 4);
+  uint64_t least = UINT64_MAX;
+  for (auto i : live) least = std::min(least, loads[i].shard_bytes);
+  auto key = [&](uint32_t i) {
+    const auto& l = loads[i];
+    bool last = !first && previous && *previous == i;  // may be dead unseen
+    bool front = first && i == preferred % n;
+    uint64_t bytes = (l.shard_bytes - least) / quantum;
+    uint64_t primary = child.is(actor_kind::worker) ? l.workers : bytes;
+    uint64_t secondary = child.is(actor_kind::worker) ? bytes : l.children();
+    return std::make_tuple(last, !front, primary, secondary, after(from, i, n));
+  };
+  std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  return live;
+}
+
+void placement_policy::place(actor_id child, uint32_t node) {
+  placed_[child] = node;
+}
+
+void placement_policy::weigh(actor_id shard, uint64_t bytes) {
+  bytes_[shard] = bytes;
+}
+
+void placement_policy::estimate(actor_id shard, uint64_t bytes) {
+  bytes_.emplace(shard, bytes);
+}
+
+std::optional<uint32_t> placement_policy::node_of(actor_id child) const {
+  auto it = placed_.find(child);
+  if (it == placed_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+node_load placement_policy::load(uint32_t node) const {
+  node_load l;
+  for (auto& [child, at] : placed_) {
+    if (at != node)
+      continue;
+    if (child.is(actor_kind::shard)) {
+      ++l.shards;
+      l.shard_bytes += weight(child);
+    } else if (child.is(actor_kind::worker)) {
+      ++l.workers;
+    }
+  }
+  return l;
+}
+
+std::vector<actor_id> placement_policy::children_of(uint32_t node) const {
+  std::vector<actor_id> out;
+  for (auto& [child, at] : placed_)
+    if (at == node)
+      out.push_back(child);
+  return out;
+}
+
+uint64_t placement_policy::weight(actor_id child) const {
+  auto it = bytes_.find(child);
+  return it == bytes_.end() ? 0 : it->second;
+}
+
+uint64_t estimated_shard_bytes(uint64_t values, uint32_t slots) {
+  return values * (1 + uint64_t{slots}) * sizeof(float);
+}
+
+}  // namespace keel

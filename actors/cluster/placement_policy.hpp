@@ -1,0 +1,79 @@
+#pragma once
+// Where a cluster's children run: a pure value that cluster_placement
+// owns under its lock (no actors, no I/O), so that the policy reads and
+// tests on its own.
+//  - A first start goes to the node the child's index prefers (shard i on
+//    node i mod N, worker w on node (shards + w) mod N) while it is live:
+//    the layout is balanced by construction and the same in every run.
+//  - A restart goes to the live node with the least load, not to the
+//    next one: so a dead node's children spread over the survivors.
+//    A shard's load is bytes: the node holding the fewest shard bytes wins
+//    (counted in quarters of a mean shard, so that a few bytes do not
+//    outweigh a child), then the one with the fewest children. A worker's load is workers:
+//    the node hosting the fewest wins, then the one with the fewest shard
+//    bytes. Remaining ties go to the first live node after the one the
+//    child ran on, which comes last of all: it may have just died, before
+//    its death was seen, and a spawn there would only time out.
+//  - A shard weighs the bytes of its newest committed checkpoint (base plus
+//    deltas, an upper bound of what it holds), until it has one its config's
+//    estimate (dense and sparse values with their optimizer slots).
+// A choice is a reservation: the child counts on its new node at once, so
+// a dead node's children, restarted one after another, see each other.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "actors/core/actor_id.hpp"
+
+namespace keel {
+
+struct node_load {
+  uint64_t shard_bytes = 0;
+  uint32_t shards = 0;
+  uint32_t workers = 0;
+  uint32_t children() const { return shards + workers; }
+};
+
+class placement_policy {
+ public:
+  explicit placement_policy(uint32_t nodes) : alive_(nodes, true) {}
+
+  uint32_t nodes() const { return static_cast<uint32_t>(alive_.size()); }
+  bool alive(uint32_t node) const { return node < alive_.size() && alive_[node]; }
+  void set_alive(uint32_t node, bool alive) { alive_.at(node) = alive; }
+
+  // The nodes to try for `child`, best first, every live node once (empty:
+  // none is live). `incarnation` 1 is a first start, `preferred` the node
+  // its index prefers.
+  std::vector<uint32_t> candidates(actor_id child, uint64_t incarnation, uint32_t preferred) const;
+
+  // `child` now runs on `node` (it leaves the node it ran on).
+  void place(actor_id child, uint32_t node);
+  // What a shard weighs from now on (its newest committed checkpoint's bytes).
+  void weigh(actor_id shard, uint64_t bytes);
+  // What a shard weighs until weigh() says (its config's estimate).
+  void estimate(actor_id shard, uint64_t bytes);
+
+  // The node `child` runs on (or ran on last), if any.
+  std::optional<uint32_t> node_of(actor_id child) const;
+  // The load of `node` (what runs there, dead or alive).
+  node_load load(uint32_t node) const;
+  // The children on `node`, in id order.
+  std::vector<actor_id> children_of(uint32_t node) const;
+  const std::map<actor_id, uint32_t>& placed() const { return placed_; }
+
+ private:
+  uint64_t weight(actor_id child) const;
+
+  std::vector<bool> alive_;
+  std::map<actor_id, uint32_t> placed_;  // child -> node
+  std::map<actor_id, uint64_t> bytes_;   // shard -> its weight
+};
+
+// A shard's weight before its first checkpoint: `values` floats (dense and
+// sparse) with `slots` optimizer slots each, 4 bytes a float.
+uint64_t estimated_shard_bytes(uint64_t values, uint32_t slots);
+
+}  // namespace keel

@@ -1,0 +1,135 @@
+// The cluster's placement policy on its own: first starts keep the
+// index layout, a dead node's children spread over the survivors by load
+// (shards by bytes, workers by count), the node a child ran on comes last,
+// and committed bytes outweigh the config's estimate.
+#include <algorithm>
+
+#include <doctest/doctest.h>
+
+#include "actors/cluster/placement_policy.hpp"
+
+using namespace keel;
+
+namespace {
+
+// Places shard s on node s mod n and worker w on node (shards + w) mod n,
+// each shard weighing `bytes`, as a job's first start does.
+placement_policy started(uint32_t nodes, uint32_t shards, uint32_t workers, uint64_t bytes) {
+  placement_policy p(nodes);
+  for (uint32_t s = 0; s < shards; ++s) {
+    p.estimate(actor_id::shard(s), bytes);
+    auto order = p.candidates(actor_id::shard(s), 1, s);
+    REQUIRE(!order.empty());
+    CHECK(order.front() == s % nodes);
+    p.place(actor_id::shard(s), order.front());
+  }
+  for (uint32_t w = 0; w < workers; ++w) {
+    auto order = p.candidates(actor_id::worker(w), 1, shards + w);
+    REQUIRE(!order.empty());
+    CHECK(order.front() == (shards + w) % nodes);
+    p.place(actor_id::worker(w), order.front());
+  }
+  return p;
+}
+
+// Restarts every child of `node` (marked dead), shards first, each on the
+// best candidate, as the supervisors do after the node's death.
+void lose(placement_policy& p, uint32_t node) {
+  p.set_alive(node, false);
+  for (auto child : p.children_of(node)) {
+    auto order = p.candidates(child, 2, 0);
+    REQUIRE(!order.empty());
+    CHECK(order.front() != node);
+    p.place(child, order.front());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a dead node's shards and workers spread over the survivors, not onto the next node") {
+  // 4 nodes, 8 shards and 4 workers: each node has 2 shards and 1 worker.
+  auto p = started(4, 8, 4, 100);
+  for (uint32_t n = 0; n < 4; ++n) {
+    CHECK(p.load(n).shards == 2);
+    CHECK(p.load(n).workers == 1);
+  }
+  lose(p, 1);
+  CHECK(p.load(1).children() == 0);
+  // Its 2 shards went to two different survivors, its worker to the third.
+  uint32_t most_shards = 0;
+  for (uint32_t n : {0u, 2u, 3u}) {
+    most_shards = std::max(most_shards, p.load(n).shards);
+    CHECK(p.load(n).children() == 4);
+  }
+  CHECK(most_shards == 3);
+  lose(p, 2);
+  // 8 shards over 2 nodes, 4 workers over 2 nodes: even.
+  for (uint32_t n : {0u, 3u}) {
+    CHECK(p.load(n).shards == 4);
+    CHECK(p.load(n).workers == 2);
+    CHECK(p.load(n).shard_bytes == 400);
+  }
+}
+
+TEST_CASE("shards balance by bytes: a restarted shard goes where the fewest shard bytes are, workers by count") {
+  auto p = started(3, 3, 3, 100);
+  p.weigh(actor_id::shard(0), 1000);  // node 0 holds a heavy shard
+  p.set_alive(2, false);
+  auto order = p.candidates(actor_id::shard(2), 2, 0);
+  REQUIRE(order.size() == 2);
+  CHECK(order.front() == 1);  // 100 bytes against 1000
+  p.place(actor_id::shard(2), 1);
+  // The worker of node 2 goes by workers hosted (1 each), then shard bytes:
+  // node 0 holds 1000, node 1 now 200.
+  order = p.candidates(actor_id::worker(2), 2, 0);
+  REQUIRE(!order.empty());
+  CHECK(order.front() == 1);
+  // Committed bytes replace the estimate; an estimate never overrides them.
+  p.estimate(actor_id::shard(0), 5);
+  CHECK(p.load(0).shard_bytes == 1000);
+}
+
+TEST_CASE("a child restarted while its node lives goes elsewhere first and back to its node last") {
+  auto p = started(3, 3, 0, 100);
+  auto order = p.candidates(actor_id::shard(1), 2, 1);
+  REQUIRE(order.size() == 3);
+  CHECK(order.back() == 1);  // may have died unseen
+  // Its own bytes leave node 1, so the ties between 0 and 2 go round from 1.
+  CHECK(order.front() == 2);
+}
+
+TEST_CASE("a first start whose preferred node is dead goes to the least loaded live node, and with no live node there is no candidate") {
+  auto p = started(3, 3, 0, 100);
+  p.set_alive(1, false);
+  p.place(actor_id::shard(0), 0);
+  auto order = p.candidates(actor_id::shard(5), 1, 1);
+  REQUIRE(order.size() == 2);
+  CHECK(order.front() != 1);
+  p.set_alive(0, false);
+  p.set_alive(2, false);
+  CHECK(p.candidates(actor_id::shard(5), 1, 0).empty());
+  CHECK(p.candidates(actor_id::worker(0), 3, 0).empty());
+}
+
+TEST_CASE("a shard's estimate counts its values and their optimizer slots, 4 bytes each") {
+  CHECK(estimated_shard_bytes(1000, 0) == 4000);
+  CHECK(estimated_shard_bytes(1000, 2) == 12000);
+}
+
+TEST_CASE("a few bytes more do not outweigh a child more: shard bytes count in quarters of a mean shard") {
+  // Node 0's shard weighs 1000, node 2's 1010: the restarted shard of node
+  // 1 goes by children, to node 2, which lacks the worker node 0 now has.
+  auto p = started(3, 3, 0, 1000);
+  p.weigh(actor_id::shard(2), 1010);
+  p.place(actor_id::worker(0), 0);
+  p.set_alive(1, false);
+  auto order = p.candidates(actor_id::shard(1), 2, 1);
+  REQUIRE(order.size() == 2);
+  CHECK(order.front() == 2);
+  // Nor in other buckets: 990 against 1010 (quarters of 250).
+  p.weigh(actor_id::shard(0), 990);
+  CHECK(p.candidates(actor_id::shard(1), 2, 1).front() == 2);
+  // A whole shard more does count.
+  p.weigh(actor_id::shard(2), 3000);
+  CHECK(p.candidates(actor_id::shard(1), 2, 1).front() == 0);
+}
