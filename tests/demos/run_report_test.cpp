@@ -76,6 +76,24 @@ TEST_CASE("a report of a run through kills survives the round trip to JSON and b
     CHECK(to_string(back->recoveries[i]) == to_string(report.recoveries[i]));
 }
 
+TEST_CASE("every event kind survives the round trip, a cluster's node_down, node_up and placed too") {
+  temp_dir dir;
+  auto report = probe_report_through_kills(dir);
+  for (int k = 0; k <= static_cast<int>(last_event_kind); ++k) {
+    auto e = make_job_event(static_cast<event_kind>(k), "node:1", "a cluster's event");
+    e.peer = "node:2";
+    report.events.push_back(e);
+  }
+  auto back = parse_report(report_json(report), "<round trip>");
+  REQUIRE_MESSAGE(back, describe(back.error()));
+  REQUIRE(back->events.size() == report.events.size());
+  for (size_t i = 0; i < report.events.size(); ++i) {
+    CHECK(back->events[i].kind == report.events[i].kind);
+    CHECK(back->events[i].peer == report.events[i].peer);
+  }
+  CHECK(back->events.back().kind == event_kind::placed);
+}
+
 TEST_CASE("the report's JSON carries the progress series and the typed fields of each event") {
   temp_dir dir;
   auto j = nlohmann::json::parse(report_json(probe_report_through_kills(dir)));
