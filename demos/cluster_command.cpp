@@ -88,7 +88,10 @@ const char* cluster_help =
   "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
   "                                 --faults with node faults kill9:node:N@STEP,\n"
   "                                 stop:node:N@STEP, cut:node:N@STEP+MSms (and, with\n"
-  "                                 --node-fault-command, partition:, split:, oneway:node:N@STEP+MSms)\n";
+  "                                 --node-fault-command, partition:, split:, oneway:node:N@STEP+MSms),\n"
+  "                                 and membership changes join:node:N@STEP (N: the next index;\n"
+  "                                 a new node joins, shards and workers move to it) and\n"
+  "                                 drain:node:N@STEP (its children move away, then it is released)\n";
 
 caf::expected<uint32_t> number(const std::string& flag, const args& a, size_t& i, uint32_t lo, uint32_t hi) {
   if (i + 1 >= a.size())
@@ -286,15 +289,35 @@ std::vector<std::string> node_process_flags(const cluster_flags& f, bool tls) {
 
 // Carries out node faults on the node processes with real signals (kill9:
 // SIGKILL, and a fresh process on its port with --respawn-nodes; stop:
-// SIGSTOP; cut: SIGSTOP, then SIGCONT from a timer thread after `away`).
+// SIGSTOP; cut: SIGSTOP, then SIGCONT from a timer thread after `away`),
+// and joins: a new node process, added to the running job's placement.
 // Called from the job's thread; join() waits for the cuts' timers.
 class signal_node_faults {
  public:
   signal_node_faults(node_processes& procs, bool respawn) : procs_(procs), respawn_(respawn) {}
   ~signal_node_faults() { join(); }
 
+  // Where joins go: the job's placement, and the name started nodes'
+  // certificates state (with TLS).
+  void joins_to(std::shared_ptr<cluster_placement> placement, std::string tls_name) {
+    std::lock_guard<std::mutex> guard(mtx_);
+    placement_ = std::move(placement);
+    tls_name_ = std::move(tls_name);
+  }
+
   caf::error operator()(uint32_t node, fault_kind how, std::chrono::milliseconds away) {
     std::lock_guard<std::mutex> guard(mtx_);
+    if (how == fault_kind::join) {
+      if (!placement_ || node != procs_.size())
+        return make_error(errc::invalid_argument, "node:" + std::to_string(node) + " cannot join: keel cluster "
+                                                  "started " + std::to_string(procs_.size()) + " nodes");
+      auto port = procs_.start(node, std::chrono::seconds(10));
+      if (!port)
+        return port.error();
+      std::cout << "keel cluster: node:" << node << " listening on 127.0.0.1:" << *port << " (pid "
+                << procs_.pid(node) << "), joining the job" << std::endl;
+      return placement_->add_node({"127.0.0.1", *port, tls_name_});
+    }
     if (how == fault_kind::kill9) {
       if (auto err = procs_.signal(node, SIGKILL))
         return err;
@@ -324,6 +347,8 @@ class signal_node_faults {
  private:
   node_processes& procs_;
   bool respawn_;
+  std::shared_ptr<cluster_placement> placement_;
+  std::string tls_name_;
   std::mutex mtx_;
   std::vector<std::thread> timers_;
 };
@@ -383,6 +408,7 @@ int cluster(const args& a) {
   pc.tls = tls;
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
+  std::shared_ptr<cluster_placement> used;  // for where the children ended
   // Called once keel train's flags are good: only then do nodes start.
   auto setup = [&](placed_job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
     if (connect)
@@ -403,7 +429,10 @@ int cluster(const args& a) {
     pc.model.options = mo;
     pc.peer_copy = flags->peer_copy;
     cfg.checkpoints.peer_copy = pc.peer_copy;
-    cfg.placement = std::make_shared<cluster_placement>(pc);
+    auto placement = std::make_shared<cluster_placement>(pc);
+    cfg.placement = placement;
+    used = placement;
+    node_faults.joins_to(placement, tls ? tls->name() : std::string());
     if (!flags->fault_command.empty())
       cfg.faults.node_faults = [command = flags->fault_command](uint32_t node, fault_kind how,
                                                                 std::chrono::milliseconds away) {
@@ -416,6 +445,8 @@ int cluster(const args& a) {
     return {};
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
+  if (used)
+    std::cout << "keel cluster: where the children ran last: " << used->where() << "\n";
   node_faults.join();
   procs.stop_all();
   if (procs.size() > 0)

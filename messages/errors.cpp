@@ -32,6 +32,7 @@ const char* to_string(errc code) {
     case errc::start_failed: return "start_failed";
     case errc::not_authenticated: return "not_authenticated";
     case errc::stale_incarnation: return "stale_incarnation";
+    case errc::moved: return "moved";
   }
   return "unknown_keel_error";
 }

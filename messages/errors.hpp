@@ -27,6 +27,7 @@ enum class errc : uint8_t {
   start_failed,            // a supervisor could not start a child
   not_authenticated,       // a peer has not proven the cluster secret (or was refused for good)
   stale_incarnation,       // a message for one incarnation of an actor reached another (fencing)
+  moved,                   // an actor stopped on purpose to run on another node (a drain, a rebalance)
 };
 
 // The atom naming keel's error category.

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/cluster/cluster_placement_state.hpp"
 #include "actors/cluster/placement_policy.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/update_rules.hpp"
@@ -14,63 +15,10 @@
 
 namespace keel {
 
-using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
-
-struct cluster_placement::state {
-  mutable std::mutex mtx;
-  std::condition_variable changed;  // a node came back
-  cluster_placement_config cfg;
-  std::vector<node_handle> handles;  // by node index
-  placement_policy policy{0};        // which node is live, what runs where
-  std::vector<caf::actor> replicas;  // by node index, with peer_copy (invalid: not known)
-  std::map<actor_id, int> peer_of;   // shard -> the node its copies go to (-1: none)
-  caf::actor job;
-  caf::actor watcher;
-
-  std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
-
-  // The peer of node i: the first live node after it (-1: none). Locked.
-  int peer_node(uint32_t i) const {
-    auto n = policy.nodes();
-    for (uint32_t k = 1; k < n; ++k)
-      if (policy.alive((i + k) % n))
-        return static_cast<int>((i + k) % n);
-    return -1;
-  }
-};
-
-namespace {
-
-using state_ptr = std::shared_ptr<cluster_placement::state>;
-
 void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
-              std::string children = {}) {
+              std::string children) {
   auto e = make_job_event(kind, st->node_name(node), std::move(detail));
   e.peer = std::move(children);
-  if (st->job)
-    caf::anon_send(st->job, std::move(e));
-}
-
-std::string readable_bytes(uint64_t bytes) {
-  char buf[32];
-  if (bytes < 1000000)
-    std::snprintf(buf, sizeof(buf), "%.1f kB", static_cast<double>(bytes) / 1e3);
-  else
-    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return buf;
-}
-
-// A restarted child's placement, for the timeline: where it went, from
-// where, and the load that made its new node the choice (before it came).
-void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::optional<uint32_t> was,
-                 const node_load& load) {
-  auto e = make_job_event(event_kind::placed, to_string(child),
-                          "on " + st->node_name(node) + (was ? " (was " + st->node_name(*was) + ")" : "") +
-                            ", which held " + std::to_string(load.shards) +
-                            (load.shards == 1 ? " shard (" : " shards (") + readable_bytes(load.shard_bytes) +
-                            ") and " + std::to_string(load.workers) +
-                            (load.workers == 1 ? " worker" : " workers"));
-  e.peer = st->node_name(node);
   if (st->job)
     caf::anon_send(st->job, std::move(e));
 }
@@ -105,6 +53,32 @@ void tell_routes(caf::actor_system& sys, const state_ptr& st) {
   caf::scoped_actor sender{sys};
   for (auto& a : agents)
     sender->send(a, node_routes_atom::value, routes);
+}
+
+namespace {
+
+std::string readable_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1000000)
+    std::snprintf(buf, sizeof(buf), "%.1f kB", static_cast<double>(bytes) / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+// A restarted child's placement, for the timeline: where it went, from
+// where, and the load that made its new node the choice (before it came).
+void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::optional<uint32_t> was,
+                 const node_load& load, const std::optional<std::string>& moved) {
+  auto e = make_job_event(event_kind::placed, to_string(child),
+                          "on " + st->node_name(node) + (was ? " (was " + st->node_name(*was) + ")" : "") +
+                            ", which held " + std::to_string(load.shards) +
+                            (load.shards == 1 ? " shard (" : " shards (") + readable_bytes(load.shard_bytes) +
+                            ") and " + std::to_string(load.workers) +
+                            (load.workers == 1 ? " worker" : " workers") + (moved ? "; moved: " + *moved : ""));
+  e.peer = st->node_name(node);
+  if (st->job)
+    caf::anon_send(st->job, std::move(e));
 }
 
 // Watches every node's agent: a down agent is a lost node; lost nodes are
@@ -144,7 +118,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       {
         std::lock_guard<std::mutex> guard(st->mtx);
         for (uint32_t i = 0; i < st->policy.nodes(); ++i)
-          if (!st->policy.alive(i))
+          if (!st->policy.alive(i) && !st->released[i])
             lost.push_back(i);
       }
       for (auto i : lost) {
@@ -174,6 +148,8 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       if (lost.size() > 0)
         self->delayed_send(self, st->cfg.reconnect_every, reconnect_atom::value);
     },
+    [self, st](next_move_atom) { start_next_move(self, st); },
+    [self](watch_node_atom, const caf::actor& agent) { self->monitor(agent); },
   };
 }
 
@@ -231,7 +207,9 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->handles = std::move(handles);
     state_->replicas = std::move(replicas);
     state_->policy = placement_policy(static_cast<uint32_t>(state_->handles.size()));
+    state_->released.assign(state_->handles.size(), false);
     state_->job = job;
+    state_->sys = &sys;
   }
   state_->watcher = sys.spawn<caf::detached>(node_watcher, state_);
   return {};
@@ -251,8 +229,13 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       std::lock_guard<std::mutex> guard(state_->mtx);
       order = state_->policy.candidates(name, req.incarnation, preferred);
       was = state_->policy.node_of(name);
-      // A restarted shard with copies goes first to the node holding them.
-      if (auto it = state_->peer_of.find(name);
+      // A move's target first; else a restarted shard with copies goes
+      // first to the node holding them.
+      if (auto pin = state_->pinned.find(name); pin != state_->pinned.end()) {
+        auto at = std::find(order.begin(), order.end(), pin->second);
+        if (at != order.end())
+          std::rotate(order.begin(), at, at + 1);
+      } else if (auto it = state_->peer_of.find(name);
           copies && req.incarnation > 1 && it != state_->peer_of.end() && it->second >= 0) {
         auto peer = std::find(order.begin(), order.end(), static_cast<uint32_t>(it->second));
         if (peer != order.end())
@@ -283,9 +266,11 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
           std::lock_guard<std::mutex> guard(state_->mtx);
           if (copies)
             state_->peer_of[name] = peer;
+          state_->pinned.erase(name);
         }
+        auto moved = move_started(state_, name);
         if (req.incarnation > 1)
-          tell_placed(state_, name, i, was, load);
+          tell_placed(state_, name, i, was, load, moved);
         return child;
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
@@ -335,12 +320,23 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, ui
 }
 
 void cluster_placement::committed(const std::vector<committed_shard>& shards) {
-  std::lock_guard<std::mutex> guard(state_->mtx);
-  for (auto& s : shards) {
-    uint64_t bytes = s.snapshot.entry.bytes;
-    for (auto& link : s.snapshot.entry.chain) bytes += link.bytes;
-    state_->policy.weigh(actor_id::shard(s.shard), bytes);
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    uint64_t step = UINT64_MAX;
+    for (auto& s : shards) {
+      uint64_t bytes = s.snapshot.entry.bytes;
+      for (auto& link : s.snapshot.entry.chain) bytes += link.bytes;
+      state_->policy.weigh(actor_id::shard(s.shard), bytes);
+      step = std::min(step, s.step);
+    }
+    if (!shards.empty())
+      state_->committed_step = std::max(state_->committed_step, step);
+    if (settle_move(*state_))
+      watcher = state_->watcher;
   }
+  if (watcher)
+    caf::anon_send(watcher, next_move_atom::value);
 }
 
 std::string cluster_placement::where() const {

@@ -77,13 +77,22 @@ class cluster_placement final : public child_placement {
                                          const worker_config& cfg) override;
   void committed(const std::vector<committed_shard>& shards) override;
   void detach() override;
-  uint32_t nodes() const override { return static_cast<uint32_t>(cfg_.nodes.size()); }
+  uint32_t nodes() const override;  // grows with joins
+  caf::error drain(uint32_t node) override;
+
+  // Adds the keel node at `address` to the running job (a plan's
+  // join:node:N, N being nodes()): connects to it as to the others
+  // (authenticated the same way), then moves shards and workers to it
+  // until the cluster is balanced (placement_policy::rebalance). Blocks
+  // for the connection; the moves follow. Before attach(), it joins the
+  // list of nodes to start on.
+  caf::error add_node(const node_address& address);
   std::string where() const override;
 
   // The node a child runs on now (-1: none), for tests.
   int node_of(actor_id child) const;
 
-  struct state;  // shared with the watcher actor
+  struct state;  // shared with the watcher actor (cluster_placement_state.hpp)
 
  private:
   caf::expected<caf::actor> start(uint32_t preferred, spawn_request req);

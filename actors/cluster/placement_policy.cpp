@@ -19,7 +19,7 @@ std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t inca
   const uint32_t n = nodes();
   std::vector<uint32_t> live;
   for (uint32_t i = 0; i < n; ++i)
-    if (alive_[i])
+    if (eligible(i))
       live.push_back(i);
   if (live.empty())
     return live;
@@ -57,6 +57,57 @@ std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t inca
   };
   std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
   return live;
+}
+
+uint32_t placement_policy::add_node() {
+  alive_.push_back(true);
+  draining_.push_back(false);
+  return nodes() - 1;
+}
+
+std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
+  std::vector<std::pair<actor_id, uint32_t>> moves;
+  std::vector<uint32_t> nodes_in;
+  for (uint32_t i = 0; i < nodes(); ++i)
+    if (eligible(i))
+      nodes_in.push_back(i);
+  if (nodes_in.size() < 2)
+    return moves;
+  auto sim = *this;  // moves applied as they are planned
+  auto extreme = [&](auto load_of, bool most) {
+    uint32_t best = nodes_in.front();
+    for (auto i : nodes_in)
+      if (most ? load_of(i) > load_of(best) : load_of(i) < load_of(best))
+        best = i;
+    return best;
+  };
+  const size_t bound = placed_.size();  // each move lowers the spread: a bound, not a budget
+  for (size_t k = 0; k < bound; ++k) {
+    auto bytes = [&](uint32_t i) { return sim.load(i).shard_bytes; };
+    auto from = extreme(bytes, true), to = extreme(bytes, false);
+    uint64_t spread = bytes(from) - bytes(to);
+    std::optional<actor_id> pick;
+    for (auto child : sim.children_of(from))
+      if (child.is(actor_kind::shard) && sim.weight(child) < spread &&
+          (!pick || sim.weight(child) > sim.weight(*pick)))
+        pick = child;
+    if (!pick)
+      break;
+    sim.place(*pick, to);
+    moves.emplace_back(*pick, to);
+  }
+  for (size_t k = 0; k < bound; ++k) {
+    auto workers = [&](uint32_t i) { return sim.load(i).workers; };
+    auto from = extreme(workers, true), to = extreme(workers, false);
+    if (workers(from) <= workers(to) + 1)
+      break;
+    auto children = sim.children_of(from);
+    auto last = std::find_if(children.rbegin(), children.rend(),
+                             [](actor_id c) { return c.is(actor_kind::worker); });
+    sim.place(*last, to);
+    moves.emplace_back(*last, to);
+  }
+  return moves;
 }
 
 void placement_policy::place(actor_id child, uint32_t node) {

@@ -19,6 +19,15 @@
 //    estimate (dense and sparse values with their optimizer slots).
 // A choice is a reservation: the child counts on its new node at once, so
 // a dead node's children, restarted one after another, see each other.
+//
+// Membership: a draining node takes nothing new (its children leave it one
+// move at a time, each restarted where candidates() says); a node added to
+// a running job starts empty, and rebalance() lists the moves that even the
+// load out again: from the node with the most shard bytes to the one with
+// the fewest, while a shard lighter than their difference is there to
+// move (each move lowers the spread), then workers likewise while the
+// counts differ by more than one. The moves run one at a time (a bound of
+// one shard's state in flight at once; cluster_placement).
 
 #include <cstdint>
 #include <map>
@@ -38,14 +47,23 @@ struct node_load {
 
 class placement_policy {
  public:
-  explicit placement_policy(uint32_t nodes) : alive_(nodes, true) {}
+  explicit placement_policy(uint32_t nodes) : alive_(nodes, true), draining_(nodes, false) {}
 
   uint32_t nodes() const { return static_cast<uint32_t>(alive_.size()); }
   bool alive(uint32_t node) const { return node < alive_.size() && alive_[node]; }
   void set_alive(uint32_t node, bool alive) { alive_.at(node) = alive; }
+  // A new node, live and empty: its index.
+  uint32_t add_node();
+  // Whether `node` takes children: live and not draining.
+  bool eligible(uint32_t node) const { return alive(node) && !draining_[node]; }
+  bool draining(uint32_t node) const { return node < draining_.size() && draining_[node]; }
+  void set_draining(uint32_t node, bool on) { draining_.at(node) = on; }
 
-  // The nodes to try for `child`, best first, every live node once (empty:
-  // none is live). `incarnation` 1 is a first start, `preferred` the node
+  // The moves (child, to node) that balance the eligible nodes, in order.
+  std::vector<std::pair<actor_id, uint32_t>> rebalance() const;
+
+  // The nodes to try for `child`, best first, every eligible node once
+  // (empty: none is). `incarnation` 1 is a first start, `preferred` the node
   // its index prefers.
   std::vector<uint32_t> candidates(actor_id child, uint64_t incarnation, uint32_t preferred) const;
 
@@ -68,6 +86,7 @@ class placement_policy {
   uint64_t weight(actor_id child) const;
 
   std::vector<bool> alive_;
+  std::vector<bool> draining_;
   std::map<actor_id, uint32_t> placed_;  // child -> node
   std::map<actor_id, uint64_t> bytes_;   // shard -> its weight
 };

@@ -27,6 +27,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // a request t
 using fence_atom = caf::atom_constant<caf::atom("fence")>;        // (epoch): a newer incarnation of this shard is up
 using score_atom = caf::atom_constant<caf::atom("score")>;        // (slice_task): a worker scores a held-out slice
 using write_atom = caf::atom_constant<caf::atom("write")>;        // (snapshot, tag): a shard's writer writes it
+using move_atom = caf::atom_constant<caf::atom("move")>;          // (child, why): the job stops a child to run it elsewhere
 using seal_atom = caf::atom_constant<caf::atom("seal")>;          // (streamed file): a shard's writer makes it durable
 // (checkpoint, shard, step, reason): a shard could not write its snapshot
 // of that checkpoint (it writes it again after a backoff).

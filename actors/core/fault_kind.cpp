@@ -21,6 +21,8 @@ const char* to_string(fault_kind k) {
     case fault_kind::partition: return "partition";
     case fault_kind::split: return "split";
     case fault_kind::oneway: return "oneway";
+    case fault_kind::drain: return "drain";
+    case fault_kind::join: return "join";
   }
   return "?";
 }
@@ -30,6 +32,9 @@ std::optional<fault_kind> parse_fault_kind(std::string_view text) {
     if (text == to_string(k))
       return k;
   for (auto k : network_fault_kinds)
+    if (text == to_string(k))
+      return k;
+  for (auto k : membership_kinds)
     if (text == to_string(k))
       return k;
   return std::nullopt;

@@ -15,7 +15,8 @@ namespace keel {
 enum class fault_kind : uint8_t {
   kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
   kill9, stop, cut,           // node faults
-  partition, split, oneway    // node faults on the network (network_fault_kinds)
+  partition, split, oneway,   // node faults on the network (network_fault_kinds)
+  drain, join                 // membership changes (membership_kinds)
 };
 
 // Every kind, in declaration order (random plans draw from it: the order is
@@ -34,6 +35,14 @@ constexpr fault_kind all_fault_kinds[] = {
 // what a seed means).
 constexpr fault_kind network_fault_kinds[] = {fault_kind::partition, fault_kind::split,
                                               fault_kind::oneway};
+
+// Membership changes a plan schedules beside faults (a cluster's
+// placement carries them out; they are no faults, but share the plan's
+// triggers, its order and its events): `drain` moves a node's shards and
+// workers to the others, then releases it; `join` adds node N (the next
+// index) to the running job, which then moves shards and workers to it
+// until the cluster is balanced.
+constexpr fault_kind membership_kinds[] = {fault_kind::drain, fault_kind::join};
 
 // The kind as a plan spells it ("throw" for raise, "dup" for duplicate).
 const char* to_string(fault_kind k);

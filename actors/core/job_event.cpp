@@ -27,6 +27,8 @@ const char* to_string(event_kind k) {
     case event_kind::node_down: return "node_down";
     case event_kind::node_up: return "node_up";
     case event_kind::placed: return "placed";
+    case event_kind::membership: return "membership";
+    case event_kind::released: return "released";
   }
   return "unknown";
 }

@@ -50,10 +50,12 @@ enum class event_kind : uint8_t {
   node_down,          // node `actor` ("node:1") lost: `peer` lists the children it ran
   node_up,            // node `actor` joined or came back
   placed,             // child `actor` restarted on node `peer`: `detail` says from where and why
+  membership,         // node `actor`: the plan's `fault` (drain, join) carried out, or `failed`
+  released,           // node `actor` drained: nothing of the job runs there any more
 };
 
 // The last kind, for readers that go through them all.
-constexpr event_kind last_event_kind = event_kind::placed;
+constexpr event_kind last_event_kind = event_kind::released;
 
 // The kind's name as reports and the CLI print it ("checkpoint_failed").
 const char* to_string(event_kind k);

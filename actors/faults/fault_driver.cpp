@@ -108,6 +108,8 @@ caf::error fault_driver::inject_now(const fault& f) {
     case fault_kind::partition:
     case fault_kind::split:
     case fault_kind::oneway:
+    case fault_kind::drain:
+    case fault_kind::join:
       break;  // inject() asks the runtime
     case fault_kind::flip:
       return flip_newest_snapshot(f);
@@ -140,6 +142,8 @@ std::string node_fault_text(fault_kind k) {
     case fault_kind::partition: return "the node cut off from every peer, to heal later";
     case fault_kind::split: return "the node cut off from the coordinator, to heal later";
     case fault_kind::oneway: return "what the node sends dropped, to heal later";
+    case fault_kind::drain: return "its shards and workers move to the other nodes, then it is released";
+    case fault_kind::join: return "the node joins the job, which moves shards and workers to it";
     default: return "the node's process stopped, to continue later";
   }
 }
@@ -148,7 +152,15 @@ std::string node_fault_text(fault_kind k) {
 
 void fault_driver::record_injection(const fault& f, const caf::error& err) {
   injected_ += (injected_.empty() ? "" : ",") + to_string(f);
-  if (f.is_node_fault()) {
+  if (f.is_membership()) {
+    auto e = make_job_event(event_kind::membership, f.target,
+                            err ? "not carried out: " + describe(err) : to_string(f) + ": " + node_fault_text(f.kind));
+    e.fault = to_string(f);
+    e.how = f.kind;
+    e.failed = static_cast<bool>(err);
+    e.step = f.at_step;
+    hooks_.record(std::move(e));
+  } else if (f.is_node_fault()) {
     auto e = make_job_event(event_kind::fault, f.target,
                             err ? "not injected: " + describe(err) : to_string(f) + ": " + node_fault_text(f.kind));
     e.fault = to_string(f);

@@ -110,7 +110,7 @@ caf::expected<fault> parse_one(const std::string& item) {
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
                "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip, "
-               "kill9, stop, cut, partition, split, oneway)");
+               "kill9, stop, cut, partition, split, oneway, drain, join)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -151,8 +151,8 @@ caf::expected<fault> parse_one(const std::string& item) {
   uint64_t index = 0;
   bool node = split_indexed(f.target, prefix, index) && prefix == "node";
   if (f.is_node_fault() != node)
-    return bad(node ? "a node takes kill9, stop, cut, partition, split or oneway"
-                    : "kill9, stop, cut, partition, split and oneway target node:N");
+    return bad(node ? "a node takes kill9, stop, cut, partition, split, oneway, drain or join"
+                    : "kill9, stop, cut, partition, split, oneway, drain and join target node:N");
   bool lasts = f.kind == fault_kind::cut || f.is_network_fault();
   if ((f.kind == fault_kind::delay || lasts) && f.delay_ms == 0)
     return bad(lasts ? std::string("a ") + to_string(f.kind) + " needs +MSms (how long the node is away)"
@@ -228,6 +228,31 @@ caf::error check_link_target(const std::string& target) {
 
 caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uint32_t workers,
                             uint32_t nodes) {
+  // Joins add nodes: the k-th new node is node:(nodes + k), whatever the
+  // order of the joins' steps; the other entries may name it too.
+  const uint32_t started = nodes;
+  std::vector<uint64_t> joined;
+  for (auto& f : plan)
+    if (f.kind == fault_kind::join) {
+      std::string prefix;
+      uint64_t index = 0;
+      split_indexed(f.target, prefix, index);
+      if (started == 0)
+        break;  // named below: no nodes at all
+      if (index < started || std::find(joined.begin(), joined.end(), index) != joined.end())
+        return make_error(errc::invalid_argument,
+                          "fault '" + to_string(f) + "': a join names a new node, node:" +
+                            std::to_string(started) + " or after, once (the job starts with " +
+                            std::to_string(started) + " nodes)");
+      joined.push_back(index);
+    }
+  nodes += static_cast<uint32_t>(joined.size());
+  for (uint64_t k = 0; k < joined.size(); ++k)
+    if (std::find(joined.begin(), joined.end(), started + k) == joined.end())
+      return make_error(errc::invalid_argument,
+                        "fault plan: its joins must name node:" + std::to_string(started) + " to node:" +
+                          std::to_string(nodes - 1) + ", each once (node:" + std::to_string(started + k) +
+                          " is missing)");
   auto check_name = [&](const fault& f, const std::string& name) -> caf::error {
     std::string prefix;
     uint64_t index = 0;

@@ -83,8 +83,10 @@ struct fault {
   }
   bool is_node_fault() const {
     return kind == fault_kind::kill9 || kind == fault_kind::stop || kind == fault_kind::cut ||
-           is_network_fault();
+           is_network_fault() || is_membership();
   }
+  // drain, join: a membership change, carried out as node faults are.
+  bool is_membership() const { return kind == fault_kind::drain || kind == fault_kind::join; }
   // partition, split, oneway: a node fault on the network, healing after delay_ms.
   bool is_network_fault() const {
     return kind == fault_kind::partition || kind == fault_kind::split || kind == fault_kind::oneway;

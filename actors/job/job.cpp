@@ -68,7 +68,7 @@ caf::error check(const placed_job_config& c) {
     if (f.when == trigger::step && f.at_step > c.training.steps)
       return bad("fault '" + to_string(f) + "': step " + std::to_string(f.at_step) +
                  " is past the run's last step " + std::to_string(c.training.steps) + " (it would never fire)");
-    if (f.is_node_fault() && !c.faults.node_faults)
+    if (f.is_node_fault() && f.kind != fault_kind::drain && !c.faults.node_faults)
       return bad("fault '" + to_string(f) + "': nothing carries out node faults here "
                  "(fault_config::node_faults; keel cluster does for the nodes it starts)");
   }

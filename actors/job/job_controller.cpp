@@ -341,6 +341,15 @@ void kill_request(controller_actor* self, const fault& f, caf::response_promise 
     kill_now(self, f, rp);
 }
 
+void move_request(controller_actor* self, const std::string& name, const std::string& why,
+                  caf::response_promise rp) {
+  if (held(self, [=] { move_request(self, name, why, rp); }))
+    return;
+  if (self->state.run.now != run_phase::running)
+    return rp.deliver(not_running());
+  move_now(self, name, why, rp);
+}
+
 void inject_request(controller_actor* self, const fault& f, caf::response_promise rp) {
   if (held(self, [=] { inject_request(self, f, rp); }))
     return;
@@ -408,6 +417,11 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     [=](inject_atom, const fault& f) -> caf::result<caf::ok_atom> {
       auto rp = promise();
       inject_request(self, f, rp);
+      return rp;
+    },
+    [=](move_atom, const std::string& name, const std::string& why) -> caf::result<uint64_t> {
+      auto rp = promise();
+      move_request(self, name, why, rp);
       return rp;
     },
     [=](job_status_atom) { return progress_text(self->state); },

@@ -311,6 +311,11 @@ void maybe_finish(controller_actor* self);
 // job_faults.cpp: job::kill and job::inject.
 void kill_now(controller_actor* self, const fault& f, caf::response_promise rp);
 void inject_now(controller_actor* self, const fault& f, caf::response_promise rp);
+// A placement's move: stops shard or worker `name` with errc::moved (`why`),
+// so that its supervisor restarts it where the placement now says. Answers
+// the step a checkpoint must reach before the move has settled (0: none).
+void move_now(controller_actor* self, const std::string& name, const std::string& why,
+              caf::response_promise rp);
 
 }  // namespace keel
 

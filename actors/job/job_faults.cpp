@@ -4,6 +4,7 @@
 // blocking the controller), and the application's job::kill and job::inject.
 #include <algorithm>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/placement.hpp"
@@ -71,29 +72,61 @@ void deliver(caf::response_promise& rp, caf::error err) {
 
 }  // namespace
 
-void controller_hooks::end_actor(const std::string& name, fault_kind how,
-                                 std::function<void(caf::error)> done) {
+// Finds the running actor `name` through the tree's directory (waiting
+// while it restarts) and calls `act` with it, then `done`; `done` alone,
+// with an error saying what `verb` could not do, when there is none.
+void with_actor(controller_actor* self, const std::string& name, const std::string& verb,
+                std::function<void(const caf::actor&)> act, std::function<void(caf::error)> done) {
   auto& run = self->state.run;
-  auto cannot = [name](const caf::error& why) {
-    return make_error(errc::not_found, "cannot kill '" + name + "': " + describe(why));
+  auto cannot = [name, verb](const caf::error& why) {
+    return make_error(errc::not_found, "cannot " + verb + " '" + name + "': " + describe(why));
   };
   if (!run.tree)
     return done(cannot(make_error(errc::not_found, "'" + name + "': the job is not running")));
   if (name == "root") {
-    end(self, run.tree->root(), name, how);
+    act(run.tree->root());
     return done({});
   }
   // The directory answers within five seconds; the extra one covers a
   // directory that died (its own timeout would otherwise race this one).
-  auto me = self;
   self->request(run.tree->directory(), std::chrono::seconds(6), supervision::await_name_atom::value,
                 name, uint64_t{1}, caf::timespan{std::chrono::seconds(5)})
     .then(
-      [me, name, how, done](caf::actor& target) {
-        end(me, target, name, how);
+      [act, done](caf::actor& target) {
+        act(target);
         done({});
       },
       [done, cannot](caf::error& err) { done(cannot(err)); });
+}
+
+void controller_hooks::end_actor(const std::string& name, fault_kind how,
+                                 std::function<void(caf::error)> done) {
+  auto me = self;
+  with_actor(self, name, "kill", [me, name, how](const caf::actor& target) { end(me, target, name, how); },
+             std::move(done));
+}
+
+void move_now(controller_actor* self, const std::string& name, const std::string& why,
+              caf::response_promise rp) {
+  auto id = parse_actor_id(name);
+  if (!id || !(id->is(actor_kind::shard) || id->is(actor_kind::worker)))
+    return rp.deliver(make_error(errc::invalid_argument, "only a shard or a worker moves, not '" + name + "'"));
+  // The step a checkpoint must reach before the next move: what the
+  // fastest worker may have pushed by now (0: no checkpoints to wait for).
+  auto& steps = self->state.progress.worker_step;
+  uint64_t settle = self->state.cfg.checkpoints.every == 0 || steps.empty()
+                      ? 0
+                      : *std::max_element(steps.begin(), steps.end()) + 1;
+  auto me = self;
+  with_actor(
+    self, name, "move",
+    [me, why](const caf::actor& target) { me->send_exit(target, make_error(errc::moved, why)); },
+    [rp, settle](caf::error err) mutable {
+      if (err)
+        rp.deliver(std::move(err));
+      else
+        rp.deliver(settle);
+    });
 }
 
 void controller_hooks::record(job_event e) {
@@ -103,6 +136,11 @@ void controller_hooks::record(job_event e) {
 void controller_hooks::node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,
                                   std::function<void(caf::error)> done) {
   auto& cfg = self->state.cfg;
+  if (how == fault_kind::drain) {  // the placement's to carry out
+    if (!cfg.placement)
+      return done(make_error(errc::invalid_argument, "the job runs in one process: no node to drain"));
+    return done(cfg.placement->drain(node));
+  }
   if (!cfg.faults.node_faults)
     return fault_hooks::node_fault(node, how, away, std::move(done));
   // The application's callback may take a while (it signals a process, and

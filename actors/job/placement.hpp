@@ -25,6 +25,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/core/checkpoint_coordinator.hpp"
+#include "messages/errors.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/worker.hpp"
 
@@ -57,6 +58,15 @@ class child_placement {
   // bytes, which a placement may weigh its shards by. Called on the job's
   // thread.
   virtual void committed(const std::vector<committed_shard>& shards) { (void)shards; }
+
+  // Drains `node` (a plan's drain:node:N): moves what runs there to the
+  // other nodes, one child at a time, by asking the job to stop each
+  // (move_atom); the node then takes nothing new. Returns once the drain
+  // has begun; an error when it cannot (no such live node, none left to
+  // move to, or a placement without nodes).
+  virtual caf::error drain(uint32_t node) {
+    return make_error(errc::invalid_argument, "no node:" + std::to_string(node) + " to drain: the job runs in one process");
+  }
 
   // Called before the job's actor system goes: stops every actor the
   // placement runs in it (the system waits for them).

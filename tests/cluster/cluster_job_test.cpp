@@ -4,7 +4,9 @@
 // its port, and a coordinator killed with SIGKILL and resumed. Every run
 // must end with every acknowledged push applied exactly once and, under BSP,
 // with the params_sha256 of the same run in one process without faults.
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <set>
 #include <sstream>
@@ -93,19 +95,98 @@ std::string placed_on(const std::string& out, const std::string& child) {
 }
 
 TEST_CASE("a node lost to kill -9 has its shard and its worker restarted on two different survivors, bit-identical") {
-  // Node i runs shard:i and worker:i. Before, both children of node:1 went
-  // to node:2, the next live node; now each goes to the least loaded.
-  const std::string train = "--model probe --shards 3 --workers 3 --steps 300 --checkpoint-every 20";
+  // shard:0 and worker:1 run on node:0, shard:1 on node:1, worker:0 on
+  // node:2. Before, both children of node:0 went to node:1, the next live
+  // node; now the shard goes where no shard is (node:2) and the worker
+  // where no worker is (node:1), whichever restarts first.
+  const std::string train = "--model probe --shards 2 --workers 2 --steps 300 --checkpoint-every 20";
   auto sha = reference_sha(train);
-  auto r = run_keel("cluster --nodes 3 " + train + " --kill node:1@150");
+  auto r = run_keel("cluster --nodes 3 " + train + " --kill node:0@150");
   check_promises(r, sha);
-  check_injected_then_lost(r, "kill9:node:1@150", "node:1");
-  auto shard = placed_on(r.out, "shard:1");
-  auto worker = placed_on(r.out, "worker:1");
-  CHECK_MESSAGE((shard == "node:0" || shard == "node:2"), r.out);
-  CHECK_MESSAGE((worker == "node:0" || worker == "node:2"), r.out);
-  CHECK_MESSAGE(shard != worker, r.out);
-  CHECK_MESSAGE(r.out.find("(was node:1), which held 1 shard") != std::string::npos, r.out);
+  check_injected_then_lost(r, "kill9:node:0@150", "node:0");
+  CHECK_MESSAGE(placed_on(r.out, "shard:0") == "node:2", r.out);
+  CHECK_MESSAGE(placed_on(r.out, "worker:1") == "node:1", r.out);
+  CHECK_MESSAGE(r.out.find("placed shard:0: on node:2 (was node:0), which held 0 shards") != std::string::npos, r.out);
+}
+
+// "shard:0@node:3, worker:1@node:2, ..." (keel cluster's last placement
+// line) as node -> children.
+std::map<std::string, std::vector<std::string>> where_children_ran(const std::string& out) {
+  std::map<std::string, std::vector<std::string>> by_node;
+  auto lines = lines_with(out, "keel cluster: where the children ran last: ");
+  if (lines.empty())
+    return by_node;
+  std::istringstream in(lines.back().substr(lines.back().find("last: ") + 6));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    auto at = item.find('@');
+    if (at != std::string::npos)
+      by_node[item.substr(at + 1)].push_back(item.substr(0, at));
+  }
+  return by_node;
+}
+
+size_t count_kind(const std::vector<std::string>& children, const std::string& kind) {
+  return std::count_if(children.begin(), children.end(),
+                       [&](const std::string& c) { return c.rfind(kind + ":", 0) == 0; });
+}
+
+TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while training: balanced after each change, nothing lost, bit-identical") {
+  const std::string train = "--model probe --shards 6 --workers 6 --steps 600 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  const std::string plan = "join:node:3@100,drain:node:0@250,drain:node:1@400";
+  auto r = run_keel("cluster --nodes 3 " + train + " --faults " + plan);
+  check_promises(r, sha);
+  CHECK_MESSAGE(r.out.find("planned faults: 3 injected, 0 not") != std::string::npos, r.out);
+  // The join: node:3 started and joined, then a shard and a worker moved to it
+  // (6 and 6 over 4 nodes: 1-2-2-1 each).
+  auto joined = r.out.find("node_up node:3: joined at 127.0.0.1:");
+  REQUIRE_MESSAGE(joined != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("2 moves to balance", joined) != std::string::npos, r.out);
+  auto placed_for = [&](const std::string& why) {
+    auto lines = lines_with(r.out, "moved: " + why);
+    return std::count_if(lines.begin(), lines.end(),
+                         [](const std::string& l) { return l.find("] placed ") != std::string::npos; });
+  };
+  CHECK_MESSAGE(placed_for("rebalance onto node:3") == 2, r.out);
+  // Each drain moved everything off its node, then released it, in order.
+  auto released0 = r.out.find("released node:0: drained");
+  auto released1 = r.out.find("released node:1: drained");
+  REQUIRE_MESSAGE(released0 != std::string::npos, r.out);
+  REQUIRE_MESSAGE(released1 != std::string::npos, r.out);
+  CHECK(joined < released0);
+  CHECK(released0 < released1);
+  CHECK_MESSAGE(placed_for("drain of node:0") >= 2, r.out);
+  CHECK_MESSAGE(placed_for("drain of node:1") >= 2, r.out);
+  // Two nodes left, balanced: 3 shards and 3 workers each.
+  auto where = where_children_ran(r.out);
+  CHECK_MESSAGE(where.size() == 2, r.out);
+  for (auto node : {"node:2", "node:3"}) {
+    CAPTURE(node);
+    CHECK_MESSAGE(count_kind(where[node], "shard") == 3, r.out);
+    CHECK_MESSAGE(count_kind(where[node], "worker") == 3, r.out);
+  }
+}
+
+TEST_CASE("keel cluster refuses a join that names no new node, a drain of the only node, and a drain of a node that is not there, naming each") {
+  const std::string train = "--model probe --steps 100 --checkpoint-every 20";
+  auto r = run_keel("cluster --nodes 2 " + train + " --faults join:node:1@50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("a join names a new node, node:2 or after") != std::string::npos, r.out);
+  r = run_keel("cluster --nodes 2 " + train + " --faults join:node:3@50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("node:2 is missing") != std::string::npos, r.out);
+  r = run_keel("cluster --nodes 2 " + train + " --faults drain:node:5@50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("the job has no node:5") != std::string::npos, r.out);
+  // A drain that cannot be carried out is an event, and the run goes on.
+  r = run_keel("cluster --nodes 1 " + train + " --faults drain:node:0@50");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  CHECK_MESSAGE(r.out.find("membership node:0: not carried out: invalid_argument: cannot drain node:0: no other live "
+                           "node to move its children to") != std::string::npos,
+                r.out);
+  CHECK_MESSAGE(r.out.find("planned faults: 0 injected, 1 not") != std::string::npos, r.out);
 }
 
 TEST_CASE("pushes and pulls between nodes go over the nodes' data planes, bit-identical to a run over CAF's middleman") {

@@ -133,3 +133,51 @@ TEST_CASE("a few bytes more do not outweigh a child more: shard bytes count in q
   p.weigh(actor_id::shard(2), 3000);
   CHECK(p.candidates(actor_id::shard(1), 2, 1).front() == 0);
 }
+
+TEST_CASE("a node added to a running job receives moves until the spread is below a shard and a worker") {
+  // 6 shards and 6 workers on 3 nodes (2 and 2 each), then node 3 joins.
+  auto p = started(3, 6, 6, 100);
+  CHECK(p.rebalance().empty());  // balanced already
+  CHECK(p.add_node() == 3);
+  auto moves = p.rebalance();
+  REQUIRE(moves.size() == 2);  // a shard and a worker: 1-2-2-1 each
+  CHECK(moves[0].first.is(actor_kind::shard));
+  CHECK(moves[1].first.is(actor_kind::worker));
+  for (auto& [child, to] : moves) {
+    CHECK(to == 3);
+    p.place(child, to);
+  }
+  CHECK(p.rebalance().empty());
+  CHECK(p.load(3).shards == 1);
+  CHECK(p.load(3).workers == 1);
+  // 12 shards on 3 nodes: a fourth node gets 3, one from each.
+  auto q = started(3, 12, 0, 100);
+  q.add_node();
+  auto more = q.rebalance();
+  CHECK(more.size() == 3);
+  for (auto& [child, to] : more) q.place(child, to);
+  for (uint32_t n = 0; n < 4; ++n) CHECK(q.load(n).shards == 3);
+}
+
+TEST_CASE("a draining node takes no child, its children restart on the others, and a heavy shard moves where it lowers the spread") {
+  auto p = started(3, 3, 3, 100);
+  p.set_draining(1, true);
+  CHECK(!p.eligible(1));
+  for (auto child : p.children_of(1)) {
+    auto order = p.candidates(child, 2, 0);
+    REQUIRE(order.size() == 2);
+    CHECK(std::find(order.begin(), order.end(), 1u) == order.end());
+    p.place(child, order.front());
+  }
+  CHECK(p.load(1).children() == 0);
+  CHECK(p.load(0).children() + p.load(2).children() == 6);
+  // A shard of 1000 beside shards of 100: moving it would only swap the
+  // imbalance, so it stays; a lighter one moves instead when that helps.
+  auto q = started(2, 4, 0, 100);  // node 0: shards 0, 2; node 1: shards 1, 3
+  q.weigh(actor_id::shard(0), 1000);
+  auto moves = q.rebalance();
+  for (auto& [child, to] : moves) CHECK(child != actor_id::shard(0));
+  REQUIRE(moves.size() == 1);
+  CHECK(moves[0].first == actor_id::shard(2));
+  CHECK(moves[0].second == 1);
+}

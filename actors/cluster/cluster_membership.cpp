@@ -1,0 +1,219 @@
+// A running cluster's membership changes: nodes drained and nodes added,
+// carried out as moves, one child at a time. A move asks the job to stop
+// the child (move_atom, errc::moved); its supervisor restarts it from its
+// last checkpoint, as after any crash, and the placement's start puts it
+// on the move's target (or, for a drain, wherever the policy says); the
+// workers replay what the restarted shard lacks. Nothing acknowledged is
+// lost and BSP stays bit-identical, by the same machinery as a kill.
+#include <algorithm>
+
+#include <caf/all.hpp>
+
+#include "actors/cluster/cluster_placement_state.hpp"
+#include "actors/core/atoms.hpp"
+#include "messages/errors.hpp"
+
+namespace keel {
+
+namespace {
+
+// The next move that still applies, taken off the queue (locked): its child
+// still runs on a draining node (a drain) or elsewhere than its target (a
+// rebalance), and the target still takes children.
+std::optional<pending_move> take_next(cluster_placement::state& st) {
+  while (!st.moves.empty()) {
+    auto m = std::move(st.moves.front());
+    st.moves.pop_front();
+    auto at = st.policy.node_of(m.child);
+    if (!at || !st.policy.alive(*at))
+      continue;  // gone with its node: its restart goes by the policy anyway
+    if (m.to ? (*m.to == *at || !st.policy.eligible(*m.to)) : !st.policy.draining(*at))
+      continue;
+    return m;
+  }
+  return std::nullopt;
+}
+
+// Drained nodes with nothing left on them are let go (locked): they take
+// nothing again and are not reconnected. Returns their indices.
+std::vector<uint32_t> release_drained(cluster_placement::state& st) {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < st.policy.nodes(); ++i)
+    if (st.policy.draining(i) && st.policy.alive(i) && st.policy.children_of(i).empty() &&
+        std::none_of(st.moves.begin(), st.moves.end(), [&](const pending_move& m) {
+          auto at = st.policy.node_of(m.child);
+          return at && *at == i;
+        })) {
+      st.policy.set_alive(i, false);
+      st.released[i] = true;
+      out.push_back(i);
+    }
+  return out;
+}
+
+}  // namespace
+
+void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
+  std::optional<pending_move> m;
+  std::vector<uint32_t> released;
+  caf::actor job;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    if (st->moving || !st->job)
+      return;
+    m = take_next(*st);
+    if (m) {
+      st->moving = m->child;
+      st->moving_why = m->why;
+      st->moving_started = false;
+      st->settle_step.reset();
+      if (m->to)
+        st->pinned[m->child] = *m->to;
+    } else {
+      released = release_drained(*st);
+    }
+    job = st->job;
+  }
+  for (auto i : released)
+    tell_job(st, event_kind::released, i, "drained: nothing of the job runs there any more");
+  if (!m)
+    return;
+  auto name = to_string(m->child);
+  self->request(job, caf::infinite, move_atom::value, name, m->why)
+    .then(
+      [self, st, m](uint64_t settle_at) {
+        bool next = false;
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          if (st->moving == m->child) {
+            st->settle_step = settle_at;
+            next = settle_move(*st);
+          }
+        }
+        if (next)
+          start_next_move(self, st);
+      },
+          [self, st, m, name](caf::error& err) {
+            // Not stopped (the job ended, or the child is not running):
+            // the move is dropped and the next one starts.
+            uint32_t node = 0;
+            {
+              std::lock_guard<std::mutex> guard(st->mtx);
+              if (st->moving == m->child)
+                st->moving.reset();
+              st->pinned.erase(m->child);
+              node = st->policy.node_of(m->child).value_or(0);
+            }
+            tell_job(st, event_kind::membership, node,
+                     "move of " + name + " (" + m->why + ") not carried out: " + describe(err));
+            start_next_move(self, st);
+          });
+}
+
+bool settle_move(cluster_placement::state& st) {
+  if (!st.moving || !st.moving_started || !st.settle_step)
+    return false;
+  if (*st.settle_step != 0 && st.committed_step < *st.settle_step)
+    return false;
+  st.moving.reset();
+  return true;
+}
+
+std::optional<std::string> move_started(const state_ptr& st, actor_id child) {
+  std::optional<std::string> why;
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    if (st->moving != child || st->moving_started)
+      return why;
+    st->moving_started = true;
+    why = st->moving_why;
+    if (settle_move(*st))
+      watcher = st->watcher;
+  }
+  if (watcher)
+    caf::anon_send(watcher, next_move_atom::value);
+  return why;
+}
+
+caf::error cluster_placement::drain(uint32_t node) {
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    auto& p = state_->policy;
+    if (node >= p.nodes() || !p.alive(node))
+      return make_error(errc::invalid_argument, state_->node_name(node) + " is not a live node of this job");
+    if (p.draining(node))
+      return make_error(errc::invalid_argument, state_->node_name(node) + " is draining already");
+    uint32_t others = 0;
+    for (uint32_t i = 0; i < p.nodes(); ++i)
+      others += i != node && p.eligible(i);
+    if (others == 0)
+      return make_error(errc::invalid_argument,
+                        "cannot drain " + state_->node_name(node) + ": no other live node to move its children to");
+    p.set_draining(node, true);
+    // Shards first (the workers wait for them anyway), each to the least
+    // loaded node when its turn comes.
+    auto children = p.children_of(node);
+    std::stable_partition(children.begin(), children.end(),
+                          [](actor_id c) { return c.is(actor_kind::shard); });
+    for (auto child : children)
+      state_->moves.push_back({child, std::nullopt, "drain of " + state_->node_name(node)});
+    watcher = state_->watcher;
+  }
+  if (watcher)
+    caf::anon_send(watcher, next_move_atom::value);
+  return {};
+}
+
+caf::error cluster_placement::add_node(const node_address& address) {
+  caf::actor_system* sys = nullptr;
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    watcher = state_->watcher;
+    if (!watcher) {  // not attached: a node to start on
+      cfg_.nodes.push_back(address);
+      state_->cfg.nodes.push_back(address);
+      return {};
+    }
+    sys = state_->sys;
+  }
+  const auto index = nodes();
+  auto name = state_->node_name(index);
+  auto h = connect_node(*sys, address.host, address.port, cfg_.secret, cfg_.spawn_timeout, {},
+                        tls_peer{cfg_.tls, address.identity()});
+  if (!h)
+    return make_error(errc::not_found, name + " at " + address.host + ":" + std::to_string(address.port) +
+                                         ": " + describe(h.error()));
+  caf::actor replica;
+  if (cfg_.peer_copy)
+    if (auto r = replica_of(*h, cfg_.spawn_timeout))
+      replica = *r;
+  std::vector<std::pair<actor_id, uint32_t>> plan;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    state_->cfg.nodes.push_back(address);
+    state_->handles.push_back(*h);
+    state_->replicas.push_back(replica);
+    state_->released.push_back(false);
+    state_->policy.add_node();
+    plan = state_->policy.rebalance();
+    for (auto& [child, to] : plan)
+      state_->moves.push_back({child, to, "rebalance onto " + state_->node_name(to)});
+  }
+  caf::anon_send(watcher, watch_node_atom::value, h->agent);
+  tell_routes(*sys, state_);
+  tell_job(state_, event_kind::node_up, index,
+           "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + "); " +
+             std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance");
+  caf::anon_send(watcher, next_move_atom::value);
+  return {};
+}
+
+uint32_t cluster_placement::nodes() const {
+  std::lock_guard<std::mutex> guard(state_->mtx);
+  return std::max<uint32_t>(state_->policy.nodes(), static_cast<uint32_t>(state_->cfg.nodes.size()));
+}
+
+}  // namespace keel

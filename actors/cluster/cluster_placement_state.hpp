@@ -1,0 +1,99 @@
+#pragma once
+// What cluster_placement's parts share (private to actors/cluster): the
+// state behind one lock, which the placement's calls (supervisor threads),
+// its node watcher (an actor) and its membership changes
+// (cluster_membership.cpp) read and change.
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/cluster/cluster_placement.hpp"
+#include "actors/cluster/placement_policy.hpp"
+#include "actors/core/job_event.hpp"
+
+namespace keel {
+
+using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;   // try lost nodes again
+using next_move_atom = caf::atom_constant<caf::atom("nextmove")>;    // start the next move, if none runs
+using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent): monitor a joined node
+
+// A child to stop so that it starts elsewhere: on `to` (a rebalance), or
+// wherever the policy says (a drain).
+struct pending_move {
+  actor_id child;
+  std::optional<uint32_t> to;
+  std::string why;
+};
+
+struct cluster_placement::state {
+  mutable std::mutex mtx;
+  std::condition_variable changed;  // a node came back
+  cluster_placement_config cfg;     // cfg.nodes grows with joins
+  std::vector<node_handle> handles;  // by node index
+  placement_policy policy{0};        // which node is live, what runs where
+  std::vector<caf::actor> replicas;  // by node index, with peer_copy (invalid: not known)
+  std::map<actor_id, int> peer_of;   // shard -> the node its copies go to (-1: none)
+  caf::actor job;
+  caf::actor watcher;
+  caf::actor_system* sys = nullptr;  // the job's, once attached
+  // Membership changes: moves run one at a time, in order.
+  std::deque<pending_move> moves;
+  // The move under way: its child is stopped, then started again, and the
+  // move ends once a checkpoint at or past the step the job stood at when
+  // it stopped the child has committed (settle_step; 0: the job has no
+  // checkpoints to wait for). Only then does the next move stop another
+  // child: a worker stopped while a moved shard still needs its log, or a
+  // shard restored from before a moved worker's restart, would force a
+  // rollback.
+  std::optional<actor_id> moving;
+  std::string moving_why;
+  bool moving_started = false;
+  std::optional<uint64_t> settle_step;
+  uint64_t committed_step = 0;  // the newest checkpoint committed (its slowest shard's step)
+  std::map<actor_id, uint32_t> pinned;   // a move's target, tried first by the next start
+  std::vector<bool> released;            // by node: drained and let go (never reconnected)
+
+  std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
+
+  // The peer of node i: the first live node after it (-1: none). Locked.
+  int peer_node(uint32_t i) const {
+    auto n = policy.nodes();
+    for (uint32_t k = 1; k < n; ++k)
+      if (policy.alive((i + k) % n))
+        return static_cast<int>((i + k) % n);
+    return -1;
+  }
+};
+
+using state_ptr = std::shared_ptr<cluster_placement::state>;
+
+// An event about node `node` for the job's timeline.
+void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
+              std::string children = {});
+
+// Every live node's data plane address.
+std::vector<data_route> routes_of(const state_ptr& st);
+// Tells every live node where the others' data planes are now.
+void tell_routes(caf::actor_system& sys, const state_ptr& st);
+
+// cluster_membership.cpp: on the watcher's thread, starts the next pending
+// move unless one runs (it asks the job to stop the child; the child's next
+// start ends it), and releases drained nodes with nothing left on them.
+void start_next_move(caf::event_based_actor* self, const state_ptr& st);
+
+// A child started: if a move stopped it, returns why (any thread); the move
+// ends once settled (above).
+std::optional<std::string> move_started(const state_ptr& st, actor_id child);
+
+// Ends the move under way if it has settled (locked); true when it did.
+bool settle_move(cluster_placement::state& st);
+
+}  // namespace keel
