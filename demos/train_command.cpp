@@ -112,7 +112,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "add a random fault plan drawn from this seed")
     ("fault-rate", number_flag(&f.fault_rate, "R", 0.01, 100.0), "random faults per 100 steps")
     ("fault-mix", text_flag(&f.mix_text, "FAMILIES"),
-     "random fault families: kills,supervisors,messages,storage,timed or all; and nodes (keel cluster)")
+     "random fault families: kills,supervisors,messages,storage,timed or all; and nodes, membership (keel cluster)")
     ("request-timeout", number_flag<uint64_t>(&f.request_timeout_ms, "MS", 1, 3600000),
      "milliseconds before a worker retries a pull or push")
     ("report", text_flag(&f.report_path, "FILE", false), "write a JSON report here (keel plot draws it)")
@@ -221,8 +221,8 @@ std::optional<int> add_random_faults(const train_flags& f, bool quiet, placed_jo
   mix.shards = cfg.training.shards;
   mix.workers = cfg.training.workers;
   mix.nodes = cfg.placement ? cfg.placement->nodes() : 0;
-  if (mix.node_faults && mix.nodes == 0)
-    return usage_error(f.command, "--fault-mix", "the nodes family needs node processes (keel cluster)");
+  if ((mix.node_faults || mix.membership) && mix.nodes == 0)
+    return usage_error(f.command, "--fault-mix", "the nodes and membership families need node processes (keel cluster)");
   auto plan = random_fault_plan(f.random_seed, mix);
   if (!quiet)
     std::cout << "keel train: random faults from seed " << f.random_seed << ": " << to_string(plan)

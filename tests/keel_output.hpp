@@ -73,8 +73,11 @@ inline std::vector<std::string> lines_with(const std::string& out, const std::st
 struct injected_faults {
   size_t kill9 = 0, stop = 0, cut = 0;  // node faults, by kind
   size_t actor_kills = 0;               // kill, exit, throw of an actor
+  size_t joins = 0, drains = 0;         // membership changes carried out
   size_t node_faults() const { return kill9 + stop + cut; }
   injected_faults& operator+=(const injected_faults& o) {
+    joins += o.joins;
+    drains += o.drains;
     kill9 += o.kill9;
     stop += o.stop;
     cut += o.cut;
@@ -95,6 +98,12 @@ inline injected_faults injected_in(const std::string& out) {
     else if (line.find(": killed (") != std::string::npos)
       ++n.actor_kills;
   }
+  for (auto& line : lines_with(out, " ms] membership ")) {
+    if (line.find(": join:node:") != std::string::npos)
+      ++n.joins;
+    else if (line.find(": drain:node:") != std::string::npos)
+      ++n.drains;
+  }
   return n;
 }
 
@@ -114,6 +123,10 @@ inline injected_faults planned_in(const std::string& plan) {
       ++n.cut;
     else if (item.rfind("kill:", 0) == 0 || item.rfind("exit:", 0) == 0 || item.rfind("throw:", 0) == 0)
       ++n.actor_kills;
+    else if (item.rfind("join:node:", 0) == 0)
+      ++n.joins;
+    else if (item.rfind("drain:node:", 0) == 0)
+      ++n.drains;
     from = comma == std::string::npos ? plan.size() : comma + 1;
   }
   return n;
@@ -140,6 +153,8 @@ inline void check_every_planned_fault_fired(const std::string& plan, const std::
   CHECK_MESSAGE(fired.stop == planned.stop, out);
   CHECK_MESSAGE(fired.cut == planned.cut, out);
   CHECK_MESSAGE(fired.actor_kills == planned.actor_kills, out);
+  CHECK_MESSAGE(fired.joins == planned.joins, out);
+  CHECK_MESSAGE(fired.drains == planned.drains, out);
   auto items = static_cast<long>(occurrences(plan, ",") + 1);
   CHECK_MESSAGE(number_after(out, "planned faults: ") == items, out);
   CHECK_MESSAGE(out.find(" injected, 0 not\n") != std::string::npos, out);

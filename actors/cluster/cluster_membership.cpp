@@ -35,11 +35,12 @@ std::optional<pending_move> take_next(cluster_placement::state& st) {
 }
 
 // Drained nodes with nothing left on them are let go (locked): they take
-// nothing again and are not reconnected. Returns their indices.
+// nothing again and are not reconnected. Returns their indices. A node
+// drained while lost is let go once its children have restarted elsewhere.
 std::vector<uint32_t> release_drained(cluster_placement::state& st) {
   std::vector<uint32_t> out;
   for (uint32_t i = 0; i < st.policy.nodes(); ++i)
-    if (st.policy.draining(i) && st.policy.alive(i) && st.policy.children_of(i).empty() &&
+    if (st.policy.draining(i) && !st.released[i] && st.policy.children_of(i).empty() &&
         std::none_of(st.moves.begin(), st.moves.end(), [&](const pending_move& m) {
           auto at = st.policy.node_of(m.child);
           return at && *at == i;
@@ -110,6 +111,18 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
           });
 }
 
+void poke_if_left_drained(const state_ptr& st, std::optional<uint32_t> node) {
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    if (!node || !st->policy.draining(*node))
+      return;
+    watcher = st->watcher;
+  }
+  if (watcher)
+    caf::anon_send(watcher, next_move_atom::value);
+}
+
 bool settle_move(cluster_placement::state& st) {
   if (!st.moving || !st.moving_started || !st.settle_step)
     return false;
@@ -141,8 +154,8 @@ caf::error cluster_placement::drain(uint32_t node) {
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     auto& p = state_->policy;
-    if (node >= p.nodes() || !p.alive(node))
-      return make_error(errc::invalid_argument, state_->node_name(node) + " is not a live node of this job");
+    if (node >= p.nodes() || state_->released[node])
+      return make_error(errc::invalid_argument, state_->node_name(node) + " is not a node of this job (any more)");
     if (p.draining(node))
       return make_error(errc::invalid_argument, state_->node_name(node) + " is draining already");
     uint32_t others = 0;
@@ -153,8 +166,9 @@ caf::error cluster_placement::drain(uint32_t node) {
                         "cannot drain " + state_->node_name(node) + ": no other live node to move its children to");
     p.set_draining(node, true);
     // Shards first (the workers wait for them anyway), each to the least
-    // loaded node when its turn comes.
-    auto children = p.children_of(node);
+    // loaded node when its turn comes. A lost node's children restart
+    // elsewhere on their own (it is not eligible); it is let go after.
+    auto children = p.alive(node) ? p.children_of(node) : std::vector<actor_id>{};
     std::stable_partition(children.begin(), children.end(),
                           [](actor_id c) { return c.is(actor_kind::shard); });
     for (auto child : children)

@@ -70,12 +70,17 @@ std::string readable_bytes(uint64_t bytes) {
 // where, and the load that made its new node the choice (before it came).
 void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::optional<uint32_t> was,
                  const node_load& load, const std::optional<std::string>& moved) {
+  std::string weighs;
+  if (child.is(actor_kind::shard)) {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    weighs = "; it weighs " + readable_bytes(st->policy.weight_of(child));
+  }
   auto e = make_job_event(event_kind::placed, to_string(child),
                           "on " + st->node_name(node) + (was ? " (was " + st->node_name(*was) + ")" : "") +
                             ", which held " + std::to_string(load.shards) +
                             (load.shards == 1 ? " shard (" : " shards (") + readable_bytes(load.shard_bytes) +
                             ") and " + std::to_string(load.workers) +
-                            (load.workers == 1 ? " worker" : " workers") + (moved ? "; moved: " + *moved : ""));
+                            (load.workers == 1 ? " worker" : " workers") + weighs + (moved ? "; moved: " + *moved : ""));
   e.peer = st->node_name(node);
   if (st->job)
     caf::anon_send(st->job, std::move(e));
@@ -122,7 +127,11 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
             lost.push_back(i);
       }
       for (auto i : lost) {
-        auto& addr = st->cfg.nodes[i];
+        node_address addr;  // a copy: joins grow the list on another thread
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          addr = st->cfg.nodes[i];
+        }
         auto h = connect_node(self->system(), addr.host, addr.port, st->cfg.secret,
                               st->cfg.settings.connection_timeout, {}, tls_peer{st->cfg.tls, addr.identity()});
         if (!h)
@@ -141,6 +150,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
           st->replicas[i] = replica;
         }
         st->changed.notify_all();
+        poke_if_left_drained(st, i);
         tell_routes(self->system(), st);
         tell_job(st, event_kind::node_up, i,
                  "back at " + addr.host + ":" + std::to_string(addr.port) + " (node " + h->node + ")");
@@ -269,6 +279,7 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
           state_->pinned.erase(name);
         }
         auto moved = move_started(state_, name);
+        poke_if_left_drained(state_, was);
         if (req.incarnation > 1)
           tell_placed(state_, name, i, was, load, moved);
         return child;

@@ -93,6 +93,10 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st);
 // ends once settled (above).
 std::optional<std::string> move_started(const state_ptr& st, actor_id child);
 
+// A child left `node` (or `node` came back): if it drains, the watcher
+// checks whether it can be let go now.
+void poke_if_left_drained(const state_ptr& st, std::optional<uint32_t> node);
+
 // Ends the move under way if it has settled (locked); true when it did.
 bool settle_move(cluster_placement::state& st);
 

@@ -81,6 +81,8 @@ class placement_policy {
   // The children on `node`, in id order.
   std::vector<actor_id> children_of(uint32_t node) const;
   const std::map<actor_id, uint32_t>& placed() const { return placed_; }
+  // What a shard weighs now (0: not known).
+  uint64_t weight_of(actor_id shard) const { return weight(shard); }
 
  private:
   uint64_t weight(actor_id child) const;

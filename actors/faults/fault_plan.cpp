@@ -307,7 +307,7 @@ std::string to_string(const std::vector<fault>& plan) {
 }
 
 caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
-  mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = mix.node_faults = false;
+  mix.kills = mix.supervisors = mix.messages = mix.storage = mix.timed = mix.node_faults = mix.membership = false;
   size_t pos = 0;
   while (pos <= text.size()) {
     auto comma = text.find(',', pos);
@@ -326,17 +326,19 @@ caf::error parse_fault_families(const std::string& text, fault_mix& mix) {
       mix.timed = true;
     else if (word == "nodes")
       mix.node_faults = true;
+    else if (word == "membership")
+      mix.membership = true;
     else
       return make_error(errc::invalid_argument,
                         "fault mix '" + text + "': unknown family '" + word +
-                          "' (kills, supervisors, messages, storage, timed, nodes, all)");
+                          "' (kills, supervisors, messages, storage, timed, nodes, membership, all)");
     if (comma == std::string::npos)
       break;
     pos = comma + 1;
   }
-  if (!mix.kills && !mix.messages && !mix.storage && !mix.node_faults)
+  if (!mix.kills && !mix.messages && !mix.storage && !mix.node_faults && !mix.membership)
     return make_error(errc::invalid_argument,
-                      "fault mix '" + text + "' names no kind of fault (kills, messages, storage or nodes)");
+                      "fault mix '" + text + "' names no kind of fault (kills, messages, storage, nodes or membership)");
   return {};
 }
 
@@ -452,9 +454,36 @@ std::vector<fault> random_fault_plan(uint64_t seed, const fault_mix& mix) {
       p.maybe_retime(f);
     plan.push_back(f);
   }
+  if (mix.membership && mix.nodes > 0) {
+    uint32_t joins = 0, drains = 0;
+    std::vector<bool> drained(mix.nodes, false);
+    for (uint32_t i = 0; i < mix.changes; ++i) {
+      fault f;
+      f.at_step = mix.first_step + p.pick(mix.last_step - mix.first_step + 1);
+      bool drain = p.pick(2) == 0 && drains + 2 < mix.nodes;
+      if (!drain && joins >= 2)
+        continue;
+      if (drain) {
+        auto n = static_cast<uint32_t>(p.pick(mix.nodes));
+        while (drained[n]) n = (n + 1) % mix.nodes;
+        drained[n] = true;
+        ++drains;
+        f.kind = fault_kind::drain;
+        f.target = to_string(actor_id::node(n));
+      } else {
+        ++joins;
+        f.kind = fault_kind::join;  // its node is named below, in step order
+      }
+      plan.push_back(f);
+    }
+  }
   std::stable_sort(plan.begin(), plan.end(), [](const fault& a, const fault& b) {
     return a.when != b.when ? a.when < b.when : a.at_step < b.at_step;
   });
+  uint32_t next = mix.nodes;
+  for (auto& f : plan)
+    if (f.kind == fault_kind::join)
+      f.target = to_string(actor_id::node(next++));
   return plan;
 }
 

@@ -135,6 +135,13 @@ struct fault_mix {
   // at most one stop per plan, so that some node always comes back.
   bool node_faults = false;
   uint32_t nodes = 0;
+  // Membership changes (family "membership"), drawn after every fault so
+  // that a seed's faults stay what they were: `changes` joins and drains,
+  // at most 2 joins (node:nodes, node:nodes+1, in the order of their steps)
+  // and at most nodes - 2 drains of the starting nodes, so that one stopped
+  // node still leaves a node to move to.
+  bool membership = false;
+  uint32_t changes = 2;
 };
 
 // Checks a message fault's target ("A>B", "A", with "*" for either end)
@@ -148,8 +155,9 @@ caf::error check_fault_plan(const std::vector<fault>& plan, uint32_t shards, uin
                             uint32_t nodes = 0);
 
 // Sets which families a random plan draws from: a comma-separated subset of
-// kills, supervisors, messages, storage, timed, nodes (or "all", which is
-// every family but nodes); the error names an unknown family.
+// kills, supervisors, messages, storage, timed, nodes, membership (or
+// "all", which is every family but nodes and membership); the error names
+// an unknown family.
 caf::error parse_fault_families(const std::string& text, fault_mix& mix);
 
 // A plan drawn from `seed`: the same seed and mix give the same plan.

@@ -296,6 +296,27 @@ TEST_CASE("chaos over node faults: 20 seeded plans of kill -9, SIGSTOP, cuts and
   CHECK(all.actor_kills >= 5);
 }
 
+TEST_CASE("chaos over membership: 20 seeded plans of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  // 3 nodes, 4 shards and 4 workers; each plan holds about four faults and
+  // two membership changes drawn from the seed (at most one drain of the
+  // three nodes, at most two joins). A failing seed's plan is in the
+  // message: rerun it with keel cluster --faults PLAN.
+  const std::string train = "--model probe --shards 4 --workers 4 --steps 400 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  injected_faults all;
+  for (int seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
+                      " --fault-mix kills,nodes,membership --fault-rate 1");
+    check_promises(r, sha);
+    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
+    all += injected_in(r.out);
+  }
+  CHECK(all.joins >= 5);
+  CHECK(all.drains >= 5);
+  CHECK(all.node_faults() >= 10);
+}
+
 TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and a wrong secret, naming each") {
   cluster_fixture f;
   auto n0 = f.start_node();
