@@ -68,3 +68,5 @@ section "a CTR model of 10^8 parameters on 4 node processes, one killed (bench/c
 # About 2.5 minutes and 2 GB a process; --quick: a model of about 3 * 10^7
 # parameters instead (well under a minute).
 bash "$root/bench/cluster/ctr_cluster.sh" "$root/build/demos/keel" "$((quick ? 100000 : 450000))" 1
+section "membership changes while training: moves' pauses, placement after a node's death (bench/cluster/membership.sh)"
+bash "$root/bench/cluster/membership.sh" "$root/build/demos/keel" "$((quick ? 100000 : 200000))" 1

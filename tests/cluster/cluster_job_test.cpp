@@ -169,6 +169,28 @@ TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while trainin
   }
 }
 
+TEST_CASE("a drain whose own node or whose receiving node is killed with kill -9 mid-drain loses nothing and ends bit-identical") {
+  const std::string train = "--model probe --shards 6 --workers 6 --steps 400 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  // The source: node:0's children go down with it, restart elsewhere, and
+  // node:0, back on its port, is let go instead of used again.
+  auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --faults drain:node:0@100,kill9:node:0@101");
+  check_promises(r, sha);
+  check_every_planned_fault_fired("drain:node:0@100,kill9:node:0@101", r.out);
+  CHECK_MESSAGE(r.out.find("released node:0: drained") != std::string::npos, r.out);
+  auto where = where_children_ran(r.out);
+  CHECK_MESSAGE(where.count("node:0") == 0, r.out);
+  // The destination: node:0's children move to node:1 and node:2, one of
+  // which dies under them.
+  r = run_keel("cluster --nodes 3 " + train + " --faults drain:node:0@100,kill9:node:1@102");
+  check_promises(r, sha);
+  check_every_planned_fault_fired("drain:node:0@100,kill9:node:1@102", r.out);
+  CHECK_MESSAGE(r.out.find("released node:0: drained") != std::string::npos, r.out);
+  where = where_children_ran(r.out);
+  CHECK_MESSAGE(where.size() == 1, r.out);
+  CHECK_MESSAGE(where["node:2"].size() == 12, r.out);
+}
+
 TEST_CASE("keel cluster refuses a join that names no new node, a drain of the only node, and a drain of a node that is not there, naming each") {
   const std::string train = "--model probe --steps 100 --checkpoint-every 20";
   auto r = run_keel("cluster --nodes 2 " + train + " --faults join:node:1@50");
