@@ -180,49 +180,98 @@ caf::error cluster_placement::drain(uint32_t node) {
   return {};
 }
 
-caf::error cluster_placement::add_node(const node_address& address) {
+caf::error add_node_to(const state_ptr& st, const node_address& address) {
   caf::actor_system* sys = nullptr;
   caf::actor watcher;
+  uint32_t index = 0;
   {
-    std::lock_guard<std::mutex> guard(state_->mtx);
-    watcher = state_->watcher;
-    if (!watcher) {  // not attached: a node to start on
-      cfg_.nodes.push_back(address);
-      state_->cfg.nodes.push_back(address);
-      return {};
-    }
-    sys = state_->sys;
+    std::lock_guard<std::mutex> guard(st->mtx);
+    watcher = st->watcher;
+    sys = st->sys;
+    index = st->policy.nodes();
   }
-  const auto index = nodes();
-  auto name = state_->node_name(index);
-  auto h = connect_node(*sys, address.host, address.port, cfg_.secret, cfg_.spawn_timeout, {},
-                        tls_peer{cfg_.tls, address.identity()});
+  if (!watcher || !sys)
+    return make_error(errc::invalid_argument, "the placement is not attached to a job");
+  auto name = st->node_name(index);
+  auto h = connect_node(*sys, address.host, address.port, st->cfg.secret, st->cfg.spawn_timeout, {},
+                        tls_peer{st->cfg.tls, address.identity()});
   if (!h)
     return make_error(errc::not_found, name + " at " + address.host + ":" + std::to_string(address.port) +
                                          ": " + describe(h.error()));
   caf::actor replica;
-  if (cfg_.peer_copy)
-    if (auto r = replica_of(*h, cfg_.spawn_timeout))
+  if (st->cfg.peer_copy)
+    if (auto r = replica_of(*h, st->cfg.spawn_timeout))
       replica = *r;
   std::vector<std::pair<actor_id, uint32_t>> plan;
   {
-    std::lock_guard<std::mutex> guard(state_->mtx);
-    state_->cfg.nodes.push_back(address);
-    state_->handles.push_back(*h);
-    state_->replicas.push_back(replica);
-    state_->released.push_back(false);
-    state_->policy.add_node();
-    plan = state_->policy.rebalance();
+    std::lock_guard<std::mutex> guard(st->mtx);
+    index = st->policy.add_node();  // the same index unless two joined at once
+    name = st->node_name(index);
+    st->cfg.nodes.push_back(address);
+    st->handles.push_back(*h);
+    st->replicas.push_back(replica);
+    st->released.push_back(false);
+    plan = st->policy.rebalance();
     for (auto& [child, to] : plan)
-      state_->moves.push_back({child, to, "rebalance onto " + state_->node_name(to)});
+      st->moves.push_back({child, to, "rebalance onto " + st->node_name(to)});
   }
   caf::anon_send(watcher, watch_node_atom::value, h->agent);
-  tell_routes(*sys, state_);
-  tell_job(state_, event_kind::node_up, index,
+  tell_routes(*sys, st);
+  tell_job(st, event_kind::node_up, index,
            "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + "); " +
              std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance");
   caf::anon_send(watcher, next_move_atom::value);
   return {};
+}
+
+void discover_joined(const state_ptr& st) {
+  node_handle member;
+  std::vector<node_address> known;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (uint32_t i = 0; i < st->handles.size(); ++i)
+      if (st->policy.alive(i) && !member.agent)
+        member = st->handles[i];
+    known = st->cfg.nodes;
+    for (auto& h : st->handles) ids.push_back(h.node);
+  }
+  if (!member.agent)
+    return;
+  auto listed = list_nodes(member, st->cfg.settings.connection_timeout);
+  if (!listed)
+    return;  // asked again at the next round
+  for (auto& n : *listed) {
+    bool is_known = n.port == 0 || std::find(ids.begin(), ids.end(), n.node) != ids.end() ||
+                    std::any_of(known.begin(), known.end(),
+                                [&](const node_address& a) { return a.host == n.host && a.port == n.port; });
+    if (is_known)
+      continue;
+    node_address address{n.host, n.port, {}};
+    if (auto err = add_node_to(st, address)) {
+      tell_job(st, event_kind::membership, 0,
+               "a node that joined " + member.host + ":" + std::to_string(member.port) + " (" + n.host + ":" +
+                 std::to_string(n.port) + ") could not be added: " + describe(err));
+      std::lock_guard<std::mutex> guard(st->mtx);
+      st->cfg.nodes.push_back(address);  // not asked again: the event said why
+      st->handles.push_back(node_handle{});
+      st->replicas.emplace_back();
+      st->released.push_back(true);
+      st->policy.set_alive(st->policy.add_node(), false);
+    }
+  }
+}
+
+caf::error cluster_placement::add_node(const node_address& address) {
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    if (!state_->watcher) {  // not attached: a node to start on
+      cfg_.nodes.push_back(address);
+      state_->cfg.nodes.push_back(address);
+      return {};
+    }
+  }
+  return add_node_to(state_, address);
 }
 
 uint32_t cluster_placement::nodes() const {

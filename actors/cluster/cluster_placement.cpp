@@ -175,11 +175,12 @@ cluster_placement::~cluster_placement() {
 }
 
 void cluster_placement::detach() {
-  caf::actor watcher;
+  caf::actor watcher, discoverer;
   std::vector<node_handle> handles;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     std::swap(watcher, state_->watcher);
+    std::swap(discoverer, state_->discoverer);
     std::swap(handles, state_->handles);  // proxies of the system going away
     state_->replicas.assign(state_->replicas.size(), caf::actor{});
     for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
@@ -188,6 +189,8 @@ void cluster_placement::detach() {
   }
   if (watcher)
     caf::anon_send_exit(watcher, caf::exit_reason::kill);
+  if (discoverer)
+    caf::anon_send_exit(discoverer, caf::exit_reason::kill);
 }
 
 void cluster_placement::configure(caf::actor_system_config& cfg) {
@@ -222,6 +225,20 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->sys = &sys;
   }
   state_->watcher = sys.spawn<caf::detached>(node_watcher, state_);
+  // Apart from the watcher: asking a stopped member blocks for the timeout.
+  auto discoverer = sys.spawn<caf::detached>([st = state_](caf::event_based_actor* self) -> caf::behavior {
+    self->delayed_send(self, st->cfg.discover_every, discover_atom::value);
+    return {
+      [self, st](discover_atom) {
+        discover_joined(st);
+        self->delayed_send(self, st->cfg.discover_every, discover_atom::value);
+      },
+    };
+  });
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    state_->discoverer = discoverer;
+  }
   return {};
 }
 

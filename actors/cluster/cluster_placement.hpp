@@ -61,6 +61,10 @@ struct cluster_placement_config {
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};
   std::chrono::milliseconds reconnect_every{250};  // trying lost nodes again
+  // Asking a live node which nodes joined it (`keel node --join` to any
+  // node of the job): each one the job does not know yet is added as a
+  // join:node:N of the plan would be (add_node).
+  std::chrono::milliseconds discover_every{500};
   bool peer_copy = false;  // see above
 };
 

@@ -24,6 +24,7 @@ namespace keel {
 using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;   // try lost nodes again
 using next_move_atom = caf::atom_constant<caf::atom("nextmove")>;    // start the next move, if none runs
 using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent): monitor a joined node
+using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for nodes that joined a member
 
 // A child to stop so that it starts elsewhere: on `to` (a rebalance), or
 // wherever the policy says (a drain).
@@ -43,6 +44,7 @@ struct cluster_placement::state {
   std::map<actor_id, int> peer_of;   // shard -> the node its copies go to (-1: none)
   caf::actor job;
   caf::actor watcher;
+  caf::actor discoverer;  // asks a member which nodes joined it (keel node --join)
   caf::actor_system* sys = nullptr;  // the job's, once attached
   // Membership changes: moves run one at a time, in order.
   std::deque<pending_move> moves;
@@ -92,6 +94,16 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st);
 // A child started: if a move stopped it, returns why (any thread); the move
 // ends once settled (above).
 std::optional<std::string> move_started(const state_ptr& st, actor_id child);
+
+// Connects to the node at `address` (authenticated as every node), adds it
+// to the running job and queues the moves that balance the cluster
+// (blocks for the connection; any thread but the watcher's own requests).
+caf::error add_node_to(const state_ptr& st, const node_address& address);
+
+// On the watcher's thread: asks a live node which nodes joined it (keel node
+// --join) and adds every one the job does not know yet; one that cannot be
+// added is an event and is not asked about again.
+void discover_joined(const state_ptr& st);
 
 // A child left `node` (or `node` came back): if it drains, the watcher
 // checks whether it can be let go now.

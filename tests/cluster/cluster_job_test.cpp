@@ -191,6 +191,26 @@ TEST_CASE("a drain whose own node or whose receiving node is killed with kill -9
   CHECK_MESSAGE(where["node:2"].size() == 12, r.out);
 }
 
+TEST_CASE("a node started with keel node --join to a member of a running job is added to it and receives a shard and a worker, bit-identical") {
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto n1 = f.start_node();
+  // The newcomer joins node 0 (the nodes' own handshake); the coordinator,
+  // which knows only nodes 0 and 1, finds it in node 0's list.
+  auto n2 = f.start_node({"--join", "127.0.0.1:" + std::to_string(n0->port())});
+  REQUIRE(n2->wait_stdout("keel node: joined node", std::chrono::seconds(10)));
+  const std::string train = "--model probe --shards 4 --workers 4 --steps 2000 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto at = "127.0.0.1:" + std::to_string(n0->port()) + ",127.0.0.1:" + std::to_string(n1->port());
+  auto r = run_keel("cluster --connect " + at + " --secret-file " + f.secret_file + " " + train);
+  check_promises(r, sha);
+  CHECK_MESSAGE(r.out.find("node_up node:2: joined at 127.0.0.1:" + std::to_string(n2->port())) != std::string::npos,
+                r.out);
+  auto where = where_children_ran(r.out);
+  CHECK_MESSAGE(count_kind(where["node:2"], "shard") == 1, r.out);
+  CHECK_MESSAGE(count_kind(where["node:2"], "worker") == 1, r.out);
+}
+
 TEST_CASE("keel cluster refuses a join that names no new node, a drain of the only node, and a drain of a node that is not there, naming each") {
   const std::string train = "--model probe --steps 100 --checkpoint-every 20";
   auto r = run_keel("cluster --nodes 2 " + train + " --faults join:node:1@50");
