@@ -149,6 +149,52 @@ std::optional<std::string> move_started(const state_ptr& st, actor_id child) {
   return why;
 }
 
+namespace {
+
+// Starts draining `node` (locked): it takes nothing new, and its children
+// are queued to move, shards first (the workers wait for them anyway), each
+// to the least loaded node when its turn comes. A lost node's children
+// restart elsewhere on their own (it is not eligible); it is let go after.
+void begin_drain(cluster_placement::state& st, uint32_t node) {
+  auto& p = st.policy;
+  p.set_draining(node, true);
+  auto children = p.alive(node) ? p.children_of(node) : std::vector<actor_id>{};
+  std::stable_partition(children.begin(), children.end(), [](actor_id c) { return c.is(actor_kind::shard); });
+  for (auto child : children)
+    st.moves.push_back({child, std::nullopt, "drain of " + st.node_name(node)});
+}
+
+uint32_t eligible_besides(const cluster_placement::state& st, uint32_t node) {
+  uint32_t others = 0;
+  for (uint32_t i = 0; i < st.policy.nodes(); ++i)
+    others += i != node && st.policy.eligible(i);
+  return others;
+}
+
+}  // namespace
+
+void resume_pending_drains(const state_ptr& st) {
+  caf::actor watcher;
+  std::vector<uint32_t> begun;
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (auto it = st->pending_drains.begin(); it != st->pending_drains.end();) {
+      if (eligible_besides(*st, *it) > 0 && !st->released[*it]) {
+        begin_drain(*st, *it);
+        begun.push_back(*it);
+        it = st->pending_drains.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    watcher = st->watcher;
+  }
+  for (auto node : begun)
+    tell_job(st, event_kind::membership, node, "drain begins: a node to move its children to is live");
+  if (watcher && !begun.empty())
+    caf::anon_send(watcher, next_move_atom::value);
+}
+
 caf::error cluster_placement::drain(uint32_t node) {
   caf::actor watcher;
   {
@@ -156,23 +202,21 @@ caf::error cluster_placement::drain(uint32_t node) {
     auto& p = state_->policy;
     if (node >= p.nodes() || state_->released[node])
       return make_error(errc::invalid_argument, state_->node_name(node) + " is not a node of this job (any more)");
-    if (p.draining(node))
+    if (p.draining(node) || state_->pending_drains.count(node))
       return make_error(errc::invalid_argument, state_->node_name(node) + " is draining already");
-    uint32_t others = 0;
-    for (uint32_t i = 0; i < p.nodes(); ++i)
-      others += i != node && p.eligible(i);
-    if (others == 0)
-      return make_error(errc::invalid_argument,
-                        "cannot drain " + state_->node_name(node) + ": no other live node to move its children to");
-    p.set_draining(node, true);
-    // Shards first (the workers wait for them anyway), each to the least
-    // loaded node when its turn comes. A lost node's children restart
-    // elsewhere on their own (it is not eligible); it is let go after.
-    auto children = p.alive(node) ? p.children_of(node) : std::vector<actor_id>{};
-    std::stable_partition(children.begin(), children.end(),
-                          [](actor_id c) { return c.is(actor_kind::shard); });
-    for (auto child : children)
-      state_->moves.push_back({child, std::nullopt, "drain of " + state_->node_name(node)});
+    if (eligible_besides(*state_, node) == 0) {
+      // Lost nodes may come back (or a node may join): the drain waits for
+      // one, and the node serves on meanwhile. With none, it cannot be.
+      bool may_come_back = false;
+      for (uint32_t i = 0; i < p.nodes(); ++i)
+        may_come_back = may_come_back || (i != node && !state_->released[i] && !p.draining(i));
+      if (!may_come_back)
+        return make_error(errc::invalid_argument,
+                          "cannot drain " + state_->node_name(node) + ": no other live node to move its children to");
+      state_->pending_drains.insert(node);
+      return {};
+    }
+    begin_drain(*state_, node);
     watcher = state_->watcher;
   }
   if (watcher)
@@ -217,6 +261,7 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
   }
   caf::anon_send(watcher, watch_node_atom::value, h->agent);
   tell_routes(*sys, st);
+  resume_pending_drains(st);
   tell_job(st, event_kind::node_up, index,
            "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + "); " +
              std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance");

@@ -82,6 +82,7 @@ void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::option
                             ") and " + std::to_string(load.workers) +
                             (load.workers == 1 ? " worker" : " workers") + weighs + (moved ? "; moved: " + *moved : ""));
   e.peer = st->node_name(node);
+  e.count = moved ? 1 : 0;
   if (st->job)
     caf::anon_send(st->job, std::move(e));
 }
@@ -151,6 +152,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
         }
         st->changed.notify_all();
         poke_if_left_drained(st, i);
+        resume_pending_drains(st);
         tell_routes(self->system(), st);
         tell_job(st, event_kind::node_up, i,
                  "back at " + addr.host + ":" + std::to_string(addr.port) + " (node " + h->node + ")");
@@ -297,8 +299,7 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
         }
         auto moved = move_started(state_, name);
         poke_if_left_drained(state_, was);
-        if (req.incarnation > 1)
-          tell_placed(state_, name, i, was, load, moved);
+        tell_placed(state_, name, i, req.incarnation > 1 ? was : std::nullopt, load, moved);
         return child;
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());

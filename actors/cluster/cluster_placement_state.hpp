@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ struct cluster_placement::state {
   uint64_t committed_step = 0;  // the newest checkpoint committed (its slowest shard's step)
   std::map<actor_id, uint32_t> pinned;   // a move's target, tried first by the next start
   std::vector<bool> released;            // by node: drained and let go (never reconnected)
+  std::set<uint32_t> pending_drains;     // drains waiting for another node to move to
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 
@@ -104,6 +106,10 @@ caf::error add_node_to(const state_ptr& st, const node_address& address);
 // --join) and adds every one the job does not know yet; one that cannot be
 // added is an event and is not asked about again.
 void discover_joined(const state_ptr& st);
+
+// Begins the drains that waited for a node to move to, now that one is
+// live (a node came back or joined).
+void resume_pending_drains(const state_ptr& st);
 
 // A child left `node` (or `node` came back): if it drains, the watcher
 // checks whether it can be let go now.

@@ -49,7 +49,7 @@ enum class event_kind : uint8_t {
   // Nodes (a cluster run).
   node_down,          // node `actor` ("node:1") lost: `peer` lists the children it ran
   node_up,            // node `actor` joined or came back
-  placed,             // child `actor` restarted on node `peer`: `detail` says from where and why
+  placed,             // child `actor` started on node `peer` (`count`: 1 when a move put it there)
   membership,         // node `actor`: the plan's `fault` (drain, join) carried out, or `failed`
   released,           // node `actor` drained: nothing of the job runs there any more
 };

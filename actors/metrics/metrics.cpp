@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "actors/core/actor_id.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
@@ -158,6 +159,10 @@ struct metrics_registry::state {
   double backpressure_seconds = 0;
   uint64_t replayed = 0;
   std::map<std::string, uint64_t> faults;    // by kind, as a plan spells it ("kill", "drop")
+  std::map<std::string, uint64_t> membership;  // changes carried out, by kind ("join", "drain")
+  std::map<std::string, uint64_t> child_node;  // child -> the node it runs on (a cluster's placed events)
+  uint64_t moves = 0;
+  uint64_t released = 0;
   std::vector<job_event> recovery_timeline;  // the events recoveries() reads
   double samples_per_second = 0;
   double training_loss = NAN;
@@ -223,6 +228,18 @@ void metrics_registry::observe(const job_event& e) {
       break;
     case event_kind::replay:
       s.replayed += e.count;
+      break;
+    case event_kind::membership:
+      if (!e.failed && !e.fault.empty())
+        ++s.membership[to_string(e.how)];
+      break;
+    case event_kind::placed:
+      if (auto node = parse_actor_id(e.peer); node && node->is(actor_kind::node))
+        s.child_node[e.actor] = node->index;
+      s.moves += e.count;
+      break;
+    case event_kind::released:
+      ++s.released;
       break;
     case event_kind::fault:
     case event_kind::damage:
@@ -337,6 +354,19 @@ std::vector<metric_family> metrics_registry::families() const {
   f.push_back(labelled("keel_faults_injected_total",
                        "Faults the job injected (or tried to), by kind as a fault plan spells it.",
                        "kind", s.faults));
+  f.push_back(labelled("keel_membership_changes_total",
+                       "Membership changes carried out (a plan's join and drain), by kind.", "kind", s.membership));
+  {
+    metric_family where{"keel_child_node",
+                        "The node each shard and worker of a cluster runs on now (its index).", t::gauge, {}};
+    for (auto& [child, node] : s.child_node) where.samples.push_back({{{"child", child}}, "", n(node)});
+    f.push_back(std::move(where));
+  }
+  f.push_back(scalar("keel_moves_total", t::counter,
+                     "Children a membership change moved to another node (stopped, restarted there).",
+                     n(s.moves)));
+  f.push_back(scalar("keel_nodes_released_total", t::counter,
+                     "Nodes drained and let go: nothing of the job runs there any more.", n(s.released)));
   f.push_back(scalar("keel_replayed_pushes_total", t::counter,
                      "Pushes the workers resent to restarted shards.", n(s.replayed)));
   f.push_back(recovery_histogram(rs));

@@ -91,7 +91,7 @@ std::string placed_on(const std::string& out, const std::string& child) {
   if (lines.empty())
     return {};
   auto at = lines.back().find(": on ") + 5;
-  return lines.back().substr(at, lines.back().find(' ', at) - at);
+  return lines.back().substr(at, lines.back().find_first_of(" ,", at) - at);
 }
 
 TEST_CASE("a node lost to kill -9 has its shard and its worker restarted on two different survivors, bit-identical") {

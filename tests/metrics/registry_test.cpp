@@ -315,3 +315,33 @@ TEST_CASE("the test's exposition reader rejects what is not exposition") {
     CHECK(!read_exposition(bad).error.empty());
   }
 }
+
+TEST_CASE("a cluster's membership changes, moves, releases and where each child runs are metrics") {
+  metrics_registry r;
+  auto placed = [&](const std::string& child, const std::string& node, bool moved) {
+    auto e = event(event_kind::placed, child, 10);
+    e.peer = node;
+    e.count = moved ? 1 : 0;
+    r.observe(e);
+  };
+  placed("shard:0", "node:0", false);
+  placed("worker:0", "node:1", false);
+  auto join = event(event_kind::membership, "node:2", 20);
+  join.fault = "join:node:2@5";
+  join.how = fault_kind::join;
+  r.observe(join);
+  auto refused = event(event_kind::membership, "node:0", 25);
+  refused.fault = "drain:node:0@6";
+  refused.how = fault_kind::drain;
+  refused.failed = true;  // not carried out: not counted
+  r.observe(refused);
+  placed("shard:0", "node:2", true);
+  r.observe(event(event_kind::released, "node:1", 30));
+  auto t = text(r);
+  CHECK(has_line(t, "keel_membership_changes_total{kind=\"join\"} 1"));
+  CHECK(t.find("keel_membership_changes_total{kind=\"drain\"}") == std::string::npos);
+  CHECK(has_line(t, "keel_child_node{child=\"shard:0\"} 2"));
+  CHECK(has_line(t, "keel_child_node{child=\"worker:0\"} 1"));
+  CHECK(has_line(t, "keel_moves_total 1"));
+  CHECK(has_line(t, "keel_nodes_released_total 1"));
+}
