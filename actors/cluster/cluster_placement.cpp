@@ -66,8 +66,10 @@ std::string readable_bytes(uint64_t bytes) {
   return buf;
 }
 
-// A restarted child's placement, for the timeline: where it went, from
-// where, and the load that made its new node the choice (before it came).
+// A child's placement, for the timeline (every start, so that where each
+// child runs can be read from the events): where it went, from where when
+// it restarted, the load that made its new node the choice (before it
+// came), what a shard weighs, and why a move put it there.
 void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::optional<uint32_t> was,
                  const node_load& load, const std::optional<std::string>& moved) {
   std::string weighs;
