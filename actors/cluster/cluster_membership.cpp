@@ -34,6 +34,16 @@ std::optional<pending_move> take_next(cluster_placement::state& st) {
   return std::nullopt;
 }
 
+// Every node that takes children, with its load (locked): "node:2 3 shards
+// (4.4 kB) and 3 workers, node:3 ...".
+std::string describe_loads(const cluster_placement::state& st) {
+  std::string out;
+  for (uint32_t i = 0; i < st.policy.nodes(); ++i)
+    if (st.policy.eligible(i))
+      out += (out.empty() ? "" : ", ") + st.node_name(i) + " " + describe_load(st.policy.load(i));
+  return out;
+}
+
 // Drained nodes with nothing left on them are let go (locked): they take
 // nothing again and are not reconnected. Returns their indices. A node
 // drained while lost is let go once its children have restarted elsewhere.
@@ -57,6 +67,7 @@ std::vector<uint32_t> release_drained(cluster_placement::state& st) {
 void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
   std::optional<pending_move> m;
   std::vector<uint32_t> released;
+  std::string balanced;  // the loads once the moves are done
   caf::actor job;
   {
     std::lock_guard<std::mutex> guard(st->mtx);
@@ -68,15 +79,21 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
       st->moving_why = m->why;
       st->moving_started = false;
       st->settle_step.reset();
+      st->moved_since_balanced = true;
       if (m->to)
         st->pinned[m->child] = *m->to;
     } else {
       released = release_drained(*st);
+      if (st->moved_since_balanced)
+        balanced = describe_loads(*st);
+      st->moved_since_balanced = false;
     }
     job = st->job;
   }
   for (auto i : released)
     tell_job(st, event_kind::released, i, "drained: nothing of the job runs there any more");
+  if (!balanced.empty() && job)
+    caf::anon_send(job, make_job_event(event_kind::membership, "cluster", "moves done: " + balanced));
   if (!m)
     return;
   auto name = to_string(m->child);
@@ -247,6 +264,7 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
     if (auto r = replica_of(*h, st->cfg.spawn_timeout))
       replica = *r;
   std::vector<std::pair<actor_id, uint32_t>> plan;
+  std::string moves;  // " (shard:2 to node:3, ...)"
   {
     std::lock_guard<std::mutex> guard(st->mtx);
     index = st->policy.add_node();  // the same index unless two joined at once
@@ -256,15 +274,19 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
     st->replicas.push_back(replica);
     st->released.push_back(false);
     plan = st->policy.rebalance();
-    for (auto& [child, to] : plan)
+    for (auto& [child, to] : plan) {
       st->moves.push_back({child, to, "rebalance onto " + st->node_name(to)});
+      moves += (moves.empty() ? " (" : ", ") + to_string(child) + " to " + st->node_name(to);
+    }
   }
+  if (!moves.empty())
+    moves += ")";
   caf::anon_send(watcher, watch_node_atom::value, h->agent);
   tell_routes(*sys, st);
   resume_pending_drains(st);
   tell_job(st, event_kind::node_up, index,
            "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + "); " +
-             std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance");
+             std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance" + moves);
   caf::anon_send(watcher, next_move_atom::value);
   return {};
 }

@@ -66,6 +66,16 @@ std::string readable_bytes(uint64_t bytes) {
   return buf;
 }
 
+}  // namespace
+
+std::string describe_load(const node_load& load) {
+  return std::to_string(load.shards) + (load.shards == 1 ? " shard (" : " shards (") +
+         readable_bytes(load.shard_bytes) + ") and " + std::to_string(load.workers) +
+         (load.workers == 1 ? " worker" : " workers");
+}
+
+namespace {
+
 // A child's placement, for the timeline (every start, so that where each
 // child runs can be read from the events): where it went, from where when
 // it restarted, the load that made its new node the choice (before it
@@ -79,10 +89,7 @@ void tell_placed(const state_ptr& st, actor_id child, uint32_t node, std::option
   }
   auto e = make_job_event(event_kind::placed, to_string(child),
                           "on " + st->node_name(node) + (was ? " (was " + st->node_name(*was) + ")" : "") +
-                            ", which held " + std::to_string(load.shards) +
-                            (load.shards == 1 ? " shard (" : " shards (") + readable_bytes(load.shard_bytes) +
-                            ") and " + std::to_string(load.workers) +
-                            (load.workers == 1 ? " worker" : " workers") + weighs + (moved ? "; moved: " + *moved : ""));
+                            ", which held " + describe_load(load) + weighs + (moved ? "; moved: " + *moved : ""));
   e.peer = st->node_name(node);
   e.count = moved ? 1 : 0;
   if (st->job)

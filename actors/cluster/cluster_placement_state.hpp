@@ -64,6 +64,7 @@ struct cluster_placement::state {
   std::map<actor_id, uint32_t> pinned;   // a move's target, tried first by the next start
   std::vector<bool> released;            // by node: drained and let go (never reconnected)
   std::set<uint32_t> pending_drains;     // drains waiting for another node to move to
+  bool moved_since_balanced = false;     // a move ran since the last "balanced" event
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 
@@ -78,6 +79,9 @@ struct cluster_placement::state {
 };
 
 using state_ptr = std::shared_ptr<cluster_placement::state>;
+
+// "2 shards (3.1 kB) and 2 workers".
+std::string describe_load(const node_load& load);
 
 // An event about node `node` for the job's timeline.
 void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,

@@ -39,11 +39,9 @@ std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t inca
       --l.workers;
     }
   }
-  // Bytes count in quarters of a mean shard: a few bytes more on one node
-  // must not outweigh a child more on the other.
-  uint64_t total = 0;
-  for (auto& [shard, bytes] : bytes_) total += bytes;
-  const uint64_t quantum = std::max<uint64_t>(1, bytes_.empty() ? 1 : total / bytes_.size() / 4);
+  // Bytes count in quanta: a few bytes more on one node must not outweigh
+  // a child more on the other.
+  const uint64_t quantum = this->quantum();
   uint64_t least = UINT64_MAX;
   for (auto i : live) least = std::min(least, loads[i].shard_bytes);
   auto key = [&](uint32_t i) {
@@ -82,13 +80,16 @@ std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
     return best;
   };
   const size_t bound = placed_.size();  // each move lowers the spread: a bound, not a budget
+  const uint64_t q = quantum();
   for (size_t k = 0; k < bound; ++k) {
     auto bytes = [&](uint32_t i) { return sim.load(i).shard_bytes; };
     auto from = extreme(bytes, true), to = extreme(bytes, false);
     uint64_t spread = bytes(from) - bytes(to);
+    // A move must lower the spread by a quantum at least: shards that
+    // differ by a few bytes (a delta's length) stay where they are.
     std::optional<actor_id> pick;
     for (auto child : sim.children_of(from))
-      if (child.is(actor_kind::shard) && sim.weight(child) < spread &&
+      if (child.is(actor_kind::shard) && sim.weight(child) + q <= spread &&
           (!pick || sim.weight(child) > sim.weight(*pick)))
         pick = child;
     if (!pick)
@@ -150,6 +151,12 @@ std::vector<actor_id> placement_policy::children_of(uint32_t node) const {
     if (at == node)
       out.push_back(child);
   return out;
+}
+
+uint64_t placement_policy::quantum() const {
+  uint64_t total = 0;
+  for (auto& [shard, bytes] : bytes_) total += bytes;
+  return std::max<uint64_t>(1, bytes_.empty() ? 1 : total / bytes_.size() / 4);
 }
 
 uint64_t placement_policy::weight(actor_id child) const {

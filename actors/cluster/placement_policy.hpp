@@ -24,8 +24,9 @@
 // move at a time, each restarted where candidates() says); a node added to
 // a running job starts empty, and rebalance() lists the moves that even the
 // load out again: from the node with the most shard bytes to the one with
-// the fewest, while a shard lighter than their difference is there to
-// move (each move lowers the spread), then workers likewise while the
+// the fewest, while a shard lighter than their difference by a quarter of
+// a mean shard is there to move (each move lowers the spread; shards a few
+// bytes apart stay where they are), then workers likewise while the
 // counts differ by more than one. The moves run one at a time (a bound of
 // one shard's state in flight at once; cluster_placement).
 
@@ -86,6 +87,9 @@ class placement_policy {
 
  private:
   uint64_t weight(actor_id child) const;
+  // A quarter of a mean shard's weight (at least 1): the unit shard bytes
+  // count in, when placing and when balancing.
+  uint64_t quantum() const;
 
   std::vector<bool> alive_;
   std::vector<bool> draining_;

@@ -150,6 +150,16 @@ TEST_CASE("a node added to a running job receives moves until the spread is belo
   CHECK(p.rebalance().empty());
   CHECK(p.load(3).shards == 1);
   CHECK(p.load(3).workers == 1);
+  // Shards a few bytes apart (a delta's length: the probe's checkpoints
+  // differ by 8 to 24 bytes) move the same: one shard, not a chain of
+  // moves chasing a few bytes.
+  auto r = started(3, 6, 6, 1472);
+  for (uint32_t s = 0; s < 6; ++s) r.weigh(actor_id::shard(s), 1472 + 8 * (s % 3) + (s % 3 == 2 ? 8 : 0));
+  r.add_node();
+  auto few = r.rebalance();
+  REQUIRE(few.size() == 2);
+  CHECK(few[0].first.is(actor_kind::shard));
+  CHECK(few[1].first.is(actor_kind::worker));
   // 12 shards on 3 nodes: a fourth node gets 3, one from each.
   auto q = started(3, 12, 0, 100);
   q.add_node();
