@@ -37,6 +37,7 @@
 
 #include "actors/cluster/cluster_placement.hpp"
 #include "cli_flags.hpp"
+#include "admin_command.hpp"
 #include "cluster_work_dir.hpp"
 #include "commands.hpp"
 #include "messages/errors.hpp"
@@ -56,6 +57,8 @@ struct cluster_flags {
   std::vector<node_address> connect;  // use these nodes, start none
   std::string secret_file;            // with --connect
   std::string fault_command;          // carries out node faults (else signals, for started nodes)
+  std::optional<uint16_t> admin_port; // serve the admin endpoint (0: the OS picks)
+  std::string admin_address = "127.0.0.1";
   tls_files tls;                      // TLS for every link (and the nodes started)
   args rest;                          // for keel train
 };
@@ -78,6 +81,9 @@ const char* cluster_help =
   "                                 NAME (default HOST) is what the node's certificate states\n"
   "  --secret-file FILE             with --connect: the nodes' cluster secret\n"
   "                                 (else $KEEL_CLUSTER_SECRET)\n"
+  "  --admin-port PORT              serve the admin endpoint there while training (0: the OS\n"
+  "                                 picks): keel admin status, drain, move, add (keel admin --help)\n"
+  "  --admin-address IP (=127.0.0.1) the address --admin-port binds\n"
   "  --node-fault-command CMD       carry out node faults by running CMD KIND N MS (a harness\n"
   "                                 that owns the nodes, e.g. scripts/netns-cluster.sh);\n"
   "                                 needed for partition, split and oneway\n"
@@ -104,27 +110,17 @@ caf::expected<uint32_t> number(const std::string& flag, const args& a, size_t& i
   return static_cast<uint32_t>(std::stoul(v));
 }
 
-// "HOST:PORT,HOST:PORT": every port 1..65535, no empty host.
+// "[NAME@]HOST:PORT,...": every port 1..65535, no empty host.
 caf::expected<std::vector<node_address>> addresses(const std::string& text) {
   std::vector<node_address> out;
   size_t from = 0;
   while (from <= text.size()) {
     auto comma = text.find(',', from);
-    auto item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    auto at = item.find('@');
-    std::string name = at == std::string::npos ? std::string() : item.substr(0, at);
-    if (at != std::string::npos && name.empty())
-      return make_error(errc::invalid_argument, "--connect: '" + item + "' has an empty NAME before '@' (see keel cluster --help)");
-    if (at != std::string::npos)
-      item = item.substr(at + 1);
-    auto colon = item.rfind(':');
-    auto port = colon == std::string::npos ? std::string() : item.substr(colon + 1);
-    if (colon == 0 || colon == std::string::npos || port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
-        std::stoul(port) > 65535)
-      return make_error(errc::invalid_argument,
-                        "--connect: '" + item + "' is not HOST:PORT with a port in 1..65535 (see keel cluster --help)");
-    out.push_back({item.substr(0, colon), static_cast<uint16_t>(std::stoul(port)), name});
+    std::string why;
+    auto a = parse_node_address(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from), why);
+    if (!a)
+      return make_error(errc::invalid_argument, "--connect: " + why + " (see keel cluster --help)");
+    out.push_back(*a);
     if (comma == std::string::npos)
       break;
     from = comma + 1;
@@ -143,6 +139,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.heartbeat_ms = *n;
     else if (x == "--node-timeout-ms" && (n = number(x, a, i, 50, 600000)))
       f.timeout_ms = *n;
+    else if (x == "--admin-port" && (n = number(x, a, i, 0, 65535)))
+      f.admin_port = static_cast<uint16_t>(*n);
     else if (x == "--respawn-nodes")
       f.respawn = true;
     else if (x == "--no-data-plane")
@@ -150,7 +148,7 @@ caf::expected<cluster_flags> parse(const args& a) {
     else if (x == "--peer-copy")
       f.peer_copy = true;
     else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca" ||
-              x == "--node-fault-command") &&
+              x == "--node-fault-command" || x == "--admin-address") &&
              i + 1 >= a.size())
       return make_error(errc::invalid_argument, x + ": missing value (see keel cluster --help)");
     else if (x == "--connect") {
@@ -160,6 +158,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.connect = std::move(*nodes);
     } else if (x == "--secret-file")
       f.secret_file = a[++i];
+    else if (x == "--admin-address")
+      f.admin_address = a[++i];
     else if (x == "--node-fault-command") {
       f.fault_command = a[++i];
       if (f.fault_command.empty())
@@ -170,7 +170,7 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.tls.key = a[++i];
     else if (x == "--tls-ca")
       f.tls.ca = a[++i];
-    else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms")
+    else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms" || x == "--admin-port")
       return n.error();
     else
       f.rest.push_back(x);
@@ -409,6 +409,7 @@ int cluster(const args& a) {
   pc.settings.heartbeat_interval = std::chrono::milliseconds(flags->heartbeat_ms);
   pc.settings.connection_timeout = std::chrono::milliseconds(flags->timeout_ms);
   std::shared_ptr<cluster_placement> used;  // for where the children ended
+  std::unique_ptr<metrics_http_server> admin;  // --admin-port
   // Called once keel train's flags are good: only then do nodes start.
   auto setup = [&](placed_job_config& cfg, const std::string& model_name, const model_options& mo) -> caf::error {
     if (connect)
@@ -433,6 +434,17 @@ int cluster(const args& a) {
     cfg.placement = placement;
     used = placement;
     node_faults.joins_to(placement, tls ? tls->name() : std::string());
+    if (flags->admin_port) {
+      std::string error;
+      admin = serve_admin(placement, *secret, flags->admin_address, *flags->admin_port, error);
+      if (!admin)
+        return make_error(errc::invalid_argument, "--admin-port: " + error);
+      auto at = flags->admin_address + ":" + std::to_string(admin->port());
+      std::cout << "keel cluster: admin on http://" << at << "/admin/status (keel admin --at " << at
+                << (secret_path.empty() ? std::string(" with $KEEL_CLUSTER_SECRET")
+                                        : " --secret-file " + secret_path.string())
+                << ")" << std::endl;
+    }
     if (!flags->fault_command.empty())
       cfg.faults.node_faults = [command = flags->fault_command](uint32_t node, fault_kind how,
                                                                 std::chrono::milliseconds away) {
@@ -445,6 +457,7 @@ int cluster(const args& a) {
     return {};
   };
   auto status = train_with(flags->rest, "keel cluster", setup);
+  admin.reset();  // before the nodes stop: no request reaches a stopped job
   if (used)
     std::cout << "keel cluster: where the children ran last: " << used->where() << "\n";
   node_faults.join();

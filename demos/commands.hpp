@@ -29,5 +29,6 @@ int train_with(const args& a, const std::string& program, const job_setup& setup
 int chaos(const args& a);    // demos/chaos_command.cpp
 int plot(const args& a);     // demos/plot_command.cpp
 int node(const args& a);     // demos/node_command.cpp
+int admin(const args& a);    // demos/admin_command.cpp
 
 }  // namespace keel::cli

@@ -23,6 +23,8 @@ const command commands[] = {
   {"node", "run this process as a cluster node (serves a coordinator)", keel::cli::node},
   {"cluster", "train across keel node processes (started here, or running anywhere with --connect)",
    keel::cli::cluster},
+  {"admin", "ask a running keel cluster (--admin-port) for its status, drains, moves and joins",
+   keel::cli::admin},
 };
 
 void usage(std::ostream& out) {

@@ -63,14 +63,6 @@ caf::expected<address> parse_address(const std::string& flag, const std::string&
   return address{text.substr(0, colon), static_cast<uint16_t>(port), name};
 }
 
-caf::expected<cluster_secret> load_secret(const std::string& file) {
-  if (!file.empty())
-    return cluster_secret::from_file(file);
-  if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
-    return cluster_secret::from_bytes(env, "KEEL_CLUSTER_SECRET");
-  return make_error(errc::invalid_argument, "no cluster secret: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
-}
-
 // Blocks until SIGTERM or SIGINT (both blocked in every thread, see
 // run_node), or until standard input ends when `stdin_eof` is set.
 void wait_for_stop(const sigset_t& stop, bool stdin_eof) {
@@ -295,7 +287,7 @@ std::optional<int> check_flags(const node_args& g, node_flags& f) {
   f.handshake_timeout = std::chrono::milliseconds(g.handshake_ms);
   f.settings.heartbeat_interval = std::chrono::milliseconds(g.heartbeat_ms);
   f.settings.connection_timeout = std::chrono::milliseconds(g.timeout_ms);
-  auto secret = load_secret(g.secret_file);
+  auto secret = cluster_secret::from_file_or_env(g.secret_file);
   if (!secret)
     return usage_error("node", "", error_text(secret.error()));
   f.secret = *secret;

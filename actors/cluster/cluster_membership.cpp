@@ -253,6 +253,14 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
   }
   if (!watcher || !sys)
     return make_error(errc::invalid_argument, "the placement is not attached to a job");
+  {
+    std::lock_guard<std::mutex> guard(st->mtx);
+    for (uint32_t i = 0; i < st->cfg.nodes.size(); ++i)
+      if (st->cfg.nodes[i].host == address.host && st->cfg.nodes[i].port == address.port &&
+          (i >= st->released.size() || !st->released[i]))
+        return make_error(errc::invalid_argument, address.host + ":" + std::to_string(address.port) + " is " +
+                                                    st->node_name(i) + " of this job already");
+  }
   auto name = st->node_name(index);
   auto h = connect_node(*sys, address.host, address.port, st->cfg.secret, st->cfg.spawn_timeout, {},
                         tls_peer{st->cfg.tls, address.identity()});
@@ -330,6 +338,8 @@ void discover_joined(const state_ptr& st) {
 }
 
 caf::error cluster_placement::add_node(const node_address& address) {
+  caf::actor discoverer;
+  caf::actor_system* sys = nullptr;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     if (!state_->watcher) {  // not attached: a node to start on
@@ -337,13 +347,111 @@ caf::error cluster_placement::add_node(const node_address& address) {
       state_->cfg.nodes.push_back(address);
       return {};
     }
+    discoverer = state_->discoverer;
+    sys = state_->sys;
   }
-  return add_node_to(state_, address);
+  if (!discoverer || !sys)
+    return make_error(errc::invalid_argument, "the placement is not attached to a job");
+  // The discoverer adds it, as it adds nodes that joined a member, and
+  // leaves the outcome in the state. Called from a thread of no actor
+  // (keel cluster's admin endpoint), add_node_to, or a scoped actor asking
+  // the discoverer, left the actor system unable to shut down at the job's
+  // end (seen: the coordinator hung in ~actor_system with no CAF thread
+  // left); an anonymous send, as drains use, does not.
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    ticket = ++state_->last_add_ticket;
+  }
+  caf::anon_send(discoverer, add_node_atom::value, ticket, address.host, address.port, address.tls_name);
+  std::unique_lock<std::mutex> lock(state_->mtx);
+  auto deadline = std::chrono::steady_clock::now() + 3 * cfg_.spawn_timeout;
+  if (!state_->changed.wait_until(lock, deadline, [&] { return state_->added.count(ticket) > 0; }))
+    return make_error(errc::timeout, "adding the node at " + address.host + ":" + std::to_string(address.port) +
+                                       " took longer than " + std::to_string(3 * cfg_.spawn_timeout.count()) + " ms");
+  auto result = std::move(state_->added[ticket]);
+  state_->added.erase(ticket);
+  return result;
 }
 
 uint32_t cluster_placement::nodes() const {
   std::lock_guard<std::mutex> guard(state_->mtx);
   return std::max<uint32_t>(state_->policy.nodes(), static_cast<uint32_t>(state_->cfg.nodes.size()));
+}
+
+caf::error cluster_placement::move(actor_id child, uint32_t node) {
+  caf::actor watcher;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    auto& p = state_->policy;
+    auto at = p.node_of(child);
+    if (!at || !(child.is(actor_kind::shard) || child.is(actor_kind::worker)))
+      return make_error(errc::invalid_argument, to_string(child) + " is not a shard or worker of this job");
+    if (node >= p.nodes() || state_->released[node])
+      return make_error(errc::invalid_argument, state_->node_name(node) + " is not a node of this job (any more)");
+    if (!p.eligible(node))
+      return make_error(errc::invalid_argument, state_->node_name(node) + " takes no children now (" +
+                                                  (p.draining(node) ? "draining" : "lost") + ")");
+    if (*at == node)
+      return make_error(errc::invalid_argument, to_string(child) + " runs on " + state_->node_name(node) + " already");
+    if (!p.alive(*at))
+      return make_error(errc::invalid_argument, to_string(child) + "'s node " + state_->node_name(*at) +
+                                                  " is lost: it restarts by the policy");
+    state_->moves.push_back({child, node, "requested by an operator, to " + state_->node_name(node)});
+    watcher = state_->watcher;
+  }
+  if (watcher)
+    caf::anon_send(watcher, next_move_atom::value);
+  return {};
+}
+
+void cluster_placement::note(uint32_t node, std::string detail) {
+  tell_job(state_, event_kind::membership, node, std::move(detail));
+}
+
+namespace {
+
+std::string json_text(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20)
+      out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string cluster_placement::status_json() const {
+  std::lock_guard<std::mutex> guard(state_->mtx);
+  const auto& st = *state_;
+  const auto& p = st.policy;
+  std::string out = "{\"nodes\": [";
+  for (uint32_t i = 0; i < p.nodes(); ++i) {
+    auto load = p.load(i);
+    std::string state = st.released[i]            ? "released"
+                        : p.draining(i)           ? "draining"
+                        : !p.alive(i)             ? "lost"
+                        : st.pending_drains.count(i) ? "waiting to drain"
+                                                  : "live";
+    std::string address;
+    if (i < st.cfg.nodes.size())
+      address = st.cfg.nodes[i].host + ":" + std::to_string(st.cfg.nodes[i].port);
+    std::string children;
+    for (auto child : st.released[i] ? std::vector<actor_id>{} : p.children_of(i))
+      children += (children.empty() ? "" : ", ") + json_text(to_string(child));
+    out += std::string(i ? ",\n  " : "\n  ") + "{\"node\": " + json_text(st.node_name(i)) +
+           ", \"address\": " + json_text(address) + ", \"state\": " + json_text(state) +
+           ", \"shards\": " + std::to_string(load.shards) + ", \"shard_bytes\": " +
+           std::to_string(load.shard_bytes) + ", \"workers\": " + std::to_string(load.workers) +
+           ", \"children\": [" + children + "]}";
+  }
+  out += "],\n \"moving\": " + (st.moving ? json_text(to_string(*st.moving)) : std::string("null")) +
+         ", \"queued_moves\": " + std::to_string(st.moves.size()) +
+         ", \"committed_step\": " + std::to_string(st.committed_step) + "}\n";
+  return out;
 }
 
 }  // namespace keel

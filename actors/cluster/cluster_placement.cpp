@@ -244,6 +244,14 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
         discover_joined(st);
         self->delayed_send(self, st->cfg.discover_every, discover_atom::value);
       },
+      [st](add_node_atom, uint64_t ticket, const std::string& host, uint16_t port, const std::string& tls_name) {
+        auto err = add_node_to(st, node_address{host, port, tls_name});
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          st->added[ticket] = std::move(err);
+        }
+        st->changed.notify_all();
+      },
     };
   });
   {
@@ -375,6 +383,27 @@ void cluster_placement::committed(const std::vector<committed_shard>& shards) {
   }
   if (watcher)
     caf::anon_send(watcher, next_move_atom::value);
+}
+
+std::optional<node_address> parse_node_address(const std::string& text, std::string& why) {
+  auto item = text;
+  auto at = item.find('@');
+  std::string name = at == std::string::npos ? std::string() : item.substr(0, at);
+  if (at != std::string::npos && name.empty()) {
+    why = "'" + text + "' has an empty NAME before '@'";
+    return std::nullopt;
+  }
+  if (at != std::string::npos)
+    item = item.substr(at + 1);
+  auto colon = item.rfind(':');
+  auto port = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+  if (colon == 0 || colon == std::string::npos || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
+      std::stoul(port) > 65535) {
+    why = "'" + item + "' is not HOST:PORT with a port in 1..65535";
+    return std::nullopt;
+  }
+  return node_address{item.substr(0, colon), static_cast<uint16_t>(std::stoul(port)), name};
 }
 
 std::string cluster_placement::where() const {

@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct node_address {
   std::string tls_name;  // with TLS: the name its certificate must state (empty: host)
   const std::string& identity() const { return tls_name.empty() ? host : tls_name; }
 };
+
+// "[NAME@]HOST:PORT" (a port in 1..65535, a host and a name not empty), or
+// nothing with `why` naming the text and what is wrong with it.
+std::optional<node_address> parse_node_address(const std::string& text, std::string& why);
 
 struct cluster_placement_config {
   std::vector<node_address> nodes;  // at least one
@@ -92,6 +97,17 @@ class cluster_placement final : public child_placement {
   // list of nodes to start on.
   caf::error add_node(const node_address& address);
   std::string where() const override;
+
+  // An operator's requests (keel admin, actors/cluster/cluster_admin.hpp).
+  // Queues a move of `child` (a shard or worker) to `node`, which must take
+  // children; it runs as a rebalance's moves do, after those queued before.
+  caf::error move(actor_id child, uint32_t node);
+  // A membership event about `node` in the job's timeline.
+  void note(uint32_t node, std::string detail);
+  // Every node (address, state: live, lost, draining, waiting to drain,
+  // released; its shards, their bytes, its workers, its children), the move
+  // under way and the queued ones, as one JSON object.
+  std::string status_json() const;
 
   // The node a child runs on now (-1: none), for tests.
   int node_of(actor_id child) const;

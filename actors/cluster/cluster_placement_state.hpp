@@ -26,6 +26,7 @@ using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;   // try lost
 using next_move_atom = caf::atom_constant<caf::atom("nextmove")>;    // start the next move, if none runs
 using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent): monitor a joined node
 using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for nodes that joined a member
+using add_node_atom = caf::atom_constant<caf::atom("addnode")>;      // (ticket, host, port, tls name): add_node_to
 
 // A child to stop so that it starts elsewhere: on `to` (a rebalance), or
 // wherever the policy says (a drain).
@@ -37,7 +38,7 @@ struct pending_move {
 
 struct cluster_placement::state {
   mutable std::mutex mtx;
-  std::condition_variable changed;  // a node came back
+  std::condition_variable changed;  // a node came back, or an add_node ended
   cluster_placement_config cfg;     // cfg.nodes grows with joins
   std::vector<node_handle> handles;  // by node index
   placement_policy policy{0};        // which node is live, what runs where
@@ -65,6 +66,10 @@ struct cluster_placement::state {
   std::vector<bool> released;            // by node: drained and let go (never reconnected)
   std::set<uint32_t> pending_drains;     // drains waiting for another node to move to
   bool moved_since_balanced = false;     // a move ran since the last "balanced" event
+  // add_node's requests to the discoverer and their outcomes (`changed`
+  // is notified when one is in).
+  uint64_t last_add_ticket = 0;
+  std::map<uint64_t, caf::error> added;
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 

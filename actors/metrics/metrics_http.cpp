@@ -25,14 +25,12 @@ constexpr auto linger_deadline = std::chrono::seconds(2);
 
 std::string response(const std::string& status, const std::string& content_type,
                      const std::string& body, const std::string& extra_headers = {}) {
-  return "HTTP/1.1 " + status + "\r\nContent-Type: " + content_type +
-         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra_headers +
-         "Connection: close\r\n\r\n" + body;
+  return http_response(status, content_type, body, extra_headers);
 }
 
 std::string plain(const std::string& status, const std::string& why,
                   const std::string& extra_headers = {}) {
-  return response(status, "text/plain; charset=utf-8", why + "\n", extra_headers);
+  return http_plain(status, why, extra_headers);
 }
 
 bool is_token_char(char c) {
@@ -40,7 +38,19 @@ bool is_token_char(char c) {
          c == '_' || c == '.' || c == '!' || c == '~' || c == '*' || c == '+';
 }
 
-// Splits "METHOD TARGET HTTP/1.x" into its parts; false if it is not one.
+}  // namespace
+
+std::string http_response(const std::string& status, const std::string& content_type,
+                          const std::string& body, const std::string& extra_headers) {
+  return "HTTP/1.1 " + status + "\r\nContent-Type: " + content_type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra_headers +
+         "Connection: close\r\n\r\n" + body;
+}
+
+std::string http_plain(const std::string& status, const std::string& why, const std::string& extra_headers) {
+  return http_response(status, "text/plain; charset=utf-8", why + "\n", extra_headers);
+}
+
 bool parse_request_line(const std::string& line, std::string& method, std::string& target) {
   auto sp1 = line.find(' ');
   auto sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -57,6 +67,8 @@ bool parse_request_line(const std::string& line, std::string& method, std::strin
       return false;
   return !target.empty() && target[0] == '/' && (version == "HTTP/1.1" || version == "HTTP/1.0");
 }
+
+namespace {
 
 using head_iterator = asio::buffers_iterator<asio::streambuf::const_buffers_type>;
 
@@ -78,13 +90,12 @@ std::pair<head_iterator, bool> end_of_head(head_iterator begin, head_iterator en
 class connection : public std::enable_shared_from_this<connection> {
  public:
   // `open` counts the live connections; it outlives them (see impl).
-  connection(tcp::socket s, const std::function<std::string()>& render, size_t max_head_bytes,
-             size_t& open)
+  connection(tcp::socket s, const http_responder& respond, size_t max_head_bytes, size_t& open)
       : socket_(std::move(s)),
         timer_(socket_.get_executor()),
         buf_(max_head_bytes),
         max_head_bytes_(max_head_bytes),
-        render_(render),
+        respond_(respond),
         open_(open) {
     ++open_;
   }
@@ -108,7 +119,7 @@ class connection : public std::enable_shared_from_this<connection> {
       return;
     if (!ec) {
       std::string head(asio::buffers_begin(buf_.data()), asio::buffers_begin(buf_.data()) + n);
-      return answer(metrics_http_response(head, render_));
+      return answer(respond_(head));
     }
     if (ec == asio::error::not_found)
       return answer(plain("400 Bad Request",
@@ -165,7 +176,7 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::steady_timer timer_;
   asio::streambuf buf_;
   size_t max_head_bytes_;
-  const std::function<std::string()>& render_;
+  const http_responder& respond_;
   size_t& open_;
   std::string out_;
   std::array<char, 4096> scratch_;
@@ -199,7 +210,7 @@ std::string metrics_http_response(const std::string& request_head,
 struct metrics_http_server::impl {
   // Outlive the connections, whose handlers the io_context destroys
   // (declared before it).
-  std::function<std::string()> render;
+  http_responder respond;
   size_t open = 0;  // live connections; the io thread's only
   metrics_http_options options;
   rate_limited_log refusals;
@@ -250,7 +261,7 @@ struct metrics_http_server::impl {
         auto why = over_limit(s);
         if (why.empty()) {
           ++accepted;
-          std::make_shared<connection>(std::move(s), render, options.max_request_bytes, open)
+          std::make_shared<connection>(std::move(s), respond, options.max_request_bytes, open)
               ->start(options.read_timeout);
         } else {
           boost::system::error_code ignored;
@@ -277,7 +288,7 @@ struct metrics_http_server::impl {
         io.run();
         return;
       } catch (const std::exception& e) {
-        std::cerr << "keel metrics: a connection failed: " << e.what() << "\n";
+        std::cerr << "keel " << options.name << ": a connection failed: " << e.what() << "\n";
       }
     }
   }
@@ -286,23 +297,30 @@ struct metrics_http_server::impl {
 std::unique_ptr<metrics_http_server> metrics_http_server::start(const metrics_http_options& options,
                                                                 std::function<std::string()> render,
                                                                 std::string& error) {
+  return serve(
+      options, [render = std::move(render)](const std::string& head) { return metrics_http_response(head, render); },
+      error);
+}
+
+std::unique_ptr<metrics_http_server> metrics_http_server::serve(const metrics_http_options& options,
+                                                                http_responder respond, std::string& error) {
   if (options.max_connections == 0 || options.read_timeout.count() <= 0 ||
       options.max_request_bytes < 64) {
-    error = "metrics server: the connection cap and the read timeout must be positive, and the "
+    error = options.name + " server: the connection cap and the read timeout must be positive, and the "
             "request limit at least 64 bytes";
     return nullptr;
   }
   auto o = options;
   if (!o.log)
-    o.log = [](const std::string& line) { std::cerr << "keel metrics: " + line + "\n" << std::flush; };
+    o.log = [name = o.name](const std::string& line) { std::cerr << "keel " + name + ": " + line + "\n" << std::flush; };
   auto p = std::make_unique<impl>(std::move(o));
-  p->render = std::move(render);
+  p->respond = std::move(respond);
   p->address = options.address;
-  auto where = "metrics address " + options.address + ":" + std::to_string(options.port);
+  auto where = options.name + " address " + options.address + ":" + std::to_string(options.port);
   boost::system::error_code ec;
   auto ip = asio::ip::make_address(options.address, ec);
   if (ec) {
-    error = "metrics address '" + options.address + "' is not an IP address";
+    error = options.name + " address '" + options.address + "' is not an IP address";
     return nullptr;
   }
   tcp::endpoint ep(ip, options.port);

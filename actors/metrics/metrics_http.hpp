@@ -25,6 +25,7 @@
 namespace keel {
 
 struct metrics_http_options {
+  std::string name = "metrics";       // in errors and log lines ("keel metrics: ...")
   std::string address = "127.0.0.1";  // an IPv4 or IPv6 address to bind
   uint16_t port = 0;                  // 0: the OS picks one (see port())
   size_t max_connections = 64;        // open at once; more are closed on accept
@@ -45,6 +46,10 @@ struct metrics_http_stats {
   uint64_t refused = 0;   // closed on accept: the cap, the descriptor reserve, accept errors
 };
 
+// The whole response (status line, headers, body) to one request head.
+// Called on the server's thread, one request at a time.
+using http_responder = std::function<std::string(const std::string& request_head)>;
+
 class metrics_http_server {
  public:
   // Binds and starts serving, or returns nullptr and sets `error` to a
@@ -52,6 +57,10 @@ class metrics_http_server {
   // address, in use, not permitted).
   static std::unique_ptr<metrics_http_server> start(const metrics_http_options& options,
                                                     std::function<std::string()> render,
+                                                    std::string& error);
+  // The same server answering every request with `respond` instead of the
+  // metrics page (keel cluster's admin endpoint, actors/cluster/cluster_admin.hpp).
+  static std::unique_ptr<metrics_http_server> serve(const metrics_http_options& options, http_responder respond,
                                                     std::string& error);
 
   // The port bound (the OS's pick when options.port was 0).
@@ -70,6 +79,15 @@ class metrics_http_server {
   explicit metrics_http_server(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };
+
+// A response with `body`, closing the connection.
+std::string http_response(const std::string& status, const std::string& content_type, const std::string& body,
+                          const std::string& extra_headers = {});
+// A text/plain response: `why` and a newline.
+std::string http_plain(const std::string& status, const std::string& why, const std::string& extra_headers = {});
+// Splits "METHOD TARGET HTTP/1.x" into its parts; false if it is not one
+// (a method of token characters, a target of printable ASCII from '/').
+bool parse_request_line(const std::string& line, std::string& method, std::string& target);
 
 // The response to one request head (everything before the blank line):
 // status line, headers and body, as the server writes it. Pure, so tests

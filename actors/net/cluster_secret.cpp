@@ -1,5 +1,7 @@
 #include "actors/net/cluster_secret.hpp"
 
+#include <cstdlib>
+
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -41,6 +43,14 @@ caf::expected<cluster_secret> cluster_secret::from_bytes(std::string bytes, cons
                                                 " bytes; a cluster secret needs at least " +
                                                 std::to_string(min_secret_bytes));
   return cluster_secret(std::move(bytes));
+}
+
+caf::expected<cluster_secret> cluster_secret::from_file_or_env(const std::string& file) {
+  if (!file.empty())
+    return from_file(file);
+  if (auto env = std::getenv("KEEL_CLUSTER_SECRET"))
+    return from_bytes(env, "KEEL_CLUSTER_SECRET");
+  return make_error(errc::invalid_argument, "no cluster secret: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
 }
 
 hmac_digest cluster_secret::prove(const std::string& label, const uint8_t* challenge,

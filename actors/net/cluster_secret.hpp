@@ -37,6 +37,11 @@ class cluster_secret {
   // `source` naming where the bytes came from in errors.
   static caf::expected<cluster_secret> from_bytes(std::string bytes, const std::string& source);
 
+  // From `file` (--secret-file) when it is not empty, else from the
+  // environment variable KEEL_CLUSTER_SECRET; an error naming both when
+  // neither is there.
+  static caf::expected<cluster_secret> from_file_or_env(const std::string& file);
+
   // HMAC-SHA256 under this secret of `label`, `challenge` and `node`, each
   // length-prefixed, so no two different triples hash the same input.
   hmac_digest prove(const std::string& label, const uint8_t* challenge, size_t challenge_bytes,

@@ -52,7 +52,7 @@ std::unique_ptr<node_process> node_process::start(const std::vector<std::string>
   return p;
 }
 
-std::unique_ptr<node_process> node_process::launch(const std::vector<std::string>& args) {
+std::unique_ptr<node_process> node_process::launch(const std::vector<std::string>& args, const std::string& command) {
   std::unique_ptr<node_process> p(new node_process);
   char log_template[] = "/tmp/keel-node-log-XXXXXX";
   int log_fd = ::mkstemp(log_template);
@@ -66,7 +66,7 @@ std::unique_ptr<node_process> node_process::launch(const std::vector<std::string
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-  std::vector<std::string> argv_s{KEEL_BINARY, "node"};
+  std::vector<std::string> argv_s{KEEL_BINARY, command};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : argv_s)

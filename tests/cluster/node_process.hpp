@@ -1,5 +1,5 @@
 #pragma once
-// A `keel node` child process for tests: started with posix_spawn, its
+// A `keel node` (or other keel command) child process for tests: started with posix_spawn, its
 // standard output read line by line (with timeouts), its standard error
 // captured in a file, and always reaped: the destructor kills (SIGKILL) and
 // waits for a process still running, so a failed check leaves no orphans.
@@ -23,8 +23,10 @@ class node_process {
   // and parses the port and node id from it. Fails the test if none comes.
   static std::unique_ptr<node_process> start(const std::vector<std::string>& args,
                                              std::chrono::milliseconds timeout = std::chrono::seconds(15));
-  // Runs `keel node ARGS...` without waiting for anything.
-  static std::unique_ptr<node_process> launch(const std::vector<std::string>& args);
+  // Runs `keel COMMAND ARGS...` (a node by default) without waiting for
+  // anything.
+  static std::unique_ptr<node_process> launch(const std::vector<std::string>& args,
+                                              const std::string& command = "node");
   ~node_process();
   node_process(const node_process&) = delete;
   node_process& operator=(const node_process&) = delete;
