@@ -19,6 +19,7 @@ constexpr const char* fault_colour = "#d62728";
 constexpr const char* restart_colour = "#2ca02c";
 constexpr const char* rollback_colour = "#9467bd";
 constexpr const char* checkpoint_colour = "#8c8c8c";
+constexpr const char* membership_colour = "#17becf";
 constexpr const char* loss_colour = "#1f77b4";
 constexpr const char* accuracy_colour = "#ff7f0e";
 constexpr const char* recovery_fill = "#f4b6b6";
@@ -218,6 +219,7 @@ void draw_key(plot& p) {
   };
   const item items[] = {{"fault", fault_colour, "", 2},      {"restart", restart_colour, "5,3", 1.5},
                         {"rollback", rollback_colour, "", 2}, {"checkpoint", checkpoint_colour, "2,3", 1},
+                        {"membership", membership_colour, "1,2", 2},
                         {"loss", loss_colour, "", 2},         {"accuracy", accuracy_colour, "", 2}};
   double x = p.loss_panel.x, y = 66;
   p.svg << "<g class=\"key\" font-size=\"11\">\n";
@@ -360,6 +362,26 @@ std::string fault_label(const job_event& e) {
   return s;
 }
 
+// A membership change's label: a node that joined or was released, a
+// plan's join or drain, an operator's drain or move; nothing for the other
+// membership events (a drain that begins late, the loads once moves end).
+std::string membership_label(const job_event& e) {
+  auto starts = [&](const char* text) { return e.detail.rfind(text, 0) == 0; };
+  if (e.kind == event_kind::node_up)
+    return starts("joined") ? "joined " + e.actor : std::string();
+  if (e.kind == event_kind::released)
+    return "released " + e.actor;
+  if (!e.fault.empty())
+    return fault_label(e);
+  if (starts("drain requested"))
+    return "drain " + e.actor;
+  if (starts("move of ")) {
+    auto what = e.detail.substr(8, e.detail.find(' ', 8) - 8);
+    return "move " + what + " to " + e.actor;
+  }
+  return {};
+}
+
 void draw_marker(plot& p, const job_event& e, const char* kind, const char* colour, const char* dash,
                  const std::string& label) {
   // A checkpoint and a fault triggered at a step know their step (progress
@@ -381,7 +403,8 @@ void draw_marker(plot& p, const job_event& e, const char* kind, const char* colo
 }
 
 // Checkpoints first (thin, unlabelled: their number is in each one's
-// tooltip), then rollbacks, faults and restarts, labelled in that order.
+// tooltip), then rollbacks, faults, restarts and membership changes,
+// labelled in that order.
 void draw_markers(plot& p) {
   for (auto& e : p.r.events)
     if (e.kind == event_kind::checkpoint)
@@ -395,6 +418,10 @@ void draw_markers(plot& p) {
   for (auto& e : p.r.events)
     if (e.kind == event_kind::restart)
       draw_marker(p, e, "restart", restart_colour, "5,3", "restart " + e.actor);
+  for (auto& e : p.r.events)
+    if (e.kind == event_kind::membership || e.kind == event_kind::node_up || e.kind == event_kind::released)
+      if (auto label = membership_label(e); !label.empty())
+        draw_marker(p, e, "membership", membership_colour, "1,2", label);
 }
 
 }  // namespace

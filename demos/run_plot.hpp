@@ -1,7 +1,8 @@
 #pragma once
 // render_svg draws a run_report as a standalone SVG picture: training loss
 // and held-out accuracy over steps in two stacked panels that share the step
-// axis, with the run's faults, restarts, rollbacks and checkpoints as
+// axis, with the run's faults, restarts, rollbacks, checkpoints and
+// membership changes as
 // vertical markers at their steps and each recovery (fault -> serving again)
 // shaded. A checkpoint, and a fault triggered at a step, sit at their own
 // step; other events carry only times: a time is mapped to a step by
@@ -13,7 +14,9 @@
 // tests can parse and count it. Every marker is one element whose class
 // says its kind: class="marker fault" (one per fault event: a kill, a lost
 // message, a storage error), "marker restart", "marker rollback",
-// "marker checkpoint"; class="recovery" (one per recovery) for the shaded
+// "marker checkpoint", "marker membership" (a node joined or released, a
+// plan's or an operator's drain, an operator's move); class="recovery"
+// (one per recovery) for the shaded
 // spans; the series are polylines of class "series loss" and
 // "series accuracy" with one point per progress point that has the value.
 

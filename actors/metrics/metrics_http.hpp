@@ -1,5 +1,6 @@
 #pragma once
-// A metrics_http_server serves one page, GET /metrics, over HTTP/1.1 on a
+// A metrics_http_server serves one page, GET /metrics (or, started with
+// serve(), whatever its responder answers), over HTTP/1.1 on a
 // thread of its own, for a scraper such as Prometheus. Each request gets
 // one response and the connection is closed: 200 with the body `render`
 // returns (text/plain; version=0.0.4), 404 for any other path, 405 for any

@@ -134,3 +134,34 @@ TEST_CASE("a report without progress points still plots its markers over time, w
   CHECK(svg.find("no progress points in this report") != std::string::npos);
   CHECK(svg.find("milliseconds since the start") != std::string::npos);
 }
+
+TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's drain, an operator's drain and move") {
+  temp_dir dir;
+  auto c = config_for(probe(), dir, 40);
+  auto r = run(c);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  auto report = make_report(c, "probe", *r);
+  // Spread over the run, so that every label has room in its lane.
+  const auto span = std::max<int64_t>(80, static_cast<int64_t>(report.seconds * 1000));
+  auto at = [&](job_event e, int64_t k) {
+    e.at_ms = k * span / 8;
+    return e;
+  };
+  auto planned = make_job_event(event_kind::membership, "node:0", "drain:node:0@20: its shards and workers move");
+  planned.fault = "drain:node:0@20";
+  report.events.push_back(at(make_job_event(event_kind::node_up, "node:3", "joined at 127.0.0.1:4000; 2 moves to balance"), 1));
+  report.events.push_back(at(make_job_event(event_kind::node_up, "node:1", "back at 127.0.0.1:4001"), 2));
+  report.events.push_back(at(planned, 3));
+  report.events.push_back(at(make_job_event(event_kind::membership, "node:2", "drain requested by an operator (keel admin)"), 4));
+  report.events.push_back(at(make_job_event(event_kind::membership, "node:1", "move of shard:1 here requested by an operator (keel admin)"), 5));
+  report.events.push_back(at(make_job_event(event_kind::membership, "cluster", "moves done: node:1 1 shard"), 6));
+  report.events.push_back(at(make_job_event(event_kind::released, "node:0", "drained: nothing of the job runs there any more"), 7));
+  auto doc = parse_svg(render_svg(report));
+  auto labels = marker_labels(doc, "marker membership");
+  std::string seen;
+  for (auto& l : labels) seen += "[" + l + "]";
+  CAPTURE(seen);
+  // A node back at its address and the loads after the moves are no change.
+  CHECK(labels == std::vector<std::string>{"joined node:3", "drain node:0", "drain node:2", "move shard:1 to node:1",
+                                           "released node:0"});
+}
