@@ -33,6 +33,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "actors/cluster/cluster_placement.hpp"
@@ -184,17 +185,19 @@ std::string self_program() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("keel");
 }
 
-}  // namespace
-
-// Whether the plan in `rest` (--kill, --faults) names a node.
-bool names_a_node(const args& rest) {
-  for (size_t i = 0; i + 1 < rest.size(); ++i)
-    if ((rest[i] == "--kill" || rest[i] == "--faults") && rest[i + 1].find("node:") != std::string::npos)
-      return true;
+// Whether the plan in `rest` (--kill, --faults) names a node for a fault
+// that needs its process (a drain only moves children: any cluster can).
+bool names_a_node_fault(const args& rest) {
+  for (size_t i = 0; i + 1 < rest.size(); ++i) {
+    if (rest[i] != "--kill" && rest[i] != "--faults")
+      continue;
+    std::istringstream items(rest[i + 1]);
+    for (std::string item; std::getline(items, item, ',');)
+      if (item.find("node:") != std::string::npos && item.rfind("drain:", 0) != 0)
+        return true;
+  }
   return false;
 }
-
-namespace {
 
 // Whether the plan in `rest` (--faults) holds a network fault (partition, split, oneway).
 bool names_a_network_fault(const args& rest) {
@@ -235,9 +238,10 @@ caf::error run_fault_command(const std::string& command, uint32_t node, fault_ki
 std::optional<int> check_usage(const cluster_flags& f) {
   bool connect = !f.connect.empty();
   bool command = !f.fault_command.empty();
-  if (connect && !command && names_a_node(f.rest)) {
+  if (connect && !command && names_a_node_fault(f.rest)) {
     std::cerr << "keel cluster: node faults (node:N) need nodes this keel cluster started, or "
-                 "--node-fault-command; with --connect, signal the node processes yourself\n";
+                 "--node-fault-command; with --connect, signal the node processes yourself "
+                 "(drains need neither)\n";
     return 2;
   }
   if (!command && names_a_network_fault(f.rest)) {

@@ -171,6 +171,25 @@ TEST_CASE("a drain whose own node or whose receiving node is killed with kill -9
   CHECK_MESSAGE(where["node:2"].size() == 12, r.out);
 }
 
+TEST_CASE("a drain in the plan of keel cluster --connect moves the children off a node it did not start, bit-identical") {
+  // A drain only moves children: no signal, so any cluster can have one.
+  cluster_fixture f;
+  auto n0 = f.start_node();
+  auto n1 = f.start_node();
+  auto n2 = f.start_node();
+  const std::string train = "--model probe --shards 4 --workers 4 --steps 400 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster " + f.connect_flags({n0.get(), n1.get(), n2.get()}) + " " + train +
+                    " --faults drain:node:0@100");
+  check_promises(r, sha);
+  check_every_planned_fault_fired("drain:node:0@100", r.out);
+  CHECK_MESSAGE(r.out.find("released node:0: drained") != std::string::npos, r.out);
+  auto where = where_children_ran(r.out);
+  CHECK_MESSAGE(where.count("node:0") == 0, r.out);
+  CHECK_MESSAGE(where.size() == 2, r.out);
+  CHECK(!n0->wait_exit(std::chrono::milliseconds(0)));  // released, not stopped: it is not the job's to stop
+}
+
 TEST_CASE("a node started with keel node --join to a member of a running job is added to it and receives a shard and a worker, bit-identical") {
   cluster_fixture f;
   auto n0 = f.start_node();
