@@ -1,6 +1,5 @@
 #include "actors/cluster/cluster_admin.hpp"
 
-#include <algorithm>
 #include <cctype>
 #include <vector>
 
@@ -14,12 +13,12 @@ namespace {
 const char* const proof_label = "keel-admin";
 const char* const proof_header = "x-keel-admin:";
 
-std::string hex(const hmac_digest& d) {
+std::string hex(const uint8_t* bytes, size_t n) {
   static const char* digits = "0123456789abcdef";
   std::string out;
-  for (auto b : d) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
   }
   return out;
 }
@@ -93,24 +92,18 @@ std::string admin_proof(const cluster_secret& secret, const std::string& method,
   auto challenge = std::to_string(unix_seconds) + " " + nonce;
   auto mac = secret.prove(proof_label, reinterpret_cast<const uint8_t*>(challenge.data()), challenge.size(),
                           method + " " + target);
-  return challenge + " " + hex(mac);
+  return challenge + " " + hex(mac.data(), mac.size());
 }
 
 std::string admin_proof(const cluster_secret& secret, const std::string& method, const std::string& target,
                         int64_t unix_seconds) {
-  auto bytes = random_bytes(16);
-  hmac_digest padded{};
-  std::copy(bytes.begin(), bytes.end(), padded.begin());
-  return admin_proof(secret, method, target, unix_seconds, hex(padded).substr(0, 32));
+  auto nonce = random_bytes(16);
+  return admin_proof(secret, method, target, unix_seconds, hex(nonce.data(), nonce.size()));
 }
 
 std::string cluster_admin::respond(const std::string& head, int64_t now) {
-  auto eol = head.find('\n');
-  auto line = head.substr(0, eol);
-  if (!line.empty() && line.back() == '\r')
-    line.pop_back();
   std::string method, target;
-  if (!parse_request_line(line, method, target))
+  if (!parse_request_head(head, method, target))
     return http_plain("400 Bad Request", "not an HTTP/1.x request line: expected METHOD /PATH HTTP/1.1");
   auto question = target.find('?');
   auto path = target.substr(0, question);

@@ -68,6 +68,13 @@ bool parse_request_line(const std::string& line, std::string& method, std::strin
   return !target.empty() && target[0] == '/' && (version == "HTTP/1.1" || version == "HTTP/1.0");
 }
 
+bool parse_request_head(const std::string& head, std::string& method, std::string& target) {
+  auto line = head.substr(0, head.find('\n'));
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  return parse_request_line(line, method, target);
+}
+
 namespace {
 
 using head_iterator = asio::buffers_iterator<asio::streambuf::const_buffers_type>;
@@ -187,12 +194,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
 std::string metrics_http_response(const std::string& request_head,
                                   const std::function<std::string()>& render) {
-  auto eol = request_head.find('\n');
-  auto line = request_head.substr(0, eol);
-  if (!line.empty() && line.back() == '\r')
-    line.pop_back();
   std::string method, target;
-  if (!parse_request_line(line, method, target))
+  if (!parse_request_head(request_head, method, target))
     return plain("400 Bad Request", "not an HTTP/1.x request line: expected METHOD /PATH HTTP/1.1");
   auto path = target.substr(0, target.find('?'));
   if (path != "/metrics")

@@ -89,6 +89,8 @@ std::string http_plain(const std::string& status, const std::string& why, const 
 // Splits "METHOD TARGET HTTP/1.x" into its parts; false if it is not one
 // (a method of token characters, a target of printable ASCII from '/').
 bool parse_request_line(const std::string& line, std::string& method, std::string& target);
+// The same for the first line of a request head (CR LF or LF ended).
+bool parse_request_head(const std::string& head, std::string& method, std::string& target);
 
 // The response to one request head (everything before the blank line):
 // status line, headers and body, as the server writes it. Pure, so tests
