@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <set>
@@ -50,6 +51,7 @@ struct agent_state {
   // The copies of its peers' shards' checkpoints (snapshot_replica.hpp).
   std::shared_ptr<replica_store> replicas;
   caf::actor replica;
+  model_cache models;  // built for spawns, reused by the next ones
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
   caf::error stop_reason;
@@ -186,7 +188,11 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     return ban(self, *from, "frame in a spawn request", std::move(err));
   auto what = to_string(req.id.kind) + " '" + to_string(req.id) + "' (incarnation " +
               std::to_string(req.incarnation) + ")";
-  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane, st.replicas);
+  // Spawns run on the agent's thread: their time (the model built here,
+  // a shard's restore) is how long a restart or a move placed here waits.
+  auto began = std::chrono::steady_clock::now();
+  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane, st.replicas, &st.models);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
   if (!child) {
     ++st.stats.rejected;
     log(self, "rejected spawn of " + what + " from node " + to_string(*from) + ": " + describe(child.error()));
@@ -201,7 +207,7 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     list.push_back(child->address());
   }
   ++st.stats.spawned;
-  log(self, "spawned " + what + " for node " + to_string(*from));
+  log(self, "spawned " + what + " for node " + to_string(*from) + " in " + std::to_string(took.count()) + " ms");
   return *child;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <caf/actor_system.hpp>
+#include <caf/deep_to_string.hpp>
 
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/ps/checkpointer.hpp"
@@ -146,13 +147,18 @@ caf::expected<std::shared_ptr<const model>> build_model(const model_spec& spec,
   return make_model(spec.name, mo);
 }
 
+caf::expected<std::shared_ptr<const model>> model_for(const model_spec& spec, const std::filesystem::path& data_dir,
+                                                      model_cache* models) {
+  return models ? models->get(spec, data_dir) : build_model(spec, data_dir);
+}
+
 // The row source of a shard with tables: the request's model, built here,
 // whose tables must be the config's (name and dim, in order).
 caf::expected<table_row_source> shard_rows(const parameter_shard_config& s, const model_spec& spec,
-                                           const std::filesystem::path& data_dir) {
+                                           const std::filesystem::path& data_dir, model_cache* models) {
   if (spec.name.empty())
     return bad("spawn_request.shard_model", "a shard with embedding tables needs the model that makes its rows");
-  auto m = build_model(spec, data_dir);
+  auto m = model_for(spec, data_dir, models);
   if (!m)
     return m.error();
   auto& tables = (*m)->layout().tables();
@@ -169,14 +175,14 @@ caf::expected<table_row_source> shard_rows(const parameter_shard_config& s, cons
 caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_request& req,
                                       const std::filesystem::path& data_dir,
                                       const std::shared_ptr<data_plane>& plane,
-                                      const std::shared_ptr<const replica_store>& replicas) {
+                                      const std::shared_ptr<const replica_store>& replicas, model_cache* models) {
   auto& s = req.shard;
   if (auto err = check_shard(s))
     return err;
   parameter_shard_env env;
   env.local_replica = replicas;
   if (!s.core.tables.empty()) {
-    auto rows = shard_rows(s, req.shard_model, data_dir);
+    auto rows = shard_rows(s, req.shard_model, data_dir, models);
     if (!rows)
       return rows.error();
     env.table_rows = std::move(*rows);
@@ -189,10 +195,10 @@ caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_reques
 
 caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spawn& w,
                                        const std::filesystem::path& data_dir,
-                                       const std::shared_ptr<data_plane>& plane) {
+                                       const std::shared_ptr<data_plane>& plane, model_cache* models) {
   if (auto err = check_worker(w))
     return err;
-  auto m = build_model(w.model, data_dir);
+  auto m = model_for(w.model, data_dir, models);
   if (!m)
     return m.error();
   worker_env env;
@@ -246,7 +252,8 @@ caf::error check_request_frames(const spawn_request& req) {
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
                                           const std::filesystem::path& data_dir,
                                           const std::shared_ptr<data_plane>& plane,
-                                          const std::shared_ptr<const replica_store>& replicas) {
+                                          const std::shared_ptr<const replica_store>& replicas,
+                                          model_cache* models) {
   auto index_agrees = [&](uint32_t configured) -> caf::error {
     if (req.id.index == configured)
       return {};
@@ -257,17 +264,40 @@ caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_re
     case actor_kind::shard:
       if (auto err = index_agrees(req.shard.core.shard))
         return err;
-      return start_shard(sys, req, data_dir, plane, replicas);
+      return start_shard(sys, req, data_dir, plane, replicas, models);
     case actor_kind::worker:
       if (auto err = index_agrees(req.worker.config.core.worker))
         return err;
-      return start_worker(sys, req.worker, data_dir, plane);
+      return start_worker(sys, req.worker, data_dir, plane, models);
     case actor_kind::checkpointer:
       return start_checkpointer(sys, req.checkpointer);
     default:
       return bad("spawn_request.id", "a node starts no '" + to_string(req.id.kind) +
                                        "' (it starts shard, worker or checkpointer)");
   }
+}
+
+caf::expected<std::shared_ptr<const model>> model_cache::get(const model_spec& spec,
+                                                             const std::filesystem::path& data_dir) {
+  auto key = caf::deep_to_string(spec) + "|" + data_dir.string();
+  std::lock_guard<std::mutex> guard(mtx_);
+  for (auto it = models_.begin(); it != models_.end(); ++it)
+    if (it->first == key) {
+      models_.splice(models_.begin(), models_, it);
+      return models_.front().second;
+    }
+  auto m = build_model(spec, data_dir);
+  if (!m)
+    return m.error();
+  ++builds_;
+  models_.emplace_front(std::move(key), *m);
+  while (models_.size() > capacity_) models_.pop_back();
+  return *m;
+}
+
+size_t model_cache::builds() const {
+  std::lock_guard<std::mutex> guard(mtx_);
+  return builds_;
 }
 
 }  // namespace keel

@@ -5,7 +5,10 @@
 // not found); only a request that passes every check starts anything.
 
 #include <filesystem>
+#include <list>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
@@ -15,7 +18,30 @@
 namespace keel {
 
 class data_plane;
+class model;
 class replica_store;
+
+// The models a node built, by their spec (name, data folder, options): a
+// restart or a move placed here reuses the model instead of building it
+// again (ctr-lr: 75-150 ms of a spawn's 80-500 ms, measured with
+// bench/cluster/membership.sh). A model is immutable and shared by the
+// actors that use it. Keeps the `capacity` specs used last. Thread-safe.
+class model_cache {
+ public:
+  explicit model_cache(size_t capacity = 2) : capacity_(capacity) {}
+
+  // The model `spec` names (its data_dir, else `data_dir`), built on a miss.
+  // Errors: those of building it, which are not kept.
+  caf::expected<std::shared_ptr<const model>> get(const model_spec& spec, const std::filesystem::path& data_dir);
+  // How many models were built (misses), for tests.
+  size_t builds() const;
+
+ private:
+  mutable std::mutex mtx_;
+  size_t capacity_;
+  size_t builds_ = 0;
+  std::list<std::pair<std::string, std::shared_ptr<const model>>> models_;  // most recent first
+};
 
 // Checks data plane routes from a peer (a count bound; each with a node
 // id, a host and a port); the error names `where` and the bad entry.
@@ -36,10 +62,12 @@ caf::error check_request_frames(const spawn_request& req);
 // With a data plane, a shard is served on it and a worker uses it (with the
 // request's routes) for its pushes and pulls. A shard restoring reads the
 // copies in `replicas` (this node's replica store) directly when its
-// restore_replica is this node's replica.
+// restore_replica is this node's replica. Models come from `models` when
+// given, else are built for the one request.
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
                                           const std::filesystem::path& data_dir,
                                           const std::shared_ptr<data_plane>& plane = nullptr,
-                                          const std::shared_ptr<const replica_store>& replicas = nullptr);
+                                          const std::shared_ptr<const replica_store>& replicas = nullptr,
+                                          model_cache* models = nullptr);
 
 }  // namespace keel

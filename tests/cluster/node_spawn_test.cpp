@@ -11,6 +11,8 @@
 #include <caf/io/all.hpp>
 
 #include "actors/cluster/cluster_gate.hpp"
+#include "actors/cluster/node_spawn.hpp"
+#include "models/model.hpp"
 #include "actors/core/atoms.hpp"
 #include "actors/ps/snapshot_replica.hpp"
 #include "cluster_fixture.hpp"
@@ -408,4 +410,38 @@ TEST_CASE("a node's replica keeps a copy another process sends, serves it back b
 
   n->signal(SIGTERM);
   CHECK_MESSAGE(n->wait_exit(patience) == 0, n->log());
+}
+
+TEST_CASE("a node builds each model once for its spawns: the same spec is the same model, the third spec evicts the least recent, a failed build is not kept") {
+  model_cache cache(2);
+  model_spec probe;
+  probe.name = "probe";
+  auto a = cache.get(probe, "/tmp");
+  REQUIRE_MESSAGE(a, describe(a.error()));
+  auto again = cache.get(probe, "/tmp");
+  REQUIRE(again);
+  CHECK(again->get() == a->get());
+  CHECK(cache.builds() == 1);
+  // Another option or another data folder is another model.
+  auto wide = probe;
+  wide.options.probe.dense_keys = 7;
+  auto b = cache.get(wide, "/tmp");
+  REQUIRE(b);
+  CHECK(b->get() != a->get());
+  CHECK((*b)->layout().dense_size() != (*a)->layout().dense_size());
+  CHECK(cache.builds() == 2);
+  CHECK(cache.get(probe, "/tmp")->get() == a->get());  // probe is the most recent again
+  auto narrow = probe;
+  narrow.options.probe.dense_keys = 3;
+  REQUIRE(cache.get(narrow, "/tmp"));  // evicts `wide`
+  CHECK(cache.builds() == 3);
+  CHECK(cache.get(probe, "/tmp")->get() == a->get());
+  CHECK(cache.builds() == 3);
+  REQUIRE(cache.get(wide, "/tmp"));
+  CHECK(cache.builds() == 4);
+  model_spec unknown;
+  unknown.name = "no-such-model";
+  CHECK(!cache.get(unknown, "/tmp"));
+  CHECK(!cache.get(unknown, "/tmp"));
+  CHECK(cache.builds() == 4);
 }
