@@ -5,6 +5,7 @@
 
 #include "actors/metrics/metrics_http.hpp"
 #include "messages/errors.hpp"
+#include "messages/hex.hpp"
 
 namespace keel {
 
@@ -12,16 +13,6 @@ namespace {
 
 const char* const proof_label = "keel-admin";
 const char* const proof_header = "x-keel-admin:";
-
-std::string hex(const uint8_t* bytes, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -92,13 +83,13 @@ std::string admin_proof(const cluster_secret& secret, const std::string& method,
   auto challenge = std::to_string(unix_seconds) + " " + nonce;
   auto mac = secret.prove(proof_label, reinterpret_cast<const uint8_t*>(challenge.data()), challenge.size(),
                           method + " " + target);
-  return challenge + " " + hex(mac.data(), mac.size());
+  return challenge + " " + hex_of(mac.data(), mac.size());
 }
 
 std::string admin_proof(const cluster_secret& secret, const std::string& method, const std::string& target,
                         int64_t unix_seconds) {
   auto nonce = random_bytes(16);
-  return admin_proof(secret, method, target, unix_seconds, hex(nonce.data(), nonce.size()));
+  return admin_proof(secret, method, target, unix_seconds, hex_of(nonce.data(), nonce.size()));
 }
 
 std::string cluster_admin::respond(const std::string& head, int64_t now) {

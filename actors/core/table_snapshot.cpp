@@ -10,6 +10,7 @@
 
 #include "actors/core/table_codec.hpp"
 #include "actors/core/update_rules.hpp"
+#include "messages/hex.hpp"
 
 namespace keel {
 
@@ -412,13 +413,7 @@ table_digest combine_digests(const std::vector<table_digest>& parts) {
 }
 
 std::string to_hex(const table_digest& d) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned char b : d) {
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
+  return hex_of(d.data(), d.size());
 }
 
 }  // namespace keel

@@ -8,34 +8,25 @@
 #include <sstream>
 
 #include "messages/errors.hpp"
+#include "messages/hex.hpp"
 #include "storage/snapshot_store.hpp"
 
 namespace keel {
 
 namespace {
 
-std::string hex(const unsigned char* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += digits[p[i] >> 4];
-    out += digits[p[i] & 15];
-  }
-  return out;
-}
-
 std::string sha256_hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_Digest(text.data(), text.size(), md, &len, EVP_sha256(), nullptr);
-  return hex(md, len);
+  return hex_of(md, len);
 }
 
 std::string new_run_id() {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1)
     return {};
-  return hex(bytes, sizeof bytes);
+  return hex_of(bytes, sizeof bytes);
 }
 
 std::string optimizer_text(const optimizer_config& o) {
