@@ -342,6 +342,8 @@ caf::error cluster_placement::add_node(const node_address& address) {
   caf::actor_system* sys = nullptr;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
+    if (state_->detached)
+      return make_error(errc::invalid_argument, "the job has ended: no node joins it any more");
     if (!state_->watcher) {  // not attached: a node to start on
       cfg_.nodes.push_back(address);
       state_->cfg.nodes.push_back(address);
@@ -366,9 +368,13 @@ caf::error cluster_placement::add_node(const node_address& address) {
   caf::anon_send(discoverer, add_node_atom::value, ticket, address.host, address.port, address.tls_name);
   std::unique_lock<std::mutex> lock(state_->mtx);
   auto deadline = std::chrono::steady_clock::now() + 3 * cfg_.spawn_timeout;
-  if (!state_->changed.wait_until(lock, deadline, [&] { return state_->added.count(ticket) > 0; }))
+  if (!state_->changed.wait_until(lock, deadline,
+                                  [&] { return state_->added.count(ticket) > 0 || state_->detached; }))
     return make_error(errc::timeout, "adding the node at " + address.host + ":" + std::to_string(address.port) +
                                        " took longer than " + std::to_string(3 * cfg_.spawn_timeout.count()) + " ms");
+  if (!state_->added.count(ticket))
+    return make_error(errc::invalid_argument, "the job ended before the node at " + address.host + ":" +
+                                                std::to_string(address.port) + " joined it");
   auto result = std::move(state_->added[ticket]);
   state_->added.erase(ticket);
   return result;

@@ -197,7 +197,9 @@ void cluster_placement::detach() {
     for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
       state_->policy.set_alive(i, false);
     state_->job = caf::actor{};
+    state_->detached = true;
   }
+  state_->changed.notify_all();  // an add_node waiting on the discoverer gives up
   if (watcher)
     caf::anon_send_exit(watcher, caf::exit_reason::kill);
   if (discoverer)
@@ -234,6 +236,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->released.assign(state_->handles.size(), false);
     state_->job = job;
     state_->sys = &sys;
+    state_->detached = false;
   }
   state_->watcher = sys.spawn<caf::detached>(node_watcher, state_);
   // Apart from the watcher: asking a stopped member blocks for the timeout.

@@ -70,6 +70,7 @@ struct cluster_placement::state {
   // is notified when one is in).
   uint64_t last_add_ticket = 0;
   std::map<uint64_t, caf::error> added;
+  bool detached = false;  // the job ended: nothing joins any more
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 
