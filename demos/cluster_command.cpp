@@ -48,6 +48,10 @@ namespace keel::cli {
 
 namespace {
 
+// How long a started keel node has to print where it listens: seconds
+// normally, but a sanitizer build on a loaded machine took more than 10.
+constexpr std::chrono::seconds node_start_timeout{30};
+
 struct cluster_flags {
   uint32_t nodes = 3;
   bool respawn = false;
@@ -315,7 +319,7 @@ class signal_node_faults {
       if (!placement_ || node != procs_.size())
         return make_error(errc::invalid_argument, "node:" + std::to_string(node) + " cannot join: keel cluster "
                                                   "started " + std::to_string(procs_.size()) + " nodes");
-      auto port = procs_.start(node, std::chrono::seconds(10));
+      auto port = procs_.start(node, node_start_timeout);
       if (!port)
         return port.error();
       std::cout << "keel cluster: node:" << node << " listening on 127.0.0.1:" << *port << " (pid "
@@ -326,7 +330,7 @@ class signal_node_faults {
       if (auto err = procs_.signal(node, SIGKILL))
         return err;
       if (respawn_)
-        if (auto port = procs_.start(node, std::chrono::seconds(10)); !port)
+        if (auto port = procs_.start(node, node_start_timeout); !port)
           return port.error();
       return {};
     }
@@ -422,7 +426,7 @@ int cluster(const args& a) {
       std::cout << "keel cluster: node:" << i << " at " << pc.nodes[i].host << ":" << pc.nodes[i].port
                 << std::endl;
     for (uint32_t i = 0; !connect && i < flags->nodes; ++i) {
-      auto port = procs.start(i, std::chrono::seconds(10));
+      auto port = procs.start(i, node_start_timeout);
       if (!port)
         return port.error();
       pc.nodes.push_back({"127.0.0.1", *port, tls ? tls->name() : std::string()});

@@ -115,8 +115,7 @@ TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while trainin
   CHECK_MESSAGE(r.out.find("planned faults: 3 injected, 0 not") != std::string::npos, r.out);
   // The join: node:3 started and joined, then the moves its join planned
   // ran (a shard or two by bytes, which vary with where each shard's delta
-  // chain stands, and a worker: 6 over 4 nodes), each to node:3; after them
-  // every node holds a shard and the worker counts differ by one at most.
+  // chain stands, and a worker: 6 over 4 nodes), each to node:3.
   auto joined = r.out.find("node_up node:3: joined at 127.0.0.1:");
   REQUIRE_MESSAGE(joined != std::string::npos, r.out);
   auto planned = number_after(r.out.substr(joined), "); ");
@@ -127,7 +126,6 @@ TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while trainin
                          [](const std::string& l) { return l.find("] placed ") != std::string::npos; });
   };
   CHECK_MESSAGE(placed_for("rebalance onto node:3") == planned, r.out);
-  check_spread(loads_after(r.out, joined), 4, r.out);
   // Each drain moved everything off its node, then released it, in order.
   auto released0 = r.out.find("released node:0: drained");
   auto released1 = r.out.find("released node:1: drained");
@@ -137,8 +135,19 @@ TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while trainin
   CHECK(released0 < released1);
   CHECK_MESSAGE(placed_for("drain of node:0") >= 2, r.out);
   CHECK_MESSAGE(placed_for("drain of node:1") >= 2, r.out);
-  check_spread(loads_after(r.out, released0), 3, r.out);
-  check_spread(loads_after(r.out, released1), 2, r.out);
+  // Balanced whenever the queued moves were done: every node that takes
+  // children (4, less those released by then: on a slow machine the join's
+  // moves and the drains can end together) holds a shard and the worker
+  // counts differ by one at most; node:3 took its share.
+  auto nodes_at = [&](size_t done) { return size_t{4} - (released0 < done) - (released1 < done); };
+  for (auto from : {joined, released0, released1}) {
+    CAPTURE(from);
+    auto done = r.out.find("membership cluster: moves done: ", from);
+    REQUIRE_MESSAGE(done != std::string::npos, r.out);
+    auto loads = loads_after(r.out, from);
+    CHECK_MESSAGE(loads.count("node:3") == 1, r.out);
+    check_spread(loads, nodes_at(done), r.out);
+  }
   // Two nodes left, balanced: 3 shards and 3 workers each.
   auto where = where_children_ran(r.out);
   CHECK_MESSAGE(where.size() == 2, r.out);
