@@ -261,20 +261,30 @@ injected_faults membership_chaos(int first, int last) {
   return all;
 }
 
-}  // namespace
-
-// Two halves of ten seeds, so that each stays well inside CTest's timeout
-// on a slow machine (a run takes 2 to 10 s here).
-TEST_CASE("chaos over membership: seeded plans 1 to 10 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
-  auto all = membership_chaos(1, 10);
-  CHECK(all.joins >= 5);
-  CHECK(all.drains >= 3);
-  CHECK(all.node_faults() >= 5);
+// Four quarters of five seeds, so that each stays well inside CTest's
+// timeout on a slow machine and under ASan (a run takes 2 to 10 s here,
+// up to 30 s under ASan). Every plan joins a node; drains and node faults
+// are drawn, so each quarter checks that some were carried out.
+void check_membership_mix(const injected_faults& all) {
+  CHECK(all.joins >= 3);
+  CHECK(all.drains >= 1);
+  CHECK(all.node_faults() >= 2);
 }
 
-TEST_CASE("chaos over membership: seeded plans 11 to 20 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
-  auto all = membership_chaos(11, 20);
-  CHECK(all.joins >= 5);
-  CHECK(all.drains >= 3);
-  CHECK(all.node_faults() >= 5);
+}  // namespace
+
+TEST_CASE("chaos over membership: seeded plans 1 to 5 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  check_membership_mix(membership_chaos(1, 5));
+}
+
+TEST_CASE("chaos over membership: seeded plans 6 to 10 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  check_membership_mix(membership_chaos(6, 10));
+}
+
+TEST_CASE("chaos over membership: seeded plans 11 to 15 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  check_membership_mix(membership_chaos(11, 15));
+}
+
+TEST_CASE("chaos over membership: seeded plans 16 to 20 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+  check_membership_mix(membership_chaos(16, 20));
 }
