@@ -11,6 +11,7 @@
 
 #include "actors/cluster/cluster_placement_state.hpp"
 #include "actors/core/atoms.hpp"
+#include "actors/metrics/metrics.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -415,21 +416,6 @@ void cluster_placement::note(uint32_t node, std::string detail) {
   tell_job(state_, event_kind::membership, node, std::move(detail));
 }
 
-namespace {
-
-std::string json_text(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20)
-      out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
 std::string cluster_placement::status_json() const {
   std::lock_guard<std::mutex> guard(state_->mtx);
   const auto& st = *state_;
@@ -447,14 +433,14 @@ std::string cluster_placement::status_json() const {
       address = st.cfg.nodes[i].host + ":" + std::to_string(st.cfg.nodes[i].port);
     std::string children;
     for (auto child : st.released[i] ? std::vector<actor_id>{} : p.children_of(i))
-      children += (children.empty() ? "" : ", ") + json_text(to_string(child));
-    out += std::string(i ? ",\n  " : "\n  ") + "{\"node\": " + json_text(st.node_name(i)) +
-           ", \"address\": " + json_text(address) + ", \"state\": " + json_text(state) +
+      children += (children.empty() ? "" : ", ") + json_string(to_string(child));
+    out += std::string(i ? ",\n  " : "\n  ") + "{\"node\": " + json_string(st.node_name(i)) +
+           ", \"address\": " + json_string(address) + ", \"state\": " + json_string(state) +
            ", \"shards\": " + std::to_string(load.shards) + ", \"shard_bytes\": " +
            std::to_string(load.shard_bytes) + ", \"workers\": " + std::to_string(load.workers) +
            ", \"children\": [" + children + "]}";
   }
-  out += "],\n \"moving\": " + (st.moving ? json_text(to_string(*st.moving)) : std::string("null")) +
+  out += "],\n \"moving\": " + (st.moving ? json_string(to_string(*st.moving)) : std::string("null")) +
          ", \"queued_moves\": " + std::to_string(st.moves.size()) +
          ", \"committed_step\": " + std::to_string(st.committed_step) + "}\n";
   return out;

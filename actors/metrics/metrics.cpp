@@ -65,23 +65,6 @@ metric_family recovery_histogram(const std::vector<recovery>& rs) {
   return f;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_number(double v) {
   return std::isfinite(v) ? format_metric_value(v) : "null";
 }
@@ -136,6 +119,23 @@ std::string escape_help(const std::string& h) {
 }
 
 }  // namespace
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
 
 const std::vector<double>& recovery_buckets_seconds() {
   // A shard restarted from its snapshot serves again within a millisecond or

@@ -78,6 +78,9 @@ std::string to_prometheus(const std::vector<metric_family>& families);
 // histogram {"count", "sum", "buckets": {le: n}}; NaN is null.
 std::string to_json_line(const std::vector<metric_family>& families, int64_t time_ms);
 
+// `s` as a JSON string: quoted, \ and " escaped, control characters as \uXXXX.
+std::string json_string(const std::string& s);
+
 // A label value as the exposition format quotes it: \ " and newline escaped.
 std::string escape_label_value(const std::string& v);
 

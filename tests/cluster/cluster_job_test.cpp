@@ -135,23 +135,10 @@ namespace {
 // Seeds first..last of the node-fault chaos tier: 3 nodes restarted after
 // kill -9 (--respawn-nodes); each plan holds about four faults drawn from
 // the seed: node faults (kill9, one stop at most, cuts of 200..1500 ms) and
-// kills of shards, workers, the checkpointer and supervisors. A failing
-// seed's plan is in the message: rerun it with keel cluster --faults PLAN.
-// Returns what the runs' timelines report injected.
+// kills of shards, workers, the checkpointer and supervisors.
 injected_faults node_fault_chaos(int first, int last) {
-  const std::string train = "--model probe --steps 400 --checkpoint-every 20";
-  auto sha = reference_sha(train);
-  injected_faults all;
-  for (int seed = first; seed <= last; ++seed) {
-    CAPTURE(seed);
-    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
-                      " --fault-mix kills,supervisors,nodes --fault-rate 1");
-    check_promises(r, sha);
-    // Every fault of the plan was injected, not only planned.
-    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
-    all += injected_in(r.out);
-  }
-  return all;
+  return seeded_cluster_chaos("--model probe --steps 400 --checkpoint-every 20", "kills,supervisors,nodes", first,
+                              last);
 }
 
 // Each quarter injected every kind of node fault, and plenty of faults.

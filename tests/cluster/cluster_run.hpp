@@ -50,4 +50,24 @@ inline std::string reference_sha(const std::string& train_flags) {
 }
 
 
+// Seeds first..last of a chaos tier: `keel cluster --nodes 3 --respawn-nodes
+// TRAIN --random-faults SEED --fault-mix MIX --fault-rate 1`, each run
+// keeping the promises against TRAIN's single-process run and injecting
+// every fault its plan names (a failing seed's plan is in the message:
+// rerun it with keel cluster --faults PLAN). Returns what the runs'
+// timelines report injected.
+inline injected_faults seeded_cluster_chaos(const std::string& train, const std::string& mix, int first, int last) {
+  auto sha = reference_sha(train);
+  injected_faults all;
+  for (int seed = first; seed <= last; ++seed) {
+    CAPTURE(seed);
+    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
+                      " --fault-mix " + mix + " --fault-rate 1");
+    check_promises(r, sha);
+    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
+    all += injected_in(r.out);
+  }
+  return all;
+}
+
 }  // namespace keel::test

@@ -247,18 +247,8 @@ namespace {
 // joins). A failing seed's plan is in the message: rerun it with keel
 // cluster --faults PLAN. Returns what the runs injected.
 injected_faults membership_chaos(int first, int last) {
-  const std::string train = "--model probe --shards 4 --workers 4 --steps 400 --checkpoint-every 20";
-  auto sha = reference_sha(train);
-  injected_faults all;
-  for (int seed = first; seed <= last; ++seed) {
-    CAPTURE(seed);
-    auto r = run_keel("cluster --nodes 3 --respawn-nodes " + train + " --random-faults " + std::to_string(seed) +
-                      " --fault-mix kills,nodes,membership --fault-rate 1");
-    check_promises(r, sha);
-    check_every_planned_fault_fired(random_plan_in(r.out), r.out);
-    all += injected_in(r.out);
-  }
-  return all;
+  return seeded_cluster_chaos("--model probe --shards 4 --workers 4 --steps 400 --checkpoint-every 20",
+                              "kills,nodes,membership", first, last);
 }
 
 // Four quarters of five seeds, so that each stays well inside CTest's
