@@ -28,7 +28,7 @@ install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
 set(KEEL_PUBLIC_HEADERS
   actors/job/job.hpp actors/core/job_event.hpp messages/wire_bits.hpp actors/core/consistency.hpp actors/core/optimizer.hpp
   actors/core/optimizer_config.hpp actors/core/table_limits.hpp actors/core/eviction_policy.hpp actors/core/chain_options.hpp
-  actors/core/fault_kind.hpp actors/faults/fault_plan.hpp actors/faults/recovery.hpp
+  actors/core/fault_kind.hpp actors/core/worker_schedule.hpp actors/faults/fault_plan.hpp actors/faults/recovery.hpp
   actors/metrics/metrics.hpp actors/metrics/metrics_http.hpp actors/metrics/metrics_file.hpp
   messages/errors.hpp
   models/model.hpp models/model_configs.hpp models/model_registry.hpp

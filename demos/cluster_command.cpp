@@ -57,6 +57,7 @@ struct cluster_flags {
   bool respawn = false;
   bool no_data_plane = false;
   bool peer_copy = false;
+  bool pre_copy = true;
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
   std::vector<node_address> connect;  // use these nodes, start none
@@ -79,6 +80,9 @@ const char* cluster_help =
   "                                 node's memory too; a restart there reads it first.\n"
   "                                 Off: the copies travel between nodes through the\n"
   "                                 coordinator's middleman (nodes are not joined)\n"
+  "  --no-pre-copy                  a shard's move restores it on its new node after\n"
+  "                                 stopping it (by default that node restores the\n"
+  "                                 shard's newest checkpoint first, while it serves)\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
   "  --connect [NAME@]HOST:PORT,... use running keel node processes; start none\n"
@@ -152,6 +156,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.no_data_plane = true;
     else if (x == "--peer-copy")
       f.peer_copy = true;
+    else if (x == "--no-pre-copy")
+      f.pre_copy = false;
     else if ((x == "--connect" || x == "--secret-file" || x == "--tls-cert" || x == "--tls-key" || x == "--tls-ca" ||
               x == "--node-fault-command" || x == "--admin-address") &&
              i + 1 >= a.size())
@@ -437,6 +443,7 @@ int cluster(const args& a) {
     pc.model.data_dir = mo.data_dir.string();
     pc.model.options = mo;
     pc.peer_copy = flags->peer_copy;
+    pc.pre_copy = flags->pre_copy;
     cfg.checkpoints.peer_copy = pc.peer_copy;
     auto placement = std::make_shared<cluster_placement>(pc);
     cfg.placement = placement;

@@ -363,7 +363,8 @@ std::string fault_label(const job_event& e) {
 }
 
 // A membership change's label: a node that joined or was released, a
-// plan's join or drain, an operator's drain or move; nothing for the other
+// plan's join or drain, an operator's drain or move, a worker that joined
+// or left; nothing for the other
 // membership events (a drain that begins late, the loads once moves end).
 std::string membership_label(const job_event& e) {
   auto starts = [&](const char* text) { return e.detail.rfind(text, 0) == 0; };
@@ -375,6 +376,10 @@ std::string membership_label(const job_event& e) {
     return fault_label(e);
   if (starts("drain requested"))
     return "drain " + e.actor;
+  if (starts("joined at step"))  // an elastic worker
+    return "joined " + e.actor;
+  if (starts("left after step"))
+    return "left " + e.actor;
   if (starts("move of ")) {
     auto what = e.detail.substr(8, e.detail.find(' ', 8) - 8);
     return "move " + what + " to " + e.actor;

@@ -41,6 +41,7 @@ struct train_flags {
   job_choices choices;
   placed_job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
+  std::string worker_changes;
   std::string mix_text = "all";
   std::string scorers = "workers";
   std::string combine = "sum";
@@ -61,6 +62,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe | ctr-lr | ctr-fm")
     ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
     ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
+    ("worker-changes", text_flag(&f.worker_changes, "PLAN", false),
+     "elastic workers: join:worker:W@STEP (worker W takes part from STEP on) and leave:worker:W@STEP "
+     "(its last step is STEP-1), comma-separated; each step's batches are dealt among its workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
     ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam (ctr-lr, ctr-fm: adagrad)")
     ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
@@ -315,6 +319,12 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   cfg.training.steps = f.steps;
   if (cfg.training.steps == 0)
     cfg.training.steps = (f.epochs > 0 ? f.epochs : default_epochs(f.choices.model)) * spe;
+  if (!f.worker_changes.empty()) {
+    auto schedule = worker_schedule::parse(f.worker_changes, cfg.training.workers, cfg.training.steps);
+    if (!schedule)
+      return usage_error(f.command, "--worker-changes", error_text(schedule.error()));
+    cfg.training.schedule = std::move(*schedule);
+  }
   // The plan's actors exist in this job, checked before a cluster starts
   // its nodes (its node targets once they have started, below).
   auto all_but_nodes = cfg.faults.plan;
@@ -352,6 +362,7 @@ void announce(const train_flags& f, bool quiet) {
               << " workers, " << to_string(cfg.training.rule) << ", " << to_string(cfg.training.optimizer.kind)
               << " lr " << cfg.training.optimizer.lr << ", " << cfg.training.steps << " steps of batch " << cfg.training.batch_size
               << (cfg.training.combine == gradient_combine::mean ? " (the workers' gradients averaged)" : "")
+              << (cfg.training.schedule.elastic() ? ", workers joining and leaving: " + cfg.training.schedule.to_string() : "")
               << ", checkpoints in " << f.checkpoint_dir << std::endl;
   if (cfg.checkpoints.every == 0) {
     // Every push stays in its worker's replay log: say how much that is.

@@ -5,7 +5,13 @@
 // on the move's target (or, for a drain, wherever the policy says); the
 // workers replay what the restarted shard lacks. Nothing acknowledged is
 // lost and BSP stays bit-identical, by the same machinery as a kill.
+// A shard's move is live (a pre-copy, then a short cutover): before it is
+// stopped, the node it goes to restores its newest committed chain while it
+// still serves (node_prepare_atom, actors/ps/shard_standby.hpp); the
+// restart there takes that state, with any delta committed meanwhile
+// applied, and the workers' replay brings what came after.
 #include <algorithm>
+#include <chrono>
 
 #include <caf/all.hpp>
 
@@ -65,8 +71,43 @@ std::vector<uint32_t> release_drained(cluster_placement::state& st) {
 
 }  // namespace
 
+// Asks the job to stop the child of move `m`; its restart ends the move.
+void stop_for_move(caf::event_based_actor* self, const state_ptr& st, const pending_move& m, const caf::actor& job) {
+  auto name = to_string(m.child);
+  self->request(job, caf::infinite, move_atom::value, name, m.why)
+    .then(
+      [self, st, m](uint64_t settle_at) {
+        bool next = false;
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          if (st->moving == m.child) {
+            st->settle_step = settle_at;
+            next = settle_move(*st);
+          }
+        }
+        if (next)
+          start_next_move(self, st);
+      },
+      [self, st, m, name](caf::error& err) {
+        // Not stopped (the job ended, or the child is not running):
+        // the move is dropped and the next one starts.
+        uint32_t node = 0;
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          if (st->moving == m.child)
+            st->moving.reset();
+          st->pinned.erase(m.child);
+          node = st->policy.node_of(m.child).value_or(0);
+        }
+        tell_job(st, event_kind::membership, node,
+                 "move of " + name + " (" + m.why + ") not carried out: " + describe(err));
+        start_next_move(self, st);
+      });
+}
+
 void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
   std::optional<pending_move> m;
+  std::optional<pre_copy> precopy;
   std::vector<uint32_t> released;
   std::string balanced;  // the loads once the moves are done
   caf::actor job;
@@ -75,6 +116,15 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
     if (st->moving || !st->job)
       return;
     m = take_next(*st);
+    if (!m && st->moved_since_balanced && !st->rebalanced) {
+      // The queue is done: once more, the moves that balance the cluster
+      // now. A join's plan was made for the loads then, and a drain or a
+      // restart that overlapped it may have moved children meanwhile.
+      st->rebalanced = true;
+      for (auto& [child, to] : st->policy.rebalance())
+        st->moves.push_back({child, to, "balancing after the moves, onto " + st->node_name(to)});
+      m = take_next(*st);
+    }
     if (m) {
       st->moving = m->child;
       st->moving_why = m->why;
@@ -83,11 +133,13 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
       st->moved_since_balanced = true;
       if (m->to)
         st->pinned[m->child] = *m->to;
+      precopy = pre_copy_of(*st, *m);
     } else {
       released = release_drained(*st);
       if (st->moved_since_balanced)
         balanced = describe_loads(*st);
       st->moved_since_balanced = false;
+      st->rebalanced = false;
     }
     job = st->job;
   }
@@ -97,36 +149,9 @@ void start_next_move(caf::event_based_actor* self, const state_ptr& st) {
     caf::anon_send(job, make_job_event(event_kind::membership, "cluster", "moves done: " + balanced));
   if (!m)
     return;
-  auto name = to_string(m->child);
-  self->request(job, caf::infinite, move_atom::value, name, m->why)
-    .then(
-      [self, st, m](uint64_t settle_at) {
-        bool next = false;
-        {
-          std::lock_guard<std::mutex> guard(st->mtx);
-          if (st->moving == m->child) {
-            st->settle_step = settle_at;
-            next = settle_move(*st);
-          }
-        }
-        if (next)
-          start_next_move(self, st);
-      },
-          [self, st, m, name](caf::error& err) {
-            // Not stopped (the job ended, or the child is not running):
-            // the move is dropped and the next one starts.
-            uint32_t node = 0;
-            {
-              std::lock_guard<std::mutex> guard(st->mtx);
-              if (st->moving == m->child)
-                st->moving.reset();
-              st->pinned.erase(m->child);
-              node = st->policy.node_of(m->child).value_or(0);
-            }
-            tell_job(st, event_kind::membership, node,
-                     "move of " + name + " (" + m->why + ") not carried out: " + describe(err));
-            start_next_move(self, st);
-          });
+  if (!precopy)
+    return stop_for_move(self, st, *m, job);
+  start_pre_copy(self, st, *m, std::move(*precopy));
 }
 
 void poke_if_left_drained(const state_ptr& st, std::optional<uint32_t> node) {

@@ -55,8 +55,6 @@ void tell_routes(caf::actor_system& sys, const state_ptr& st) {
     sender->send(a, node_routes_atom::value, routes);
 }
 
-namespace {
-
 std::string readable_bytes(uint64_t bytes) {
   char buf[32];
   if (bytes < 1000000)
@@ -65,8 +63,6 @@ std::string readable_bytes(uint64_t bytes) {
     std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
   return buf;
 }
-
-}  // namespace
 
 std::string describe_load(const node_load& load) {
   return std::to_string(load.shards) + (load.shards == 1 ? " shard (" : " shards (") +
@@ -170,6 +166,15 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
         self->delayed_send(self, st->cfg.reconnect_every, reconnect_atom::value);
     },
     [self, st](next_move_atom) { start_next_move(self, st); },
+    [self, st](pre_copy_done_atom, actor_id child, const std::string& why) {
+      caf::actor job;
+      {
+        std::lock_guard<std::mutex> guard(st->mtx);
+        job = st->job;
+      }
+      if (job)
+        stop_for_move(self, st, pending_move{child, std::nullopt, why}, job);
+    },
     [self](watch_node_atom, const caf::actor& agent) { self->monitor(agent); },
   };
 }
@@ -186,7 +191,7 @@ cluster_placement::~cluster_placement() {
 }
 
 void cluster_placement::detach() {
-  caf::actor watcher, discoverer;
+  caf::actor watcher, discoverer, pre_copier;
   std::vector<node_handle> handles;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
@@ -197,6 +202,10 @@ void cluster_placement::detach() {
     for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
       state_->policy.set_alive(i, false);
     state_->job = caf::actor{};
+    state_->shard_requests.clear();
+    state_->newest_refs.clear();
+    pre_copier = caf::actor_cast<caf::actor>(state_->pre_copier);
+    state_->pre_copier = caf::actor_addr{};
     state_->detached = true;
   }
   state_->changed.notify_all();  // an add_node waiting on the discoverer gives up
@@ -204,6 +213,8 @@ void cluster_placement::detach() {
     caf::anon_send_exit(watcher, caf::exit_reason::kill);
   if (discoverer)
     caf::anon_send_exit(discoverer, caf::exit_reason::kill);
+  if (pre_copier)  // waiting on a node that will not answer: the system's end would wait for it
+    caf::anon_send_exit(pre_copier, caf::exit_reason::kill);
 }
 
 void cluster_placement::configure(caf::actor_system_config& cfg) {
@@ -349,6 +360,21 @@ caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uin
     state_->policy.estimate(req.id, estimated_shard_bytes(cfg.core.dense.size() + cfg.core.sparse.size(),
                                                           static_cast<uint32_t>(slots_per_parameter(cfg.core.optimizer.kind))));
   }
+  {
+    // What a pre-copy of this shard asks its next node for (its restore_from
+    // is the newest committed ref then; initial values are not needed).
+    auto kept = req;
+    kept.shard.initial_dense.clear();
+    kept.shard.initial_dense.shrink_to_fit();
+    kept.shard.snapshot = {};
+    // No actor handles: a pre-copy needs none, and the placement's state
+    // outlives the job's actor system, which would wait for their actors.
+    kept.shard.directory = caf::actor{};
+    kept.shard.peer_replica = caf::actor{};
+    kept.shard.restore_replica = caf::actor{};
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    state_->shard_requests[req.id] = std::move(kept);
+  }
   if (cfg_.peer_copy && incarnation > 1) {
     // The replica the previous incarnation sent its copies to, while its node lives.
     std::lock_guard<std::mutex> guard(state_->mtx);
@@ -377,6 +403,7 @@ void cluster_placement::committed(const std::vector<committed_shard>& shards) {
       uint64_t bytes = s.snapshot.entry.bytes;
       for (auto& link : s.snapshot.entry.chain) bytes += link.bytes;
       state_->policy.weigh(actor_id::shard(s.shard), bytes);
+      state_->newest_refs[actor_id::shard(s.shard)] = s.snapshot;
       step = std::min(step, s.step);
     }
     if (!shards.empty())

@@ -71,6 +71,13 @@ struct cluster_placement_config {
   // join:node:N of the plan would be (add_node).
   std::chrono::milliseconds discover_every{500};
   bool peer_copy = false;  // see above
+  // Pre-copies (actors/ps/shard_standby.hpp): before a move stops a shard,
+  // the node it moves to restores the shard's newest committed chain while
+  // the shard still serves, so the restart there takes that state instead
+  // of reading the chain then. How long a pre-copy may take before the move
+  // goes ahead without it.
+  bool pre_copy = true;
+  std::chrono::milliseconds pre_copy_timeout{60000};
 };
 
 class cluster_placement final : public child_placement {

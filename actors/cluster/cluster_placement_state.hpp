@@ -27,6 +27,7 @@ using next_move_atom = caf::atom_constant<caf::atom("nextmove")>;    // start th
 using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent): monitor a joined node
 using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for nodes that joined a member
 using add_node_atom = caf::atom_constant<caf::atom("addnode")>;      // (ticket, host, port, tls name): add_node_to
+using pre_copy_done_atom = caf::atom_constant<caf::atom("precopied")>;  // (child, why): stop it for its move
 
 // A child to stop so that it starts elsewhere: on `to` (a rebalance), or
 // wherever the policy says (a drain).
@@ -66,11 +67,17 @@ struct cluster_placement::state {
   std::vector<bool> released;            // by node: drained and let go (never reconnected)
   std::set<uint32_t> pending_drains;     // drains waiting for another node to move to
   bool moved_since_balanced = false;     // a move ran since the last "balanced" event
+  bool rebalanced = false;               // the queue's final balancing pass was planned
   // add_node's requests to the discoverer and their outcomes (`changed`
   // is notified when one is in).
   uint64_t last_add_ticket = 0;
   std::map<uint64_t, caf::error> added;
   bool detached = false;  // the job ended: nothing joins any more
+  // For pre-copies: each shard's last spawn request (without its initial
+  // values) and its newest committed snapshot.
+  std::map<actor_id, spawn_request> shard_requests;
+  std::map<actor_id, snapshot_ref> newest_refs;
+  caf::actor_addr pre_copier;  // the helper running a pre-copy, if any (killed when the job ends)
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 
@@ -88,6 +95,8 @@ using state_ptr = std::shared_ptr<cluster_placement::state>;
 
 // "2 shards (3.1 kB) and 2 workers".
 std::string describe_load(const node_load& load);
+// "3.1 kB", "6.6 MB".
+std::string readable_bytes(uint64_t bytes);
 
 // An event about node `node` for the job's timeline.
 void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
@@ -127,5 +136,21 @@ void poke_if_left_drained(const state_ptr& st, std::optional<uint32_t> node);
 
 // Ends the move under way if it has settled (locked); true when it did.
 bool settle_move(cluster_placement::state& st);
+
+// cluster_membership.cpp, on the watcher: asks the job to stop the child of
+// move `m` (its pre-copy done); its restart ends the move.
+void stop_for_move(caf::event_based_actor* self, const state_ptr& st, const pending_move& m, const caf::actor& job);
+
+// cluster_precopy.cpp: a shard's pre-copy before its move: the node it goes
+// to and the request that restores its newest committed chain there.
+struct pre_copy {
+  uint32_t node = 0;
+  spawn_request req;
+};
+// The pre-copy of move `m` (locked), or none; pins the node it goes to.
+std::optional<pre_copy> pre_copy_of(cluster_placement::state& st, const pending_move& m);
+// Runs `p` on a helper actor; the watcher (`self`) hears pre_copy_done_atom
+// when it is done or failed.
+void start_pre_copy(caf::event_based_actor* self, const state_ptr& st, const pending_move& m, pre_copy p);
 
 }  // namespace keel

@@ -13,6 +13,7 @@
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/data_plane/data_plane.hpp"
+#include "actors/ps/shard_standby.hpp"
 #include "actors/ps/snapshot_replica.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
@@ -51,7 +52,12 @@ struct agent_state {
   // The copies of its peers' shards' checkpoints (snapshot_replica.hpp).
   std::shared_ptr<replica_store> replicas;
   caf::actor replica;
-  model_cache models;  // built for spawns, reused by the next ones
+  std::shared_ptr<model_cache> models = std::make_shared<model_cache>();  // built for spawns, reused
+  // Shards restored ahead of their moves here (actors/ps/shard_standby.hpp),
+  // by the pre-copier: a detached actor, so a restore of many megabytes
+  // never holds up the agent (its spawns, heartbeats, status).
+  std::shared_ptr<shard_standby_store> standby = std::make_shared<shard_standby_store>();
+  caf::actor precopier;
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
   caf::error stop_reason;
@@ -62,6 +68,11 @@ using agent_actor = caf::stateful_actor<agent_state>;
 
 void log(agent_actor* self, const std::string& line) {
   self->state.cfg.log(line);
+}
+
+// What the actors the agent starts get from this node.
+node_resources resources(const agent_state& st) {
+  return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby};
 }
 
 // The CAF node of the current message's sender, if it has one.
@@ -191,7 +202,8 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   // Spawns run on the agent's thread: their time (the model built here,
   // a shard's restore) is how long a restart or a move placed here waits.
   auto began = std::chrono::steady_clock::now();
-  auto child = start_requested(self->system(), req, st.cfg.data_dir, st.cfg.plane, st.replicas, &st.models);
+  const auto taken = st.standby->taken();
+  auto child = start_requested(self->system(), req, resources(st));
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
   if (!child) {
     ++st.stats.rejected;
@@ -207,8 +219,35 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     list.push_back(child->address());
   }
   ++st.stats.spawned;
-  log(self, "spawned " + what + " for node " + to_string(*from) + " in " + std::to_string(took.count()) + " ms");
+  log(self, "spawned " + what + " for node " + to_string(*from) + " in " + std::to_string(took.count()) + " ms" +
+              (st.standby->taken() > taken ? " (from its pre-copy)" : ""));
   return *child;
+}
+
+// The pre-copy of a shard about to move here (node_protocol.hpp): checked
+// as a spawn is, restored by the pre-copier, answered with its bytes.
+caf::result<uint64_t> on_prepare(agent_actor* self, const spawn_request& req) {
+  auto from = sender_node(self);
+  if (!from || !trusted(self, *from))
+    return refuse(self, "pre-copy", from);
+  if (auto err = check_request_frames(req))
+    return ban(self, *from, "frame in a pre-copy request", std::move(err));
+  auto rp = self->make_response_promise<uint64_t>();
+  auto what = to_string(req.id) + " (checkpoint " +
+              (req.shard.restore_from.empty() ? std::string("none") : std::to_string(req.shard.restore_from[0].checkpoint)) + ")";
+  auto began = std::chrono::steady_clock::now();
+  self->request(self->state.precopier, caf::infinite, node_prepare_atom::value, req)
+    .then(
+      [=](uint64_t bytes) mutable {
+        auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+        log(self, "pre-copied " + what + ": " + std::to_string(bytes) + " bytes in " + std::to_string(took.count()) + " ms");
+        rp.deliver(bytes);
+      },
+      [=](caf::error& err) mutable {
+        log(self, "pre-copy of " + what + " failed: " + describe(err));
+        rp.deliver(std::move(err));
+      });
+  return rp;
 }
 
 void on_heartbeat(agent_actor* self, const heartbeat_msg& m) {
@@ -347,6 +386,11 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
   self->attach_functor([replica = st.replica](const caf::error&) {
     caf::anon_send_exit(replica, caf::exit_reason::user_shutdown);
   });
+  st.precopier = self->spawn<caf::linked + caf::detached>([node = resources(st)](caf::event_based_actor*) -> caf::behavior {
+    return {
+      [node](node_prepare_atom, const spawn_request& req) { return prepare_requested(req, node); },
+    };
+  });
   auto local = [=] {
     auto from = sender_node(self);
     return from && *from == self->node();
@@ -355,6 +399,7 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
     [=](hello_atom, const node_join_msg& m) { return on_hello(self, m); },
     [=](auth_atom, const node_join_msg& m, const caf::actor& a) { return on_auth(self, m, a); },
     [=](spawn_atom, const spawn_request& req) { return on_spawn(self, req); },
+    [=](node_prepare_atom, const spawn_request& req) { return on_prepare(self, req); },
     [=](const heartbeat_msg& m) { on_heartbeat(self, m); },
     [=](caf::tick_atom) { on_tick(self); },
     [=](stop_timeout_atom) {

@@ -9,6 +9,9 @@
 //   (hello_atom, node_join_msg)          -> node_join_msg   handshake step 1
 //   (auth_atom, node_join_msg, actor)    -> ok_atom         handshake step 2
 //   (spawn_atom, spawn_request)          -> actor           authenticated only
+//   (node_prepare_atom, spawn_request)   -> uint64_t        authenticated only: a
+//                                        shard's pre-copy before its move here
+//                                        (actors/ps/shard_standby.hpp), its bytes
 //   (nodes_atom)                         -> vector<node_info>  live nodes
 //   (node_status_atom)                   -> node_status
 //   (node_replica_atom)                  -> actor  its snapshot_replica
@@ -44,6 +47,7 @@ using spawn_atom = caf::atom_constant<caf::atom("nd_spawn")>;
 using nodes_atom = caf::atom_constant<caf::atom("nd_nodes")>;
 using node_status_atom = caf::atom_constant<caf::atom("nd_status")>;
 using node_replica_atom = caf::atom_constant<caf::atom("nd_replic")>;
+using node_prepare_atom = caf::atom_constant<caf::atom("nd_prep")>;
 // (node_routes_atom, std::vector<data_route>) -> ok: where the nodes' data
 // planes listen now (a coordinator tells its nodes when one came back).
 using node_routes_atom = caf::atom_constant<caf::atom("nd_routes")>;

@@ -10,6 +10,7 @@
 #include "actors/ps/checkpointer.hpp"
 #include "storage/store_layout.hpp"
 #include "actors/ps/parameter_shard.hpp"
+#include "actors/ps/shard_standby.hpp"
 #include "actors/ps/worker.hpp"
 #include "messages/decode.hpp"
 #include "messages/errors.hpp"
@@ -57,10 +58,25 @@ caf::error check_optimizer(const optimizer_config& o) {
   return {};
 }
 
+// An elastic worker schedule from a peer: one span per worker, none empty.
+caf::error check_schedule(const worker_schedule& s, uint32_t workers, const std::string& where) {
+  if (!s.elastic())
+    return {};
+  if (s.slots() != workers || s.spans().size() != workers)
+    return bad(where, std::to_string(s.spans().size()) + " spans for " + std::to_string(s.slots()) + " slots, the job has " +
+                        std::to_string(workers) + " workers");
+  for (size_t w = 0; w < s.spans().size(); ++w)
+    if (s.spans()[w].begin >= s.spans()[w].end)
+      return bad(where, "worker " + std::to_string(w) + "'s span is empty");
+  return {};
+}
+
 caf::error check_shard(const parameter_shard_config& s) {
   auto& c = s.core;
   if (c.num_workers == 0 || c.num_workers > max_workers)
     return bad("shard.core.num_workers", std::to_string(c.num_workers) + " is not in [1, 65536]");
+  if (auto err = check_schedule(c.workers, c.num_workers, "shard.core.workers"))
+    return err;
   if (auto err = check_range("shard.core.dense", c.dense))
     return err;
   if (auto err = check_range("shard.core.sparse", c.sparse))
@@ -108,6 +124,8 @@ caf::error check_worker(const worker_spawn& spawn) {
   if (core.worker >= w.num_workers)
     return bad("worker.core.worker", std::to_string(core.worker) + " is not below num_workers " +
                                        std::to_string(w.num_workers));
+  if (auto err = check_schedule(w.schedule, w.num_workers, "worker.schedule"))
+    return err;
   if (core.parts.empty() || core.parts.size() > max_shards || core.parts.size() != core.shard_names.size())
     return bad("worker.core.parts", std::to_string(core.parts.size()) + " key ranges for " +
                                       std::to_string(core.shard_names.size()) + " shard names");
@@ -172,24 +190,31 @@ caf::expected<table_row_source> shard_rows(const parameter_shard_config& s, cons
   return model_table_rows(*m, s.seed);
 }
 
-caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_request& req,
-                                      const std::filesystem::path& data_dir,
-                                      const std::shared_ptr<data_plane>& plane,
-                                      const std::shared_ptr<const replica_store>& replicas, model_cache* models) {
+// The environment of the shard `req` names on this node (its table rows
+// built from the request's model).
+caf::expected<parameter_shard_env> shard_env(const spawn_request& req, const node_resources& node) {
   auto& s = req.shard;
   if (auto err = check_shard(s))
     return err;
   parameter_shard_env env;
-  env.local_replica = replicas;
+  env.local_replica = node.replicas;
+  env.standby = node.standby;
   if (!s.core.tables.empty()) {
-    auto rows = shard_rows(s, req.shard_model, data_dir, models);
+    auto rows = shard_rows(s, req.shard_model, node.data_dir, node.models.get());
     if (!rows)
       return rows.error();
     env.table_rows = std::move(*rows);
   }
-  auto shard = spawn_parameter_shard(sys, s, std::move(env));
-  if (shard && plane)
-    plane->serve(*shard);
+  return env;
+}
+
+caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_request& req, const node_resources& node) {
+  auto env = shard_env(req, node);
+  if (!env)
+    return env.error();
+  auto shard = spawn_parameter_shard(sys, req.shard, std::move(*env));
+  if (shard && node.plane)
+    node.plane->serve(*shard);
   return shard;
 }
 
@@ -250,10 +275,7 @@ caf::error check_request_frames(const spawn_request& req) {
 }
 
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
-                                          const std::filesystem::path& data_dir,
-                                          const std::shared_ptr<data_plane>& plane,
-                                          const std::shared_ptr<const replica_store>& replicas,
-                                          model_cache* models) {
+                                          const node_resources& node) {
   auto index_agrees = [&](uint32_t configured) -> caf::error {
     if (req.id.index == configured)
       return {};
@@ -264,17 +286,28 @@ caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_re
     case actor_kind::shard:
       if (auto err = index_agrees(req.shard.core.shard))
         return err;
-      return start_shard(sys, req, data_dir, plane, replicas, models);
+      return start_shard(sys, req, node);
     case actor_kind::worker:
       if (auto err = index_agrees(req.worker.config.core.worker))
         return err;
-      return start_worker(sys, req.worker, data_dir, plane, models);
+      return start_worker(sys, req.worker, node.data_dir, node.plane, node.models.get());
     case actor_kind::checkpointer:
       return start_checkpointer(sys, req.checkpointer);
     default:
       return bad("spawn_request.id", "a node starts no '" + to_string(req.id.kind) +
                                        "' (it starts shard, worker or checkpointer)");
   }
+}
+
+caf::expected<uint64_t> prepare_requested(const spawn_request& req, const node_resources& node) {
+  if (req.id.kind != actor_kind::shard || req.id.index != req.shard.core.shard)
+    return bad("spawn_request.id", "a pre-copy is of a shard, and names it as its config does");
+  if (!node.standby)
+    return make_error(errc::invalid_argument, "this node keeps no pre-copies");
+  auto env = shard_env(req, node);
+  if (!env)
+    return env.error();
+  return node.standby->prepare(req.shard, *env);
 }
 
 caf::expected<std::shared_ptr<const model>> model_cache::get(const model_spec& spec,

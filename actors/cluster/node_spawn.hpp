@@ -20,6 +20,7 @@ namespace keel {
 class data_plane;
 class model;
 class replica_store;
+class shard_standby_store;
 
 // The models a node built, by their spec (name, data folder, options): a
 // restart or a move placed here reuses the model instead of building it
@@ -52,22 +53,36 @@ caf::error check_routes(const std::vector<data_route>& routes, const std::string
 // peer, which the agent treats as misbehaviour, not as a bad config.
 caf::error check_request_frames(const spawn_request& req);
 
-// Checks `req` and starts the actor it names. `data_dir` is the node's MNIST
-// folder, used when the request's model names none. Errors:
-// invalid_argument (unknown kind, a field out of range: the text names it),
-// not_found (no such model), and whatever the actor's own start reports.
-// A shard with embedding tables gets its row source from the request's
-// shard_model built here (invalid_argument when it names none or its
-// tables are not the config's).
-// With a data plane, a shard is served on it and a worker uses it (with the
-// request's routes) for its pushes and pulls. A shard restoring reads the
-// copies in `replicas` (this node's replica store) directly when its
-// restore_replica is this node's replica. Models come from `models` when
-// given, else are built for the one request.
+// What a node lends the actors it starts: `data_dir` its MNIST folder (for
+// a request whose model names none); with a data plane, a shard is served
+// on it and a worker uses it (with the request's routes) for its pushes and
+// pulls; a shard restoring reads the copies in `replicas` (this node's
+// replica store) directly when its restore_replica is this node's replica,
+// and takes its pre-copy from `standby` when there is one
+// (actors/ps/shard_standby.hpp). Models come from `models` when given,
+// else are built for the one request.
+struct node_resources {
+  std::filesystem::path data_dir;
+  std::shared_ptr<data_plane> plane;
+  std::shared_ptr<const replica_store> replicas;
+  std::shared_ptr<model_cache> models;
+  std::shared_ptr<shard_standby_store> standby;
+};
+
+// Checks `req` and starts the actor it names. Errors: invalid_argument
+// (unknown kind, a field out of range: the text names it), not_found (no
+// such model), and whatever the actor's own start reports. A shard with
+// embedding tables gets its row source from the request's shard_model built
+// here (invalid_argument when it names none or its tables are not the
+// config's).
 caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_request& req,
-                                          const std::filesystem::path& data_dir,
-                                          const std::shared_ptr<data_plane>& plane = nullptr,
-                                          const std::shared_ptr<const replica_store>& replicas = nullptr,
-                                          model_cache* models = nullptr);
+                                          const node_resources& node);
+
+// The pre-copy of a shard about to move here: checks `req` (a shard's, its
+// restore_from naming the checkpoint to restore) as start_requested would,
+// then restores that chain into `node.standby` on the calling thread (keep
+// it off an actor's thread). Returns the bytes of the files read. Errors:
+// as start_requested's, and the restore's.
+caf::expected<uint64_t> prepare_requested(const spawn_request& req, const node_resources& node);
 
 }  // namespace keel

@@ -109,6 +109,7 @@ shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
     received_(cfg_.num_workers, 0),
     worker_clock_(cfg_.num_workers, 0),
     held_(cfg_.num_workers) {
+  raise_to_spans();
   auto slots = slots_per_parameter(cfg_.optimizer.kind);
   if (slots >= 1)
     slot1_.assign(dense_.size(), initial_slot(cfg_.optimizer, 0));
@@ -188,6 +189,13 @@ push_outcome shard_core::offer(decoded<schema::Push> push) {
     return refuse(Status::OUT_OF_ORDER,
                   "seq " + std::to_string(seq) + " skips ahead of " + std::to_string(received_[w] + 1),
                   received_[w] + 1);
+  if (!takes_part(w, p.getStep())) {
+    auto span = cfg_.workers.span(w);
+    return refuse(Status::REJECTED, "worker " + std::to_string(w) + " takes part in steps " +
+                                      std::to_string(span.begin) + " to " +
+                                      (span.end == UINT64_MAX ? std::string("the end") : std::to_string(span.end - 1)) +
+                                      ", not in step " + std::to_string(p.getStep()));
+  }
   if (auto err = check_keys(p))
     return refuse(Status::REJECTED, describe(err));
   if (cfg_.rule.kind != consistency_kind::bsp) {
@@ -215,18 +223,25 @@ push_outcome shard_core::offer(decoded<schema::Push> push) {
 uint64_t shard_core::apply_complete_steps() {
   uint64_t steps = 0;
   for (;;) {
-    for (auto& q : held_)
+    step_workers_.clear();
+    for (uint32_t w = 0; w < held_.size(); ++w) {
+      if (!takes_part(w, bsp_clock_))
+        continue;
+      auto& q = held_[w];
       if (q.empty() || q.front().root().getStep() != bsp_clock_) {
         // A worker that skipped this step (its next push is for a later one)
         // still blocks it: BSP waits for every worker's step-k push.
         return steps;
       }
-    if (held_.size() == 1) {
+      step_workers_.push_back(w);
+    }
+    if (step_workers_.size() == 1) {
       // One worker: its push is the step's sum, applied from its frame.
-      auto p = held_[0].front().root();
+      auto w = step_workers_[0];
+      auto p = held_[w].front().root();
       apply_now(p);
-      applied_[0] = p.getSeq();
-      held_[0].pop_front();
+      applied_[w] = p.getSeq();
+      held_[w].pop_front();
       ++bsp_clock_;
       ++steps;
       continue;
@@ -237,7 +252,7 @@ uint64_t shard_core::apply_complete_steps() {
       apply_dense_summed();
     apply_sparse_summed();
     apply_tables_summed();
-    for (uint32_t w = 0; w < held_.size(); ++w) {
+    for (auto w : step_workers_) {
       applied_[w] = held_[w].front().root().getSeq();
       held_[w].pop_front();
     }
@@ -253,13 +268,13 @@ uint64_t shard_core::apply_complete_steps() {
 // a sum, adding each push into it and applying it; the same order of
 // additions, so the same bits. False (nothing done) for any other step.
 bool shard_core::apply_dense_one_pass() {
-  const size_t k = held_.size();
+  const size_t k = step_workers_.size();
   if (k < 2 || k > max_summed_gradients)
     return false;
   const unsigned char* grads[max_summed_gradients];
   uint64_t b = 0, e = 0;
   for (size_t w = 0; w < k; ++w) {
-    auto dense = held_[w].front().root().getDense();
+    auto dense = held_[step_workers_[w]].front().root().getDense();
     if (dense.size() != 1)
       return false;
     auto r = dense[0];
@@ -286,8 +301,8 @@ void shard_core::apply_dense_summed() {
   auto& sum = scratch_;
   sum.assign(dense_.size(), 0.0f);
   std::vector<std::pair<uint64_t, uint64_t>> touched;
-  for (auto& q : held_) {
-    for (auto r : q.front().root().getDense()) {
+  for (auto w : step_workers_) {
+    for (auto r : held_[w].front().root().getDense()) {
       auto v = r.getValues();
       size_t off = r.getBegin() - cfg_.dense.begin;
       size_t n = r.getEnd() - r.getBegin();
@@ -313,8 +328,8 @@ void shard_core::apply_dense_summed() {
 void shard_core::apply_sparse_summed() {
   auto& sparse_sum = sparse_sum_;
   sparse_sum.clear();
-  for (auto& q : held_) {
-    auto sp = q.front().root().getSparse();
+  for (auto w : step_workers_) {
+    auto sp = held_[w].front().root().getSparse();
     auto keys = sp.getKeys();
     auto vals = sp.getValues();
     for (unsigned i = 0; i < keys.size(); ++i)
@@ -359,8 +374,8 @@ void shard_core::apply_tables_now(schema::Push::Reader p) {
 void shard_core::apply_tables_summed() {
   for (uint32_t t = 0; t < tables_.size(); ++t) {
     table_blocks_.clear();
-    for (auto& q : held_)
-      for (auto b : q.front().root().getTables())
+    for (auto w : step_workers_)
+      for (auto b : held_[w].front().root().getTables())
         if (b.getTable() == t)
           table_blocks_.push_back({keys_of(b.getKeys()), b.getKeys().size() / 8, floats_of(b.getRows())});
     if (table_blocks_.empty())
@@ -396,26 +411,6 @@ void shard_core::apply_sparse(uint64_t key, float g) {
   }
   auto& e = it->second;
   apply_update(cfg_.optimizer, optimizer_steps_, &e.value, &e.slot1, &e.slot2, &g, 1);
-}
-
-uint64_t shard_core::progress_clock() const {
-  if (cfg_.rule.kind == consistency_kind::bsp || worker_clock_.empty())
-    return bsp_clock_;
-  return *std::min_element(worker_clock_.begin(), worker_clock_.end());
-}
-
-bool shard_core::can_serve(uint64_t clock) const {
-  switch (cfg_.rule.kind) {
-    case consistency_kind::asp:
-      return true;
-    case consistency_kind::bsp:
-      return bsp_clock_ >= clock;
-    case consistency_kind::ssp: {
-      auto slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
-      return slowest + cfg_.rule.staleness >= clock;
-    }
-  }
-  return false;
 }
 
 caf::error shard_core::read(schema::PullRequest::Reader req, schema::PullReply::Builder reply,
@@ -495,6 +490,7 @@ void shard_core::assign(state s) {
   received_ = std::move(s.applied);
   worker_clock_ = std::move(s.worker_clock);
   held_ = std::vector<std::deque<decoded<schema::Push>>>(cfg_.num_workers);
+  raise_to_spans();
   version_ = s.version;
   bsp_clock_ = s.bsp_clock;
   optimizer_steps_ = s.optimizer_steps;

@@ -34,6 +34,7 @@
 #include "actors/core/optimizer.hpp"
 #include "actors/core/row_block_sum.hpp"
 #include "actors/core/table_limits.hpp"
+#include "actors/core/worker_schedule.hpp"
 #include "actors/core/partition.hpp"
 #include "messages/decode.hpp"
 #include "models/parameter_layout.hpp"
@@ -60,13 +61,19 @@ struct shard_config {
   std::vector<table_spec> tables;           // the layout's tables; table t is tables[t]
   std::vector<uint32_t> table_slot_owners;  // the slot map: the shard of each hash slot (empty without tables)
   table_limits limits;                      // of every table
+  // Which of the num_workers workers take part in which steps (elastic
+  // workers): a BSP step waits for and sums the pushes of that step's
+  // workers, SSP's slowest is the slowest of those taking part, and a push
+  // outside its worker's span is refused. Without changes, every worker
+  // takes part throughout.
+  worker_schedule workers{1};
 };
 
 // The field order is the wire format (a remote shard's spawn carries it).
 template <class I>
 typename I::result_type inspect(I& f, shard_config& x) {
   return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
-           x.optimizer, x.tables, x.table_slot_owners, x.limits);
+           x.optimizer, x.tables, x.table_slot_owners, x.limits, x.workers);
 }
 
 // The job's slot map for its tables: default_slot_count slots, shard s owning
@@ -195,6 +202,14 @@ class shard_core {
   void apply_dense_summed();
   void apply_sparse_summed();
   uint64_t apply_complete_steps();
+  // Whether `worker` takes part in `step` (always, without elastic workers).
+  bool takes_part(uint32_t worker, uint64_t step) const {
+    return !cfg_.workers.elastic() || cfg_.workers.active(worker, step);
+  }
+  // The schedule's floor under a worker's seqs and clock: a worker that
+  // joins at step S has nothing to push before it (seq S is its step S-1).
+  void raise_to_spans();
+  uint64_t slowest_clock() const;
   void apply_dense(uint64_t begin, const float* g, size_t n);
   void apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n);
   void apply_sparse(uint64_t key, float g);
@@ -208,6 +223,7 @@ class shard_core {
   std::vector<uint64_t> received_;      // per worker: highest seq applied or held
   std::vector<uint64_t> worker_clock_;  // per worker: last pushed step + 1
   std::vector<std::deque<decoded<schema::Push>>> held_;  // BSP pushes waiting for their step
+  std::vector<uint32_t> step_workers_;  // the workers of the BSP step being applied, in id order
   uint64_t version_ = 0;
   uint64_t bsp_clock_ = 0;
   uint64_t optimizer_steps_ = 0;

@@ -146,44 +146,71 @@ caf::error apply_delta(const shard_config& cfg, schema::ShardSnapshot::Reader d,
   return apply_tables(cfg, d, s);
 }
 
-caf::expected<shard_core> restore_chain_unguarded(const shard_config& cfg, size_t links, const chain_reader& read,
-                                                  verify_mode mode, const table_row_source& rows) {
+caf::error extend_unguarded(const shard_config& cfg, chain_state& s, size_t first, size_t links,
+                            const chain_reader& read, verify_mode mode) {
+  for (size_t i = first; i < links; ++i) {
+    auto d = read(i);
+    if (!d)
+      return std::move(d.error());
+    if (auto err = apply_delta(cfg, d->root(), s.checkpoint, mode, s.state))
+      return err;
+    s.checkpoint = d->root().getCheckpoint();
+  }
+  return {};
+}
+
+caf::expected<chain_state> restore_state_unguarded(const shard_config& cfg, size_t links, const chain_reader& read,
+                                                   verify_mode mode, const table_row_source& rows) {
   if (links == 0)
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": an empty chain");
   if (!cfg.tables.empty() && !rows)
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) +
                                                 ": restoring tables needs the model's initial rows");
-  shard_core::state s;
-  uint64_t parent = 0;
+  chain_state s;
   {
     auto base = read(0);
     if (!base)
       return std::move(base.error());
-    if (auto err = load_state(cfg, base->root(), true, mode, rows, s))
+    if (auto err = load_state(cfg, base->root(), true, mode, rows, s.state))
       return err;
-    parent = base->root().getCheckpoint();
+    s.checkpoint = base->root().getCheckpoint();
   }
-  for (size_t i = 1; i < links; ++i) {
-    auto d = read(i);
-    if (!d)
-      return std::move(d.error());
-    if (auto err = apply_delta(cfg, d->root(), parent, mode, s))
-      return err;
-    parent = d->root().getCheckpoint();
-  }
-  return shard_core::restored(cfg, std::move(s), rows);
+  if (auto err = extend_unguarded(cfg, s, 1, links, read, mode))
+    return err;
+  return s;
+}
+
+caf::error unreadable(const shard_config& cfg, const kj::Exception& e) {
+  return make_error(errc::damaged_snapshot, "a snapshot in the chain of shard " + std::to_string(cfg.shard) +
+                                              " is unreadable: " + e.getDescription().cStr());
 }
 
 }  // namespace
 
+caf::expected<chain_state> restore_chain_state(const shard_config& cfg, size_t links, const chain_reader& read,
+                                               verify_mode mode, const table_row_source& rows) {
+  try {
+    return restore_state_unguarded(cfg, links, read, mode, rows);
+  } catch (const kj::Exception& e) {
+    return unreadable(cfg, e);
+  }
+}
+
+caf::error extend_chain_state(const shard_config& cfg, chain_state& s, size_t first, size_t links,
+                              const chain_reader& read, verify_mode mode) {
+  try {
+    return extend_unguarded(cfg, s, first, links, read, mode);
+  } catch (const kj::Exception& e) {
+    return unreadable(cfg, e);
+  }
+}
+
 caf::expected<shard_core> restore_chain(const shard_config& cfg, size_t links, const chain_reader& read,
                                         verify_mode mode, const table_row_source& rows) {
-  try {
-    return restore_chain_unguarded(cfg, links, read, mode, rows);
-  } catch (const kj::Exception& e) {
-    return make_error(errc::damaged_snapshot, "a snapshot in the chain of shard " + std::to_string(cfg.shard) +
-                                                " is unreadable: " + e.getDescription().cStr());
-  }
+  auto s = restore_chain_state(cfg, links, read, mode, rows);
+  if (!s)
+    return std::move(s.error());
+  return shard_core::restored(cfg, std::move(s->state), rows);
 }
 
 }  // namespace keel

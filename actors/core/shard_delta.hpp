@@ -62,4 +62,23 @@ caf::expected<shard_core> restore_chain(const shard_config& cfg, size_t links, c
                                         verify_mode mode = verify_mode::checksums,
                                         const table_row_source& rows = {});
 
+// A chain restored as far as one of its links, to go on from later (a
+// shard's state restored ahead of its move: actors/ps/shard_standby.hpp):
+// the state its links gave, and the checkpoint of the last one.
+struct chain_state {
+  shard_core::state state;
+  uint64_t checkpoint = 0;
+};
+
+// restore_chain's work without the core at the end: links [0, links).
+caf::expected<chain_state> restore_chain_state(const shard_config& cfg, size_t links, const chain_reader& read,
+                                               verify_mode mode = verify_mode::checksums,
+                                               const table_row_source& rows = {});
+
+// Applies links [first, links) of the same chain to `s`, each a delta on
+// the one before (link first-1 is the one `s` holds). After an error `s`
+// may hold part of a delta: restore the chain again instead.
+caf::error extend_chain_state(const shard_config& cfg, chain_state& s, size_t first, size_t links,
+                              const chain_reader& read, verify_mode mode = verify_mode::checksums);
+
 }  // namespace keel

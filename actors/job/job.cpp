@@ -33,6 +33,13 @@ caf::error check(const placed_job_config& c) {
     return bad("job: --shards and --workers must be at least 1");
   if (c.training.batch_size == 0)
     return bad("job: batch size must be at least 1");
+  if (auto& s = c.training.schedule; s.elastic()) {
+    if (s.slots() != c.training.workers)
+      return bad("job: the worker schedule is for " + std::to_string(s.slots()) + " workers, the job has " +
+                 std::to_string(c.training.workers));
+    if (auto checked = worker_schedule::make(s.spans(), c.training.steps); !checked)
+      return checked.error();
+  }
   const float scale = c.training.optimizer.gradient_scale;
   if (!(std::isfinite(scale) && scale > 0))
     return bad("job: optimizer.gradient_scale " + std::to_string(scale) + " must be a positive number");
@@ -231,8 +238,13 @@ caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   p->sys = std::make_unique<caf::actor_system>(*p->sys_cfg);
   p->controller = spawn_job_controller(*p->sys, std::move(cfg), std::move(*identity), p->feed);
   if (p->placement)
-    if (auto err = p->placement->attach(*p->sys, p->controller))
+    if (auto err = p->placement->attach(*p->sys, p->controller)) {
+      // The controller never began: a stop would wait for the beginning
+      // (it holds requests until then), so ~impl would wait out its minute.
+      caf::anon_send_exit(p->controller, caf::exit_reason::user_shutdown);
+      p->controller = nullptr;
       return err;
+    }
   if (auto err = ask_ok(*p->sys, p->controller, caf::infinite, begin_atom::value))
     return err;
   return std::unique_ptr<job>(new job(std::move(p)));

@@ -34,6 +34,7 @@
 #include "actors/core/job_event.hpp"
 #include "actors/core/optimizer.hpp"
 #include "actors/core/table_limits.hpp"
+#include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_plan.hpp"
 #include "models/model.hpp"
 
@@ -55,6 +56,14 @@ struct training_config {
   gradient_combine combine = gradient_combine::sum;
   uint32_t batch_size = 32;
   uint64_t steps = 100;                          // global steps each worker runs
+  // Elastic workers (actors/core/worker_schedule.hpp): which of the
+  // `workers` take part in which steps, workers joining and leaving at step
+  // boundaries, each step's batches dealt among that step's workers (a run
+  // with the same schedule is the same run, bit for bit). Its slots must be
+  // `workers`; without changes (the default) every worker runs every step.
+  // Under `combine` mean a step's gradients are divided by that step's
+  // workers. keel train --worker-changes join:worker:W@STEP,leave:worker:W@STEP.
+  worker_schedule schedule{0};
   uint64_t seed = 1;
   // Bounds on every embedding table of every shard (a model with tables):
   // capacity with eviction, admission filter. Counted in job_result::tables.

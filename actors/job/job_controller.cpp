@@ -130,8 +130,12 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
     sc.sparse = st.run.parts[i].sparse;
     sc.rule = c.training.rule;
     sc.optimizer = c.training.optimizer;
+    // Under mean with elastic workers, the workers scale their gradients to
+    // each step's count (worker_config::mean_of_step_workers).
     if (c.training.combine == gradient_combine::mean)
       sc.optimizer.gradient_scale /= static_cast<float>(c.training.workers);
+    if (c.training.schedule.elastic())
+      sc.workers = c.training.schedule;
     sc.tables = layout.tables();
     sc.table_slot_owners = slot_owners;
     sc.limits = c.training.tables;
@@ -172,6 +176,7 @@ void on_step(controller_actor* self, const step_report& r) {
   if (!live || r.epoch != st.run.epoch || r.worker >= p.worker_step.size())
     return;
   p.worker_step[r.worker] = r.step;
+  say_worker_change(self, r.worker, r.step, false);
   p.loss_sum += r.loss;
   ++p.loss_count;
   auto slowest = p.slowest();
@@ -192,6 +197,7 @@ void on_done(controller_actor* self, const worker_report& r) {
     return;
   st.progress.done.insert(r.worker);
   st.progress.reports[r.worker] = r;  // a worker killed after its last step reports again
+  say_worker_change(self, r.worker, r.steps, true);
   // A done worker has completed every step, though it may not have
   // reported the last ones: an incarnation that finds the shards through
   // its last step ends without a step report. Faults due at those steps

@@ -144,6 +144,7 @@ struct progress_state {
   uint64_t loss_count = 0;
   std::optional<std::chrono::steady_clock::time_point> tick_at;  // the job_tick scheduled
 
+  std::set<uint32_t> joined_said, left_said;   // elastic workers whose join / leave the timeline has
   uint64_t slowest() const;
 };
 
@@ -271,6 +272,9 @@ void on_committed(controller_actor* self, const checkpoint_committed& c);
 void watch_window(controller_actor* self);
 void widen_window(controller_actor* self);
 std::string progress_text(const controller_state& st);
+// Elastic workers: the timeline's membership event when worker `w` first
+// reports a step after joining, or is done before the run's end (it left).
+void say_worker_change(controller_actor* self, uint32_t w, uint64_t step, bool done);
 
 // job_storage.cpp: failing checkpoints.
 // A checkpoint failed: the window moves past it; the event reaches the

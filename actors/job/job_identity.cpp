@@ -81,6 +81,8 @@ std::string run_configuration(const job_config& cfg) {
   // Only when set: the configurations of runs without them stay as they were.
   if (t.combine != gradient_combine::sum)
     field("combine", to_string(t.combine));
+  if (t.schedule.elastic())
+    field("worker_changes", t.schedule.to_string());
   if (t.tables.capacity_rows > 0 || t.tables.admit_after > 1)
     field("table_limits", "capacity " + std::to_string(t.tables.capacity_rows) + " rows, admission after " +
                               std::to_string(std::max<uint32_t>(1, t.tables.admit_after)) + " pushes");

@@ -124,9 +124,14 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
       sum.bytes += c[4];
     }
   }
+  uint32_t w = 0;
+  auto& workers = st.cfg.training.schedule;
   for (auto a : s.getApplied()) {
     r.out.pushes_applied += a.getSeq();
-    r.out.complete = r.out.complete && a.getSeq() == st.cfg.training.steps;
+    // Each worker's last push: the run's last step, or the one before it left.
+    auto end = workers.elastic() ? std::min(st.cfg.training.steps, workers.span(w).end) : st.cfg.training.steps;
+    r.out.complete = r.out.complete && a.getSeq() == end;
+    ++w;
   }
   return {};
 }
@@ -234,7 +239,12 @@ void finish(controller_actor* self, parameters_read read) {
   result.seconds = static_cast<double>(elapsed_ms(st)) / 1000.0;
   result.dense = std::move(read.dense);
   result.sparse = std::move(read.sparse);
-  result.pushes_applied = read.pushes_applied;
+  // A worker that joins at step S holds seqs from S on (shard_core's
+  // spans): the pushes it made are its seqs less S, at every shard.
+  uint64_t not_pushed = 0;
+  for (uint32_t w = 0; w < cfg.training.schedule.slots() && cfg.training.schedule.elastic(); ++w)
+    not_pushed += cfg.training.schedule.span(w).begin * cfg.training.shards;
+  result.pushes_applied = read.pushes_applied - std::min(read.pushes_applied, not_pushed);
   result.pushes_acked = 0;
   result.steps = cfg.training.steps;
   result.window_wait_seconds = 0;
@@ -243,9 +253,14 @@ void finish(controller_actor* self, parameters_read read) {
     if (worker < result.peak_log_bytes.size())
       result.peak_log_bytes[worker] = r.peak_log_bytes;
     result.pushes_acked += r.pushes_acked;
-    result.steps = std::min(result.steps, r.steps);
+    // A worker that left ran its steps when it reached its leave step.
+    auto end = cfg.training.schedule.elastic() ? std::min(cfg.training.steps, cfg.training.schedule.span(worker).end)
+                                               : cfg.training.steps;
+    result.steps = std::min(result.steps, r.steps >= end ? cfg.training.steps : r.steps);
     result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;
   }
+  result.pushes_acked -= std::min(result.pushes_acked, not_pushed);
+
   result.params_sha256 = read.table_digests.empty()
                            ? params_sha256(result.dense, result.sparse)
                            : params_sha256(result.dense, result.sparse, read.table_digests);
@@ -273,9 +288,12 @@ void scored(controller_actor* self, caf::expected<evaluation> q) {
     std::chrono::duration<double>(std::chrono::steady_clock::now() - st.readout.evaluating_since).count();
   auto resumed = st.run.resumed_step;
   result.resumed_at_step = resumed;
+  auto& workers = cfg.training.schedule;
+  auto worker_steps = workers.elastic()
+                        ? workers.worker_steps(result.steps) - workers.worker_steps(std::min(result.steps, resumed))
+                        : (result.steps - std::min(result.steps, resumed)) * cfg.training.workers;
   result.samples_per_second =
-    static_cast<double>((result.steps - std::min(result.steps, resumed)) * cfg.training.workers *
-                        cfg.training.batch_size) / std::max(result.seconds, 1e-9);
+    static_cast<double>(worker_steps * cfg.training.batch_size) / std::max(result.seconds, 1e-9);
   stop_tree_and_drain(self, [self] { end_job(self, self->state.readout.result); });
 }
 

@@ -167,6 +167,10 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   o.core.checkpoint_every = j.cfg.checkpoints.every;
   o.core.log_bound = replay_log_bound(j.cfg.checkpoints, j.cfg.training.workers);
   o.num_workers = j.cfg.training.workers;
+  if (j.cfg.training.schedule.elastic()) {
+    o.schedule = j.cfg.training.schedule;
+    o.mean_of_step_workers = j.cfg.training.combine == gradient_combine::mean;
+  }
   o.job = job;
   o.seed = j.cfg.training.seed;
   o.batch_size = j.cfg.training.batch_size;
@@ -266,6 +270,9 @@ void launch_tree(controller_actor* self) {
   st.storage.paused.clear();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
+  if (auto& s = st.cfg.training.schedule; s.elastic())  // a worker that joins later has no step before it
+    for (uint32_t w = 0; w < st.progress.worker_step.size() && w < s.slots(); ++w)
+      st.progress.worker_step[w] = s.span(w).begin;
   st.run.now = run_phase::starting;
   st.run.tree.emplace(supervision::tree::launch(self->system(), root_spec(self)));
   st.run.root_down = false;
@@ -327,6 +334,30 @@ std::string progress_text(const controller_state& st) {
   if (!missing.empty())
     text += "; not up: " + missing;
   return text;
+}
+
+void say_worker_change(controller_actor* self, uint32_t w, uint64_t step, bool done) {
+  auto& st = self->state;
+  auto& workers = st.cfg.training.schedule;
+  if (!workers.elastic() || w >= workers.slots())
+    return;
+  auto span = workers.span(w);
+  auto& said = done ? st.progress.left_said : st.progress.joined_said;
+  if (said.count(w) != 0)
+    return;
+  std::string detail;
+  if (!done && span.begin > 0 && step > span.begin)
+    detail = "joined at step " + std::to_string(span.begin) + ": " + std::to_string(workers.count(span.begin)) +
+             " workers from then on";
+  else if (done && span.end < st.cfg.training.steps)
+    detail = "left after step " + std::to_string(span.end - 1) + ": " + std::to_string(workers.count(span.end)) +
+             " workers from step " + std::to_string(span.end);
+  if (detail.empty())
+    return;
+  said.insert(w);
+  auto e = make_job_event(event_kind::membership, to_string(actor_id::worker(w)), std::move(detail));
+  e.step = done ? span.end : span.begin;
+  record(self, std::move(e));
 }
 
 void widen_window(controller_actor* self) {

@@ -159,7 +159,7 @@ struct metrics_registry::state {
   double backpressure_seconds = 0;
   uint64_t replayed = 0;
   std::map<std::string, uint64_t> faults;    // by kind, as a plan spells it ("kill", "drop")
-  std::map<std::string, uint64_t> membership;  // changes carried out, by kind ("join", "drain")
+  std::map<std::string, uint64_t> membership;  // changes carried out, by kind ("join", "drain", "worker_join", ...)
   std::map<std::string, uint64_t> child_node;  // child -> the node it runs on (a cluster's placed events)
   uint64_t moves = 0;
   uint64_t released = 0;
@@ -232,6 +232,10 @@ void metrics_registry::observe(const job_event& e) {
     case event_kind::membership:
       if (!e.failed && !e.fault.empty())
         ++s.membership[to_string(e.how)];
+      else if (e.actor.rfind("worker:", 0) == 0 && e.detail.rfind("joined at step", 0) == 0)
+        ++s.membership["worker_join"];  // elastic workers (worker_schedule)
+      else if (e.actor.rfind("worker:", 0) == 0 && e.detail.rfind("left after step", 0) == 0)
+        ++s.membership["worker_leave"];
       break;
     case event_kind::placed:
       if (auto node = parse_actor_id(e.peer); node && node->is(actor_kind::node))
@@ -355,7 +359,7 @@ std::vector<metric_family> metrics_registry::families() const {
                        "Faults the job injected (or tried to), by kind as a fault plan spells it.",
                        "kind", s.faults));
   f.push_back(labelled("keel_membership_changes_total",
-                       "Membership changes carried out (a plan's join and drain), by kind.", "kind", s.membership));
+                       "Membership changes carried out (a plan's join and drain, a worker's join and leave), by kind.", "kind", s.membership));
   {
     metric_family where{"keel_child_node",
                         "The node each shard and worker of a cluster runs on now (its index).", t::gauge, {}};

@@ -83,6 +83,7 @@ namespace keel {
 class link_faults;
 class model;
 class replica_store;
+class shard_standby_store;
 
 struct parameter_shard_config {
   shard_config core;                 // the shard_core's keys, rule and optimizer
@@ -138,6 +139,10 @@ struct parameter_shard_env {
   // This process's replica store, read directly when restore_replica is its
   // actor (no message, no copy). Null: none here.
   std::shared_ptr<const replica_store> local_replica;
+  // This node's shards restored ahead of their moves here
+  // (shard_standby.hpp): a start whose newest ref is one of them takes it
+  // instead of reading the chain again. Null: none.
+  std::shared_ptr<shard_standby_store> standby;
 };
 
 // The row source of a shard with tables: `m`'s initial_rows bound to `seed`,

@@ -9,6 +9,7 @@
 
 #include "actors/core/shard_delta.hpp"
 #include "actors/core/shard_snapshot.hpp"
+#include "actors/ps/shard_standby.hpp"
 #include "actors/ps/snapshot_replica.hpp"
 #include "messages/errors.hpp"
 
@@ -92,13 +93,22 @@ caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const 
 
 }  // namespace
 
-// The shard's starting core: from the first of cfg.restore_from whose chain
-// validates, else from cfg.snapshot, else fresh.
+// The shard's starting core: from its pre-copy on this node when it has one
+// for the newest ref (shard_standby.hpp), else from the first of
+// cfg.restore_from whose chain validates, else from cfg.snapshot, else fresh.
 // `memory` is the pool the shard's snapshots will use: a file restored from
 // is read into it, so the next snapshot reuses that buffer's pages instead
 // of a second one staying mapped beside it.
 caf::expected<shard_start> starting_core(caf::actor_system& sys, parameter_shard_config& cfg,
                                          const parameter_shard_env& env, buffer_pool& memory) {
+  if (!cfg.restore_from.empty() && env.standby) {
+    std::string said;
+    auto ready = env.standby->take(cfg, env, said);
+    if (!said.empty())
+      std::fprintf(stderr, "keel: shard %u %s\n", cfg.core.shard, said.c_str());
+    if (ready)
+      return std::move(*ready);
+  }
   if (!cfg.restore_from.empty()) {
     auto io = env.io ? env.io : posix_io();
     std::string why;

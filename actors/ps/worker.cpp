@@ -91,6 +91,9 @@ void start_step(worker_actor* self) {
   auto es = st.core.position();
   batch_position at{st.cfg.seed,   es.epoch,           es.step,
                     st.cfg.core.worker, st.cfg.num_workers, st.cfg.batch_size};
+  if (st.cfg.schedule.elastic())
+    at = st.cfg.schedule.batch_at(st.cfg.seed, st.cfg.core.worker, st.core.step(), st.cfg.batch_size,
+                                  st.env.training_model->num_train_examples());
   if (auto err = st.env.training_model->batch_indices(at, st.batch))
     return fail(self, err);
   if (auto err = st.env.training_model->sparse_keys(st.batch, *st.scratch, st.model_keys))
@@ -191,12 +194,28 @@ void ask_early_pulls(worker_actor* self) {
   }
 }
 
+// Under combine mean with elastic workers (worker_config): the gradient
+// times num_workers over the step's workers; nothing when they are equal.
+void scale_to_step_workers(worker_state& st) {
+  if (!st.cfg.mean_of_step_workers || !st.cfg.schedule.elastic())
+    return;
+  auto n = st.cfg.schedule.count(st.core.step());
+  if (n == 0 || n == st.cfg.num_workers)
+    return;
+  const float f = static_cast<float>(st.cfg.num_workers) / static_cast<float>(n);
+  for (auto& g : st.grad.dense) g *= f;
+  for (auto& g : st.grad.sparse_values) g *= f;
+  for (auto& t : st.grad.tables)
+    for (auto& g : t.rows) g *= f;
+}
+
 // Every shard has answered: compute the gradient and push each shard its part.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
   if (auto err =
           st.env.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
     return fail(self, err);
+  scale_to_step_workers(st);
   auto round = st.core.begin_push(st.grad);
   if (round.skipped) {
     auto step = st.core.step();
@@ -429,6 +448,11 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
                           std::to_string(m.num_train_examples()) + " examples");
   core.dense_size = m.layout().dense_size();
   core.steps_per_epoch = spe;
+  // An elastic worker's last step is the one before it leaves; it starts
+  // where the shards say, which is no earlier than its join (they hold its
+  // seqs from there: shard_core's spans).
+  if (cfg.schedule.elastic())
+    core.total_steps = std::min(core.total_steps, cfg.schedule.span(core.worker).end);
   core.dense_only = m.layout().sparse_key_count() == 0 && m.layout().tables().empty();
   core.table_dims.clear();
   for (auto& t : m.layout().tables()) core.table_dims.push_back(t.dim);

@@ -44,6 +44,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/core/worker_core.hpp"
+#include "actors/core/worker_schedule.hpp"
 #include "actors/core/worker_report.hpp"
 #include "models/model.hpp"
 
@@ -68,6 +69,14 @@ struct worker_config {
   std::chrono::milliseconds retry_max{500};
   caf::actor directory;
   caf::actor job;  // receives job_event, done and rollback requests
+  // Elastic workers (actors/core/worker_schedule.hpp): this worker's steps
+  // are its span of the schedule, and its batches are dealt by its rank
+  // among each step's workers. Without changes: num_workers throughout.
+  worker_schedule schedule{1};
+  // Under combine mean with elastic workers: the shards divide a step's sum
+  // by num_workers, so this worker scales its gradient by num_workers over
+  // the step's workers, and a step's update is the mean over those.
+  bool mean_of_step_workers = false;
 };
 
 // What this process gives its worker beside the config.
@@ -87,7 +96,8 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
 template <class I>
 typename I::result_type inspect(I& f, worker_config& x) {
   return f(caf::meta::type_name("keel.worker_config"), x.core, x.num_workers, x.seed, x.batch_size,
-           x.request_timeout, x.retry_min, x.retry_max, x.directory, x.job);
+           x.request_timeout, x.retry_min, x.retry_max, x.directory, x.job, x.schedule,
+           x.mean_of_step_workers);
 }
 
 }  // namespace keel

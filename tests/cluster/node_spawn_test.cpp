@@ -207,6 +207,14 @@ TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id it
   auto no_workers = probe_shard(caf::actor{});
   no_workers.core.num_workers = 0;
   expect_error(make_spawn_request(no_workers), errc::invalid_argument, "shard.core.num_workers");
+  // An elastic schedule for another number of workers than the shard's.
+  auto other_workers = probe_shard(caf::actor{});
+  auto three = worker_schedule::parse("leave:worker:2@5", 3, 10);
+  REQUIRE(three);
+  other_workers.core.workers = *three;
+  other_workers.core.num_workers = 2;
+  expect_error(make_spawn_request(other_workers), errc::invalid_argument,
+               "shard.core.workers: 3 spans for 3 slots, the job has 2 workers");
   auto nan_lr = probe_shard(caf::actor{});
   nan_lr.core.optimizer.lr = std::nanf("");
   expect_error(make_spawn_request(nan_lr), errc::invalid_argument, "shard.core.optimizer.lr");
@@ -238,7 +246,7 @@ TEST_CASE("a node answers bad spawn requests (a kind it does not start, an id it
   auto status = status_of(h, patience);
   REQUIRE(status);
   CHECK(status->spawned == 0);
-  CHECK(status->rejected == 11);
+  CHECK(status->rejected == 12);
   CHECK(status->children == 0);
 
   // Good requests still work (a worker builds its model by name on the

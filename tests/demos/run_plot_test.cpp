@@ -135,7 +135,7 @@ TEST_CASE("a report without progress points still plots its markers over time, w
   CHECK(svg.find("milliseconds since the start") != std::string::npos);
 }
 
-TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's drain, an operator's drain and move") {
+TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's drain, an operator's drain and move, a worker's join and leave") {
   temp_dir dir;
   auto c = config_for(probe(), dir, 40);
   auto r = run(c);
@@ -155,7 +155,9 @@ TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's
   report.events.push_back(at(make_job_event(event_kind::membership, "node:2", "drain requested by an operator (keel admin)"), 4));
   report.events.push_back(at(make_job_event(event_kind::membership, "node:1", "move of shard:1 here requested by an operator (keel admin)"), 5));
   report.events.push_back(at(make_job_event(event_kind::membership, "cluster", "moves done: node:1 1 shard"), 6));
+  report.events.push_back(at(make_job_event(event_kind::membership, "worker:2", "joined at step 40: 3 workers from then on"), 6));
   report.events.push_back(at(make_job_event(event_kind::released, "node:0", "drained: nothing of the job runs there any more"), 7));
+  report.events.push_back(at(make_job_event(event_kind::membership, "worker:0", "left after step 79: 2 workers from step 80"), 7));
   auto doc = parse_svg(render_svg(report));
   auto labels = marker_labels(doc, "marker membership");
   std::string seen;
@@ -163,5 +165,5 @@ TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's
   CAPTURE(seen);
   // A node back at its address and the loads after the moves are no change.
   CHECK(labels == std::vector<std::string>{"joined node:3", "drain node:0", "drain node:2", "move shard:1 to node:1",
-                                           "released node:0"});
+                                           "joined worker:2", "released node:0", "left worker:0"});
 }

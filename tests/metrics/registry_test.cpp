@@ -337,7 +337,16 @@ TEST_CASE("a cluster's membership changes, moves, releases and where each child 
   r.observe(refused);
   placed("shard:0", "node:2", true);
   r.observe(event(event_kind::released, "node:1", 30));
+  // Elastic workers: a worker's join and leave (worker_schedule).
+  auto worker_joined = event(event_kind::membership, "worker:2", 31);
+  worker_joined.detail = "joined at step 40: 3 workers from then on";
+  r.observe(worker_joined);
+  auto worker_left = event(event_kind::membership, "worker:0", 32);
+  worker_left.detail = "left after step 79: 2 workers from step 80";
+  r.observe(worker_left);
   auto t = text(r);
+  CHECK(has_line(t, "keel_membership_changes_total{kind=\"worker_join\"} 1"));
+  CHECK(has_line(t, "keel_membership_changes_total{kind=\"worker_leave\"} 1"));
   CHECK(has_line(t, "keel_membership_changes_total{kind=\"join\"} 1"));
   CHECK(t.find("keel_membership_changes_total{kind=\"drain\"}") == std::string::npos);
   CHECK(has_line(t, "keel_child_node{child=\"shard:0\"} 2"));
