@@ -7,6 +7,7 @@
 #include <map>
 
 #include "job_fixture.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -49,7 +50,7 @@ void check_all(const std::vector<chaos_run>& runs, uint64_t expected) {
 
 }  // namespace
 
-TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-identical, no hang") {
+KEEL_RELEASE_TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-identical, no hang") {
   temp_dir dir;
   check_all(run_chaos(options(probe_with_table(), dir, {consistency_kind::bsp, 0}), 1, 200), 200);
 }
@@ -57,20 +58,17 @@ TEST_CASE("200 seeded fault plans against BSP probe runs: exactly once, bit-iden
 // A slice of the slow tier's 2000-seed run (chaos_slow_test.cpp): its setup
 // (60 steps, 5 faults a plan), its first seeds, in two halves that ctest
 // runs side by side.
-TEST_CASE("the long chaos run's first 100 seeds against BSP probe runs, 5 faults each") {
+KEEL_RELEASE_TEST_CASE("the long chaos run's first 100 seeds against BSP probe runs, 5 faults each") {
   temp_dir dir;
   auto o = chaos_setup(probe_with_table(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
   check_all(run_chaos(o, 10000, 100), 100);
 }
 
-// The next 100 run in the Release suite only (tests/CMakeLists.txt).
-#ifndef KEEL_SANITIZED_BUILD
-TEST_CASE("the long chaos run's next 100 seeds against BSP probe runs, 5 faults each") {
+KEEL_RELEASE_TEST_CASE("the long chaos run's next 100 seeds against BSP probe runs, 5 faults each") {
   temp_dir dir;
   auto o = chaos_setup(probe_with_table(), dir, {consistency_kind::bsp, 0}, 60, 10, 5, std::chrono::milliseconds(200));
   check_all(run_chaos(o, 10100, 100), 100);
 }
-#endif
 
 TEST_CASE("fault plans against ASP and SSP probe runs apply every acknowledged push exactly once") {
   temp_dir dir;

@@ -13,6 +13,7 @@
 #include "storage/checkpoint_files.hpp"
 #include "storage/directory_lock.hpp"
 #include "storage/store_layout.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -219,7 +220,7 @@ TEST_CASE("keel train killed with SIGKILL mid-run resumes with --resume DIR, bit
   CHECK(out3.find("keel-train.args") != std::string::npos);
 }
 
-TEST_CASE("keel train of sparse-lr with adam killed with SIGKILL mid-run resumes with --resume DIR, bit-identical to the uninterrupted run") {
+KEEL_RELEASE_TEST_CASE("keel train of sparse-lr with adam killed with SIGKILL mid-run resumes with --resume DIR, bit-identical to the uninterrupted run") {
   // A real gradient and Adam's moments (of the sparse rows too): unlike the
   // probe's, these parameters depend on every update's value and order and
   // on the optimizer state the checkpoint carried across the kill.

@@ -11,6 +11,7 @@
 #include "cluster_run.hpp"
 #include "node_process.hpp"
 #include "messages/errors.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 
@@ -153,7 +154,7 @@ std::string word_after(const std::string& line, const std::string& label) {
 
 }  // namespace
 
-TEST_CASE("an operator drains a node, moves a shard and adds a node to a running keel cluster with keel admin: nothing lost, bit-identical") {
+KEEL_RELEASE_TEST_CASE("an operator drains a node, moves a shard and adds a node to a running keel cluster with keel admin: nothing lost, bit-identical") {
   using namespace keel::test;
   using namespace std::chrono_literals;
   const std::string train = "--model probe --shards 4 --workers 4 --steps 6000 --checkpoint-every 20";

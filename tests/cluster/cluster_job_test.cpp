@@ -21,6 +21,7 @@
 #include "keel_output.hpp"
 #include "killed_run.hpp"
 #include "models/model_registry.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -67,7 +68,7 @@ TEST_CASE("pushes and pulls between nodes go over the nodes' data planes, bit-id
   CHECK_MESSAGE(over_caf.out.find("data plane") == std::string::npos, over_caf.out);
 }
 
-TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection timeout ends bit-identical") {
+KEEL_RELEASE_TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection timeout ends bit-identical") {
   const std::string train = "--model probe --steps 300 --checkpoint-every 20";
   auto sha = reference_sha(train);
   auto r = run_keel("cluster --nodes 3 --node-timeout-ms 600 " + train + " --faults stop:node:0@150");
@@ -77,7 +78,7 @@ TEST_CASE("a 3-node cluster with a node stopped (SIGSTOP) past the connection ti
   CHECK_MESSAGE(r.out.find("spawned shard 'shard:0' (incarnation 2)") != std::string::npos, r.out);
 }
 
-TEST_CASE("a node killed with kill -9 and started again on its port is used again, bit-identical") {
+KEEL_RELEASE_TEST_CASE("a node killed with kill -9 and started again on its port is used again, bit-identical") {
   const std::string train = "--model probe --steps 1500 --checkpoint-every 20";
   auto sha = reference_sha(train);
   // One node: its children can go nowhere else, so the run waits for the
@@ -109,7 +110,7 @@ TEST_CASE("a node cut off (SIGSTOP, then SIGCONT after the timeout) drops its st
   CHECK_MESSAGE(r.out.find("stopping its") != std::string::npos, r.out);
 }
 
-TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical") {
+KEEL_RELEASE_TEST_CASE("a coordinator killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical") {
   cluster_fixture f;
   auto n0 = f.start_node();
   auto n1 = f.start_node();
@@ -159,20 +160,17 @@ TEST_CASE("chaos over node faults: seeded plans 1 to 5 of kill -9, SIGSTOP, cuts
   check_node_fault_mix(node_fault_chaos(1, 5));
 }
 
-// Seeds 6 to 20 run in the Release suite only (tests/CMakeLists.txt).
-#ifndef KEEL_SANITIZED_BUILD
-TEST_CASE("chaos over node faults: seeded plans 6 to 10 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over node faults: seeded plans 6 to 10 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_node_fault_mix(node_fault_chaos(6, 10));
 }
 
-TEST_CASE("chaos over node faults: seeded plans 11 to 15 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over node faults: seeded plans 11 to 15 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_node_fault_mix(node_fault_chaos(11, 15));
 }
 
-TEST_CASE("chaos over node faults: seeded plans 16 to 20 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over node faults: seeded plans 16 to 20 of kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_node_fault_mix(node_fault_chaos(16, 20));
 }
-#endif
 
 TEST_CASE("keel cluster refuses a bad --connect, node faults with --connect, and a wrong secret, naming each") {
   cluster_fixture f;

@@ -13,6 +13,7 @@
 #include "cluster_fixture.hpp"
 #include "cluster_run.hpp"
 #include "keel_output.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -292,17 +293,14 @@ TEST_CASE("chaos over membership: seeded plans 1 to 5 of joins and drains among 
   check_membership_mix(membership_chaos(1, 5));
 }
 
-// Seeds 6 to 20 run in the Release suite only (tests/CMakeLists.txt).
-#ifndef KEEL_SANITIZED_BUILD
-TEST_CASE("chaos over membership: seeded plans 6 to 10 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over membership: seeded plans 6 to 10 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_membership_mix(membership_chaos(6, 10));
 }
 
-TEST_CASE("chaos over membership: seeded plans 11 to 15 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over membership: seeded plans 11 to 15 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_membership_mix(membership_chaos(11, 15));
 }
 
-TEST_CASE("chaos over membership: seeded plans 16 to 20 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
+KEEL_RELEASE_TEST_CASE("chaos over membership: seeded plans 16 to 20 of joins and drains among kill -9, SIGSTOP, cuts and actor kills, each bit-identical") {
   check_membership_mix(membership_chaos(16, 20));
 }
-#endif

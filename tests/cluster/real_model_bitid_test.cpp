@@ -22,6 +22,7 @@
 #include "cluster_fixture.hpp"
 #include "keel_output.hpp"
 #include "killed_run.hpp"
+#include "test_tier.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -136,14 +137,14 @@ void check_over_middleman(const run_result& r) {
 
 }  // namespace
 
-TEST_CASE("sparse-lr with adam over 3 nodes' data planes, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("sparse-lr with adam over 3 nodes' data planes, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto clean = clean_sha(sparse_adam);
   auto r = run_with_node_killed("", sparse_adam, 1, 150);
   check_bit_identical(r, clean);
   check_over_data_plane(r);
 }
 
-TEST_CASE("sparse-lr with adam over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("sparse-lr with adam over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto clean = clean_sha(sparse_adam);
   auto r = run_with_node_killed("--no-data-plane", sparse_adam, 0, 150);
   check_bit_identical(r, clean);
@@ -158,7 +159,7 @@ TEST_CASE("ctr-lr with adagrad over 3 nodes' data planes, a shard's node lost to
   check_over_data_plane(r);
 }
 
-TEST_CASE("ctr-lr with adagrad over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("ctr-lr with adagrad over CAF's middleman, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto clean = clean_sha(ctr_adagrad);
   auto r = run_with_node_killed("--no-data-plane", ctr_adagrad, 0, 40);
   check_bit_identical(r, clean);
@@ -176,7 +177,7 @@ TEST_CASE("ctr-fm with adagrad (3.6 million parameters) over 3 nodes' data plane
   check_peak_rss_report(r, 3, 1);
 }
 
-TEST_CASE("the MNIST MLP with adagrad over 3 nodes' data planes, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("the MNIST MLP with adagrad over 3 nodes' data planes, a shard's and a worker's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto train = mnist_mlp("--optimizer adagrad --lr 0.05", 400, 20);
   auto clean = clean_sha(train);
   auto r = run_with_node_killed("", train, 0, 170);
@@ -184,7 +185,7 @@ TEST_CASE("the MNIST MLP with adagrad over 3 nodes' data planes, a shard's and a
   check_over_data_plane(r);
 }
 
-TEST_CASE("the MNIST MLP with adagrad over CAF's middleman, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("the MNIST MLP with adagrad over CAF's middleman, a shard's node lost to kill -9, ends bit-identical to the clean run in one process") {
   auto train = mnist_mlp("--optimizer adagrad --lr 0.05", 400, 20);
   auto clean = clean_sha(train);
   auto r = run_with_node_killed("--no-data-plane", train, 1, 230);
@@ -192,7 +193,7 @@ TEST_CASE("the MNIST MLP with adagrad over CAF's middleman, a shard's node lost 
   check_over_middleman(r);
 }
 
-TEST_CASE("a coordinator of an MNIST MLP adam run killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("a coordinator of an MNIST MLP adam run killed with kill -9 resumes on the same nodes with --connect and --resume, bit-identical to the clean run in one process") {
   cluster_fixture f;
   auto n0 = f.start_node();
   auto n1 = f.start_node();
@@ -300,7 +301,7 @@ TEST_CASE("ctr-lr with --peer-copy: a shard's node lost to kill -9, the shard re
   }
 }
 
-TEST_CASE("ctr-lr without peer copies: a shard's node lost to kill -9 restores from the directory alone, bit-identical") {
+KEEL_RELEASE_TEST_CASE("ctr-lr without peer copies: a shard's node lost to kill -9 restores from the directory alone, bit-identical") {
   auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
   auto clean = clean_sha(train);
   auto r = run_with_node_killed("", train, 1, 65);
@@ -308,7 +309,7 @@ TEST_CASE("ctr-lr without peer copies: a shard's node lost to kill -9 restores f
   CHECK_MESSAGE(restore_lines(r.out).empty(), r.out);
 }
 
-TEST_CASE("a keel cluster run of the MNIST MLP with adam whose coordinator is killed with kill -9 resumes in one process with keel train --resume, bit-identical to the clean run") {
+KEEL_RELEASE_TEST_CASE("a keel cluster run of the MNIST MLP with adam whose coordinator is killed with kill -9 resumes in one process with keel train --resume, bit-identical to the clean run") {
   // The checkpoints hold snapshots the shards sent from their nodes (and
   // the nodes end with the killed coordinator): one process must restore
   // them, optimizer state included, to the same parameters.
@@ -352,17 +353,14 @@ void chaos_with_a_real_model(int first_seed, int last_seed, const std::string& c
 
 }  // namespace
 
-TEST_CASE("chaos with a real model: seeded node-fault plans 1 to 4 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("chaos with a real model: seeded node-fault plans 1 to 4 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
   chaos_with_a_real_model(1, 4);
 }
 
-// Seeds 5 to 8 run in the Release suite only (tests/CMakeLists.txt).
-#ifndef KEEL_SANITIZED_BUILD
-TEST_CASE("chaos with a real model: seeded node-fault plans 5 to 8 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("chaos with a real model: seeded node-fault plans 5 to 8 against the MNIST MLP with adam on 3 nodes each end bit-identical to the clean run in one process") {
   chaos_with_a_real_model(5, 8);
 }
-#endif
 
-TEST_CASE("chaos with a real model: seeded node-fault plans 9 to 12 against the MNIST MLP with adam on 3 nodes over CAF's middleman each end bit-identical to the clean run in one process") {
+KEEL_RELEASE_TEST_CASE("chaos with a real model: seeded node-fault plans 9 to 12 against the MNIST MLP with adam on 3 nodes over CAF's middleman each end bit-identical to the clean run in one process") {
   chaos_with_a_real_model(9, 12, "--no-data-plane");
 }
