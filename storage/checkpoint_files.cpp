@@ -265,6 +265,16 @@ caf::expected<stored_snapshot> check_chain_link_copy(const snapshot_ref& ref, si
   return snap;
 }
 
+std::vector<chain_link> chain_files(const snapshot_ref& ref) {
+  auto files = ref.entry.chain;
+  files.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
+  return files;
+}
+
+bool chain_starts_with(const std::vector<chain_link>& files, const std::vector<chain_link>& prefix) {
+  return prefix.size() <= files.size() && std::equal(prefix.begin(), prefix.end(), files.begin());
+}
+
 std::vector<snapshot_ref> refs_of(const fs::path& dir, const checkpoint_manifest& m) {
   std::vector<snapshot_ref> out;
   for (auto& e : m.shards)

@@ -41,6 +41,12 @@ struct chain_link {
   std::string file;
   uint64_t bytes = 0;
   uint32_t crc32c = 0;
+
+  // The same file: name, checkpoint, size and payload CRC.
+  friend bool operator==(const chain_link& a, const chain_link& b) {
+    return a.checkpoint == b.checkpoint && a.file == b.file && a.bytes == b.bytes && a.crc32c == b.crc32c;
+  }
+  friend bool operator!=(const chain_link& a, const chain_link& b) { return !(a == b); }
 };
 
 // One shard's snapshot file as the manifest records it.
@@ -128,6 +134,14 @@ struct snapshot_ref {
   std::string run_id;  // the run and configuration the manifest records
   std::string config_hash;
 };
+
+// The files restoring `ref` reads, in order: its chain (base first), then
+// its own file (a base alone: that file).
+std::vector<chain_link> chain_files(const snapshot_ref& ref);
+
+// Whether `prefix` is the start of `files` (or all of them): a restore from
+// `files` can take a state restored from `prefix` and apply the rest.
+bool chain_starts_with(const std::vector<chain_link>& files, const std::vector<chain_link>& prefix);
 
 // The refs of manifest `m` in `dir`, by shard.
 std::vector<snapshot_ref> refs_of(const std::filesystem::path& dir, const checkpoint_manifest& m);

@@ -18,15 +18,7 @@ namespace {
 // Whether a restart from `newer` can take a pre-copy of `copied`: the
 // same chain, as long or longer (the newer deltas are applied then).
 bool extends(const snapshot_ref& newer, const snapshot_ref& copied) {
-  auto files = [](const snapshot_ref& r) {
-    auto l = r.entry.chain;
-    l.push_back({r.checkpoint, r.entry.file, r.entry.bytes, r.entry.crc32c});
-    return l;
-  };
-  auto a = files(newer), b = files(copied);
-  return b.size() <= a.size() && std::equal(b.begin(), b.end(), a.begin(), [](const chain_link& x, const chain_link& y) {
-           return x.checkpoint == y.checkpoint && x.file == y.file && x.bytes == y.bytes && x.crc32c == y.crc32c;
-         });
+  return chain_starts_with(chain_files(newer), chain_files(copied));
 }
 
 // How many times a pre-copy is made again when a new base was committed

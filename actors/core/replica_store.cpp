@@ -4,14 +4,6 @@
 
 namespace keel {
 
-namespace {
-
-bool same_file(const chain_link& a, const chain_link& b) {
-  return a.file == b.file && a.bytes == b.bytes && a.crc32c == b.crc32c;
-}
-
-}  // namespace
-
 bool replica_store::keep(const std::string& job, uint32_t shard, const chain_link& file,
                          const std::vector<chain_link>& chain, shard_snapshot_msg frame) {
   if (frame.empty())
@@ -22,14 +14,12 @@ bool replica_store::keep(const std::string& job, uint32_t shard, const chain_lin
     if (k.job == job && k.link.checkpoint > file.checkpoint)
       return false;  // a newer file came first: this one is superseded already
   auto named = [&](const kept& k) {
-    return k.job == job && (same_file(k.link, file) || std::any_of(chain.begin(), chain.end(), [&](const chain_link& c) {
-                              return same_file(c, k.link);
-                            }));
+    return k.job == job && (k.link == file || std::find(chain.begin(), chain.end(), k.link) != chain.end());
   };
   auto gone = std::remove_if(held.begin(), held.end(), [&](const kept& k) { return !named(k); });
   for (auto it = gone; it != held.end(); ++it) bytes_ -= it->bytes;
   held.erase(gone, held.end());
-  if (std::any_of(held.begin(), held.end(), [&](const kept& k) { return same_file(k.link, file); }))
+  if (std::any_of(held.begin(), held.end(), [&](const kept& k) { return k.link == file; }))
     return true;  // kept already (a write of the same file reported again)
   uint64_t n = frame.frame()->size_words() * sizeof(capnp::word);
   held.push_back({job, file, std::move(frame), n});

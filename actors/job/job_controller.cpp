@@ -1,10 +1,10 @@
 // The job controller's behaviour, top to bottom: how the run begins, what
 // each message does, how the run ends (a result, a failure, a stop), and the
 // waits of its transitions. The states and the protocol are in
-// job_controller.hpp; the tree, recovery, the read-out and the fault hooks
-// in job_tree.cpp, job_recovery.cpp, job_result.cpp and job_faults.cpp.
+// job_controller.hpp; the application's requests, the tree, recovery, the
+// read-out and the fault hooks in job_requests.cpp, job_tree.cpp,
+// job_recovery.cpp, job_result.cpp and job_faults.cpp.
 #include "actors/job/job_controller.hpp"
-#include "actors/job/row_read.hpp"
 
 #include <algorithm>
 
@@ -37,10 +37,6 @@ job_event from_supervision(const supervision::event& e) {
     j.snapshot = e.snapshot_label;
   j.failed = e.kind == supervision::event_kind::down && static_cast<bool>(e.reason);
   return j;
-}
-
-caf::error not_running() {
-  return make_error(errc::shutting_down, "the job is not running");
 }
 
 // Schedules a job_tick for the next timed fault or window deadline, unless
@@ -81,10 +77,10 @@ void follow_up(controller_actor* self) {
     schedule_tick(self);
 }
 
-namespace {
+caf::error not_running() {
+  return make_error(errc::shutting_down, "the job is not running");
+}
 
-// A request that needs a running tree: while the tree is (re)started it is
-// held (`again` runs once the tree is up, or the job has ended).
 bool held(controller_actor* self, std::function<void()> again) {
   auto now = self->state.run.now;
   if (now != run_phase::starting && now != run_phase::rolling_back)
@@ -92,6 +88,8 @@ bool held(controller_actor* self, std::function<void()> again) {
   self->state.run.deferred.push_back(std::move(again));
   return true;
 }
+
+namespace {
 
 void run_deferred(controller_actor* self) {
   auto held = std::move(self->state.run.deferred);
@@ -274,94 +272,6 @@ void on_guard(controller_actor* self, uint64_t transition) {
   auto then = std::move(run.then);
   run.then = nullptr;
   then();
-}
-
-// --- Requests of the application ------------------------------------------
-
-void stop_now(controller_actor* self, caf::response_promise rp) {
-  if (held(self, [=] { stop_now(self, rp); }))
-    return;
-  auto& run = self->state.run;
-  switch (run.now) {
-    case run_phase::running:
-      run.stoppers.push_back(rp);
-      run.now = run_phase::stopping;
-      stop_tree_and_drain(self, [self] {
-        end_job(self, make_error(errc::shutting_down, "the job was stopped"));
-      });
-      return;
-    case run_phase::stopping:
-    case run_phase::finishing:
-      run.stoppers.push_back(rp);  // answered when it ends
-      return;
-    default:
-      rp.deliver(not_running());
-  }
-}
-
-void read_now(controller_actor* self, caf::response_promise rp) {
-  if (held(self, [=] { read_now(self, rp); }))
-    return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
-  read_parameters(self, false, [rp](caf::expected<parameters_read> r) mutable {
-    if (!r)
-      return rp.deliver(r.error());
-    rp.deliver(job::parameters_now{std::move(r->dense), std::move(r->sparse)});
-  });
-}
-
-// The index of table `name` in the model's layout, or not_found naming it.
-caf::expected<uint32_t> table_index(controller_actor* self, const std::string& name) {
-  auto& tables = self->state.cfg.training_model->layout().tables();
-  for (uint32_t t = 0; t < tables.size(); ++t)
-    if (tables[t].name == name)
-      return t;
-  return make_error(errc::not_found, "model " + self->state.cfg.training_model->name() +
-                                       " has no embedding table '" + name + "'");
-}
-
-// job::rows (with `keys`) and job::table (without), once the run runs.
-void table_request(controller_actor* self, std::string table, std::optional<std::vector<uint64_t>> keys,
-                   caf::response_promise rp) {
-  if (held(self, [=] { table_request(self, table, keys, rp); }))
-    return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
-  auto t = table_index(self, table);
-  if (!t)
-    return rp.deliver(t.error());
-  auto answer = [rp](auto r) mutable {
-    if (!r)
-      return rp.deliver(r.error());
-    rp.deliver(std::move(*r));
-  };
-  if (keys)
-    read_rows(self, *t, std::move(*keys), answer);
-  else
-    read_table(self, *t, answer);
-}
-
-void kill_request(controller_actor* self, const fault& f, caf::response_promise rp) {
-  if (!held(self, [=] { kill_request(self, f, rp); }))
-    kill_now(self, f, rp);
-}
-
-void move_request(controller_actor* self, const std::string& name, const std::string& why,
-                  caf::response_promise rp) {
-  if (held(self, [=] { move_request(self, name, why, rp); }))
-    return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
-  move_now(self, name, why, rp);
-}
-
-void inject_request(controller_actor* self, const fault& f, caf::response_promise rp) {
-  if (held(self, [=] { inject_request(self, f, rp); }))
-    return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
-  inject_now(self, f, rp);
 }
 
 caf::error controller_failed(std::exception_ptr& ep) {

@@ -249,6 +249,11 @@ void tree_up(controller_actor* self);
 // strike (unless a progress event waits for its score), the window is
 // watched, the next deadline is scheduled.
 void follow_up(controller_actor* self);
+// A request that needs a running tree: while the tree is (re)started it is
+// held (`again` runs once the tree is up, or the job has ended).
+bool held(controller_actor* self, std::function<void()> again);
+// What a request gets once the job is not running (errc::shutting_down).
+caf::error not_running();
 // Ends the job with `outcome` (a failure, or the result); stops what runs.
 void end_job(controller_actor* self, caf::expected<job_result> outcome);
 // Runs `then` once every actor in `who` is down (each monitored by the
@@ -311,6 +316,18 @@ void report_progress(controller_actor* self, uint64_t step);
 // Once every worker is done (and no progress event waits for its score):
 // reads the shards until they are complete, then finishes the result.
 void maybe_finish(controller_actor* self);
+
+// job_requests.cpp: the application's requests, held while the tree is
+// (re)started (job.hpp says what each answers).
+void stop_now(controller_actor* self, caf::response_promise rp);
+void read_now(controller_actor* self, caf::response_promise rp);
+// job::rows (with `keys`) and job::table (without).
+void table_request(controller_actor* self, std::string table, std::optional<std::vector<uint64_t>> keys,
+                   caf::response_promise rp);
+void kill_request(controller_actor* self, const fault& f, caf::response_promise rp);
+void move_request(controller_actor* self, const std::string& name, const std::string& why,
+                  caf::response_promise rp);
+void inject_request(controller_actor* self, const fault& f, caf::response_promise rp);
 
 // job_faults.cpp: job::kill and job::inject.
 void kill_now(controller_actor* self, const fault& f, caf::response_promise rp);

@@ -49,9 +49,7 @@ supervision::snapshot_validator shard_validator(std::shared_ptr<file_io> io) {
     if (!ref)
       return make_error(errc::damaged_snapshot, "not a shard snapshot ref");
     // Every file of a delta's chain too: the shard reads them all.
-    auto files = ref->entry.chain;
-    files.push_back({ref->checkpoint, ref->entry.file, ref->entry.bytes, ref->entry.crc32c});
-    for (auto& l : files) {
+    for (auto& l : chain_files(*ref)) {
       auto f = io->open(std::filesystem::path(ref->dir) / l.file);
       if (!f)
         return make_error(errc::damaged_snapshot, l.file + ": " + describe(f.error()));

@@ -69,8 +69,7 @@ void say_restore_paths(uint32_t shard, uint64_t checkpoint, const copy_source& c
 caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const parameter_shard_env& env,
                                        file_io& io, const snapshot_ref& ref, buffer_pool& memory,
                                        std::set<std::string>& bad, copy_source& copies) {
-  auto links = ref.entry.chain;
-  links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
+  auto links = chain_files(ref);
   auto key = [](const chain_link& l) { return l.file + "/" + std::to_string(l.bytes) + "/" + std::to_string(l.crc32c); };
   for (auto& l : links)
     if (bad.count(key(l)) != 0)

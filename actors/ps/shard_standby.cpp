@@ -9,25 +9,6 @@
 
 namespace keel {
 
-namespace {
-
-// A ref's chain and its own file, as restore_ref reads them.
-std::vector<chain_link> links_of(const snapshot_ref& ref) {
-  auto links = ref.entry.chain;
-  links.push_back({ref.checkpoint, ref.entry.file, ref.entry.bytes, ref.entry.crc32c});
-  return links;
-}
-
-bool same(const chain_link& a, const chain_link& b) {
-  return a.checkpoint == b.checkpoint && a.file == b.file && a.bytes == b.bytes && a.crc32c == b.crc32c;
-}
-
-// Whether `prefix` is the start of `links` (or all of it).
-bool starts(const std::vector<chain_link>& links, const std::vector<chain_link>& prefix) {
-  return prefix.size() <= links.size() && std::equal(prefix.begin(), prefix.end(), links.begin(), same);
-}
-
-}  // namespace
 
 caf::expected<uint64_t> shard_standby_store::prepare(const parameter_shard_config& cfg,
                                                      const parameter_shard_env& env) {
@@ -45,7 +26,7 @@ caf::expected<uint64_t> shard_standby_store::prepare(const parameter_shard_confi
   s.config_hash = cfg.config_hash;
   s.config = caf::deep_to_string(cfg.core);
   s.shard = cfg.core.shard;
-  s.links = links_of(ref);
+  s.links = chain_files(ref);
   auto read = [&](size_t i) { return read_chain_link(*io, ref, i, *memory, verify_mode::payload); };
   auto restored = restore_chain_state(cfg.core, s.links.size(), read, verify_mode::structure, env.table_rows);
   if (!restored)
@@ -78,15 +59,15 @@ std::optional<shard_start> shard_standby_store::take(const parameter_shard_confi
     kept_.erase(it);
   }
   auto& ref = cfg.restore_from.front();
-  auto links = links_of(ref);
+  auto links = chain_files(ref);
   const auto kept = "its pre-copy of checkpoint " + std::to_string(s.links.back().checkpoint);
   if (s.config_hash != cfg.config_hash || ref.run_id != cfg.run_id || s.config != caf::deep_to_string(cfg.core)) {
     said = kept + " is of another configuration; restoring checkpoint " + std::to_string(ref.checkpoint);
     return std::nullopt;
   }
-  if (!starts(links, s.links)) {
+  if (!chain_starts_with(links, s.links)) {
     const auto newest = std::to_string(ref.checkpoint);
-    said = kept + (starts(s.links, links) ? " is newer than checkpoint " + newest + ", the one to restore"
+    said = kept + (chain_starts_with(s.links, links) ? " is newer than checkpoint " + newest + ", the one to restore"
                                           : " is not in checkpoint " + newest + "'s chain (" +
                                               (links.size() == 1 ? "a new base" : "another chain") + ")") +
            "; restoring checkpoint " + newest;

@@ -28,13 +28,13 @@ namespace {
 
 // Checkpoints 1 (a base), 2 and 3 (deltas) of one shard with a table, as
 // files in a directory, and the refs a job would hand a restarted shard.
-struct chain_files {
+struct stored_chain {
   test::temp_dir dir;
   shard_config cfg = table_config_of(consistency_kind::asp, 1);
   std::vector<snapshot_ref> refs;  // newest first: 3, 2
   std::vector<uint64_t> versions;  // the shard's version at 1, 2, 3
 
-  chain_files() {
+  stored_chain() {
     auto core = fresh(cfg);
     auto k = keys_of_shard(1, 4);
     std::vector<chain_link> links;
@@ -67,7 +67,7 @@ struct actor_system_fixture {
   }
 };
 
-caf::expected<caf::actor> restart(caf::actor_system& sys, const chain_files& f) {
+caf::expected<caf::actor> restart(caf::actor_system& sys, const stored_chain& f) {
   parameter_shard_config o;
   o.core = f.cfg;
   o.restore_from = f.refs;
@@ -91,7 +91,7 @@ uint64_t version_of(caf::actor_system& sys, const caf::actor& shard) {
 
 TEST_CASE("a restarted shard restores the newest ref's chain, base and deltas") {
   actor_system_fixture a;
-  chain_files f;
+  stored_chain f;
   auto s = restart(*a.sys, f);
   REQUIRE_MESSAGE(s, describe(s.error()));
   CHECK(version_of(*a.sys, *s) == 3);
@@ -99,7 +99,7 @@ TEST_CASE("a restarted shard restores the newest ref's chain, base and deltas") 
 
 TEST_CASE("a damaged newest delta falls back to the chain before it, and a damaged base leaves none") {
   actor_system_fixture a;
-  chain_files f;
+  stored_chain f;
   SUBCASE("the newest delta") {
     REQUIRE(!flip_bit(f.file_of(3), std::filesystem::file_size(f.file_of(3)) / 2));
     auto s = restart(*a.sys, f);
@@ -119,7 +119,7 @@ TEST_CASE("a damaged newest delta falls back to the chain before it, and a damag
 
 namespace {
 
-parameter_shard_config start_config(const chain_files& f, std::vector<snapshot_ref> refs) {
+parameter_shard_config start_config(const stored_chain& f, std::vector<snapshot_ref> refs) {
   parameter_shard_config o;
   o.core = f.cfg;
   o.restore_from = std::move(refs);
@@ -136,7 +136,7 @@ parameter_shard_env env_with(std::shared_ptr<shard_standby_store> standby = null
 }
 
 // The shard checkpoint `id` of `f` restores to, read from its files.
-shard_core restored_at(const chain_files& f, const snapshot_ref& ref) {
+shard_core restored_at(const stored_chain& f, const snapshot_ref& ref) {
   auto memory = buffer_pool::create();
   auto links = ref.entry.chain.size() + 1;
   auto core = restore_chain(
@@ -156,7 +156,7 @@ void same_state(const shard_core& a, const shard_core& b) {
 }  // namespace
 
 TEST_CASE("a shard's pre-copy is taken by its start as it was, or with the deltas committed since applied") {
-  chain_files f;  // refs: 3, 2
+  stored_chain f;  // refs: 3, 2
   shard_standby_store store;
   SUBCASE("the newest ref is the pre-copy's") {
     auto bytes = store.prepare(start_config(f, {f.refs[0]}), env_with());
@@ -197,7 +197,7 @@ TEST_CASE("a shard's pre-copy is taken by its start as it was, or with the delta
 }
 
 TEST_CASE("a pre-copy is not taken by another config's or an older ref's start, nor when a newer delta is damaged, and is dropped either way") {
-  chain_files f;
+  stored_chain f;
   shard_standby_store store;
   std::string said;
   SUBCASE("another configuration") {
