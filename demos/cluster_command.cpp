@@ -4,7 +4,7 @@
 // shards and workers live on them (this process is the coordinator: root,
 // the directory and the checkpointer), carries out the plan's node faults
 // with real signals (kill9: SIGKILL, stop: SIGSTOP, cut: SIGSTOP then
-// SIGCONT), and prints the run and its recovery timeline as keel train does.
+// SIGCONT, crash: SIGUSR1), and prints the run and its recovery timeline as keel train does.
 // With --respawn-nodes a killed node is started again on its port, as a
 // process supervisor would, and the job uses it again once it answers.
 // With --connect it starts no node and uses `keel node` processes already
@@ -102,7 +102,9 @@ const char* cluster_help =
   "                                 started nodes use the same certificate and key\n"
   "  every keel train flag          (keel train --help), e.g. --model, --steps, --kill,\n"
   "                                 --faults with node faults kill9:node:N@STEP,\n"
-  "                                 stop:node:N@STEP, cut:node:N@STEP+MSms (and, with\n"
+  "                                 stop:node:N@STEP, cut:node:N@STEP+MSms,\n"
+  "                                 crash:node:N@STEP (SIGKILL mid-way through its next\n"
+  "                                 checkpoint file write; its shards write their own) (and, with\n"
   "                                 --node-fault-command, partition:, split:, oneway:node:N@STEP+MSms),\n"
   "                                 and membership changes join:node:N@STEP (N: the next index;\n"
   "                                 a new node joins, shards and workers move to it) and\n"
@@ -303,7 +305,9 @@ std::vector<std::string> node_process_flags(const cluster_flags& f, bool tls) {
 
 // Carries out node faults on the node processes with real signals (kill9:
 // SIGKILL, and a fresh process on its port with --respawn-nodes; stop:
-// SIGSTOP; cut: SIGSTOP, then SIGCONT from a timer thread after `away`),
+// SIGSTOP; cut: SIGSTOP, then SIGCONT from a timer thread after `away`;
+// crash: SIGUSR1, which keel node takes as "die with SIGKILL in the middle
+// of your next checkpoint file write"),
 // and joins: a new node process, added to the running job's placement.
 // Called from the job's thread; join() waits for the cuts' timers.
 class signal_node_faults {
@@ -340,6 +344,8 @@ class signal_node_faults {
           return port.error();
       return {};
     }
+    if (how == fault_kind::crash)
+      return procs_.signal(node, SIGUSR1);  // it dies later, when it writes; not respawned
     if (auto err = procs_.signal(node, SIGSTOP))
       return err;
     if (how == fault_kind::cut) {

@@ -12,10 +12,13 @@
 // connections, which CAF's BASP then uses, and the data plane's) runs TLS
 // with certificates verified both ways, and the secret's challenge inside
 // it. Exit 2: bad flags, no usable secret or unusable TLS files; 1: cannot
-// listen or join, or the agent was killed from outside.
+// listen or join, or the agent was killed from outside. SIGUSR1 arms the
+// node to kill itself with SIGKILL in the middle of its next checkpoint
+// file write (fault kind crash: a node lost mid-write, deterministically).
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -33,6 +36,7 @@
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"
+#include "storage/crashing_io.hpp"
 
 namespace keel::cli {
 
@@ -165,12 +169,42 @@ void report_traffic(const cluster_gate& gate, const data_plane* plane, const rep
             << " MB) at the end, at most " << replicas.peak_bytes() / 1000000 << " MB\n";
 }
 
+// The file system the node's shards write through: the real one, which
+// SIGUSR1 arms to end this process in the middle of its next write (fault
+// kind `crash`, which keel cluster carries out with that signal). A thread
+// of its own takes the signal (blocked in every other), so arming is no
+// signal handler's work.
+std::shared_ptr<crashing_io> crash_on_sigusr1() {
+  auto io = crashing_io::wrap(posix_io(), [](const std::filesystem::path& file, uint64_t stored, uint64_t size) {
+    std::fprintf(stderr, "keel node: killed with SIGKILL in the middle of writing %s (%llu of a write's %llu bytes stored)\n",
+                 file.filename().c_str(), static_cast<unsigned long long>(stored), static_cast<unsigned long long>(size));
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  });
+  std::thread([io] {
+    sigset_t armed;
+    sigemptyset(&armed);
+    sigaddset(&armed, SIGUSR1);
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&armed, &sig) != 0)
+        return;
+      io->arm();
+      std::fputs("keel node: armed to die in the middle of its next checkpoint file write (SIGUSR1)\n", stderr);
+    }
+  }).detach();
+  return io;
+}
+
 int run_node(const node_flags& f) {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before CAF starts its threads
+  sigset_t blocked = stop;
+  sigaddset(&blocked, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);  // before CAF starts its threads
+  auto io = crash_on_sigusr1();
   caf::actor_system_config cfg;
   configure_cluster_system(cfg, f.settings);
   caf::actor_system sys{cfg};
@@ -189,6 +223,7 @@ int run_node(const node_flags& f) {
   std::shared_ptr<data_plane> plane = *started;
   ac.plane = plane;
   ac.replicas = std::make_shared<replica_store>();
+  ac.io = io;
   auto agent = spawn_node_agent(sys, ac);
   if (!agent) {
     std::cerr << "keel node: " << describe(agent.error()) << "\n";

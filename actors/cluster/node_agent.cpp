@@ -72,7 +72,7 @@ void log(agent_actor* self, const std::string& line) {
 
 // What the actors the agent starts get from this node.
 node_resources resources(const agent_state& st) {
-  return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby};
+  return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby, st.cfg.io};
 }
 
 // The CAF node of the current message's sender, if it has one.

@@ -70,6 +70,7 @@
 namespace keel {
 
 class data_plane;
+class file_io;
 class replica_store;
 
 struct node_agent_config {
@@ -87,6 +88,9 @@ struct node_agent_config {
   // (actors/ps/snapshot_replica.hpp), for the process to report. Null: one
   // of its own.
   std::shared_ptr<replica_store> replicas;
+  // What the shards started here read and write files with (keel node's
+  // crashing_io, for the crash fault). Null: the real file system.
+  std::shared_ptr<file_io> io;
   // One line per event (joins, refusals, spawns, nodes lost); must be
   // thread-safe. Null: standard error, prefixed "keel node: ".
   std::function<void(const std::string&)> log;

@@ -95,8 +95,7 @@ caf::error check_shard(const parameter_shard_config& s) {
                                        std::to_string(max_keep_last) + ")");
   for (size_t i = 0; i < s.restore_from.size(); ++i) {
     auto& r = s.restore_from[i];
-    auto files = r.entry.chain;
-    files.push_back({r.checkpoint, r.entry.file, r.entry.bytes, r.entry.crc32c});
+    auto files = chain_files(r);
     if (files.size() > max_chain_links)
       return bad("shard.restore_from[" + std::to_string(i) + "]", "a chain of " + std::to_string(files.size()) +
                                                                    " files (at most " + std::to_string(max_chain_links) + ")");
@@ -199,6 +198,7 @@ caf::expected<parameter_shard_env> shard_env(const spawn_request& req, const nod
   parameter_shard_env env;
   env.local_replica = node.replicas;
   env.standby = node.standby;
+  env.io = node.io;
   if (!s.core.tables.empty()) {
     auto rows = shard_rows(s, req.shard_model, node.data_dir, node.models.get());
     if (!rows)

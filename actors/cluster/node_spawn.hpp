@@ -14,6 +14,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/cluster/node_protocol.hpp"
+#include "storage/file_io.hpp"
 
 namespace keel {
 
@@ -67,6 +68,7 @@ struct node_resources {
   std::shared_ptr<const replica_store> replicas;
   std::shared_ptr<model_cache> models;
   std::shared_ptr<shard_standby_store> standby;
+  std::shared_ptr<file_io> io;  // what its shards read and write files with (null: the real file system)
 };
 
 // Checks `req` and starts the actor it names. Errors: invalid_argument

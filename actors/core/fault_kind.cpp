@@ -18,6 +18,7 @@ const char* to_string(fault_kind k) {
     case fault_kind::kill9: return "kill9";
     case fault_kind::stop: return "stop";
     case fault_kind::cut: return "cut";
+    case fault_kind::crash: return "crash";
     case fault_kind::partition: return "partition";
     case fault_kind::split: return "split";
     case fault_kind::oneway: return "oneway";
@@ -29,6 +30,9 @@ const char* to_string(fault_kind k) {
 
 std::optional<fault_kind> parse_fault_kind(std::string_view text) {
   for (auto k : all_fault_kinds)
+    if (text == to_string(k))
+      return k;
+  for (auto k : in_node_fault_kinds)
     if (text == to_string(k))
       return k;
   for (auto k : network_fault_kinds)

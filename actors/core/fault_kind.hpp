@@ -14,7 +14,7 @@ namespace keel {
 
 enum class fault_kind : uint8_t {
   kill, exit, raise, drop, duplicate, delay, reorder, enospc, eio, tear, flip,
-  kill9, stop, cut,           // node faults
+  kill9, stop, cut, crash,    // node faults
   partition, split, oneway,   // node faults on the network (network_fault_kinds)
   drain, join                 // membership changes (membership_kinds)
 };
@@ -25,6 +25,13 @@ constexpr fault_kind all_fault_kinds[] = {
   fault_kind::kill,    fault_kind::exit,   fault_kind::raise, fault_kind::drop,  fault_kind::duplicate,
   fault_kind::delay,   fault_kind::reorder, fault_kind::enospc, fault_kind::eio, fault_kind::tear,
   fault_kind::flip,    fault_kind::kill9,  fault_kind::stop,  fault_kind::cut};
+
+// A node fault carried out inside the node: `crash` arms node N's process
+// to kill itself with SIGKILL in the middle of its next checkpoint file
+// write (half of that write's bytes stored): a node lost mid-write,
+// deterministically (a kill9 from outside lands wherever it lands). Random
+// plans never draw it (all_fault_kinds above is what a seed means).
+constexpr fault_kind in_node_fault_kinds[] = {fault_kind::crash};
 
 // The network's node faults, which only a harness that owns the nodes'
 // network carries out (scripts/netns-cluster.sh, through keel cluster

@@ -103,6 +103,7 @@ caf::error fault_driver::inject_now(const fault& f) {
     case fault_kind::exit:
     case fault_kind::raise:
     case fault_kind::kill9:
+    case fault_kind::crash:
     case fault_kind::stop:
     case fault_kind::cut:
     case fault_kind::partition:
@@ -138,6 +139,8 @@ namespace {
 std::string node_fault_text(fault_kind k) {
   switch (k) {
     case fault_kind::kill9: return "the node's process killed with SIGKILL";
+    case fault_kind::crash:
+      return "the node's process armed to kill itself with SIGKILL in the middle of its next checkpoint file write";
     case fault_kind::stop: return "the node's process stopped with SIGSTOP";
     case fault_kind::partition: return "the node cut off from every peer, to heal later";
     case fault_kind::split: return "the node cut off from the coordinator, to heal later";

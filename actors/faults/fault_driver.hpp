@@ -49,7 +49,8 @@ class fault_hooks {
   // Adds an event to the timeline (the runtime stamps its time).
   virtual void record(job_event e) = 0;
   // Ends or stops node `node`'s process: kill9 (SIGKILL), stop (SIGSTOP),
-  // cut (SIGSTOP, then SIGCONT after `away`); calls `done` exactly once, now
+  // cut (SIGSTOP, then SIGCONT after `away`), crash (armed to SIGKILL itself
+  // mid-write, as SIGUSR1 asks keel node); calls `done` exactly once, now
   // or later, with what happened. Only a runtime that owns node processes
   // can; the default refuses.
   virtual void node_fault(uint32_t node, fault_kind how, std::chrono::milliseconds away,

@@ -110,7 +110,7 @@ caf::expected<fault> parse_one(const std::string& item) {
   if (!parse_kind(item.substr(0, colon), f.kind))
     return bad("unknown kind '" + item.substr(0, colon) +
                "' (kill, exit, throw, drop, dup, delay, reorder, enospc, eio, tear, flip, "
-               "kill9, stop, cut, partition, split, oneway, drain, join)");
+               "kill9, stop, cut, crash, partition, split, oneway, drain, join)");
   f.target = item.substr(colon + 1, at - colon - 1);
   if (f.target.empty())
     return bad("empty target");
@@ -151,8 +151,8 @@ caf::expected<fault> parse_one(const std::string& item) {
   uint64_t index = 0;
   bool node = split_indexed(f.target, prefix, index) && prefix == "node";
   if (f.is_node_fault() != node)
-    return bad(node ? "a node takes kill9, stop, cut, partition, split, oneway, drain or join"
-                    : "kill9, stop, cut, partition, split, oneway, drain and join target node:N");
+    return bad(node ? "a node takes kill9, stop, cut, crash, partition, split, oneway, drain or join"
+                    : "kill9, stop, cut, crash, partition, split, oneway, drain and join target node:N");
   bool lasts = f.kind == fault_kind::cut || f.is_network_fault();
   if ((f.kind == fault_kind::delay || lasts) && f.delay_ms == 0)
     return bad(lasts ? std::string("a ") + to_string(f.kind) + " needs +MSms (how long the node is away)"

@@ -34,6 +34,9 @@
 //   kill9:node:1@40            kill node 1's whole process with SIGKILL
 //                              (a job over node processes whose owner carries
 //                              node faults out: keel cluster, job_config::faults.node_faults)
+//   crash:node:1@40            make node 1's process kill itself with SIGKILL
+//                              in the middle of its next checkpoint file
+//                              write (half its bytes stored): lost mid-write
 //   stop:node:1@40             stop it with SIGSTOP (a hung node) for good
 //   cut:node:1@40+3000ms       stop it for 3000 ms, then SIGCONT: a partition
 //                              that heals after the cluster replaced the node
@@ -83,7 +86,7 @@ struct fault {
   }
   bool is_node_fault() const {
     return kind == fault_kind::kill9 || kind == fault_kind::stop || kind == fault_kind::cut ||
-           is_network_fault() || is_membership();
+           kind == fault_kind::crash || is_network_fault() || is_membership();
   }
   // drain, join: a membership change, carried out as node faults are.
   bool is_membership() const { return kind == fault_kind::drain || kind == fault_kind::join; }

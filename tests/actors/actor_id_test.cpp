@@ -128,6 +128,8 @@ TEST_CASE("actor ids, links and a worker's config cross CAF's serializer unchang
 TEST_CASE("every fault kind prints as a plan spells it and parses back") {
   std::vector<fault_kind> kinds(std::begin(all_fault_kinds), std::end(all_fault_kinds));
   kinds.insert(kinds.end(), std::begin(network_fault_kinds), std::end(network_fault_kinds));
+  kinds.insert(kinds.end(), std::begin(in_node_fault_kinds), std::end(in_node_fault_kinds));
+  kinds.insert(kinds.end(), std::begin(membership_kinds), std::end(membership_kinds));
   for (auto k : kinds) {
     auto back = parse_fault_kind(to_string(k));
     REQUIRE_MESSAGE(back, to_string(k));
