@@ -60,6 +60,7 @@ struct cluster_flags {
   bool pre_copy = true;
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
+  uint32_t node_wait_ms = 30000;
   std::vector<node_address> connect;  // use these nodes, start none
   std::string secret_file;            // with --connect
   std::string fault_command;          // carries out node faults (else signals, for started nodes)
@@ -85,6 +86,8 @@ const char* cluster_help =
   "                                 shard's newest checkpoint first, while it serves)\n"
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
+  "  --node-wait-ms MS (=30000)     with every node lost, how long the job waits for one\n"
+  "                                 (respawned, restarted, added) before it fails\n"
   "  --connect [NAME@]HOST:PORT,... use running keel node processes; start none\n"
   "                                 (node faults are then yours to send); with TLS,\n"
   "                                 NAME (default HOST) is what the node's certificate states\n"
@@ -150,6 +153,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.heartbeat_ms = *n;
     else if (x == "--node-timeout-ms" && (n = number(x, a, i, 50, 600000)))
       f.timeout_ms = *n;
+    else if (x == "--node-wait-ms" && (n = number(x, a, i, 0, 3600000)))
+      f.node_wait_ms = *n;
     else if (x == "--admin-port" && (n = number(x, a, i, 0, 65535)))
       f.admin_port = static_cast<uint16_t>(*n);
     else if (x == "--respawn-nodes")
@@ -183,7 +188,8 @@ caf::expected<cluster_flags> parse(const args& a) {
       f.tls.key = a[++i];
     else if (x == "--tls-ca")
       f.tls.ca = a[++i];
-    else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms" || x == "--admin-port")
+    else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms" || x == "--node-wait-ms" ||
+             x == "--admin-port")
       return n.error();
     else
       f.rest.push_back(x);
@@ -449,6 +455,7 @@ int cluster(const args& a) {
     pc.model.data_dir = mo.data_dir.string();
     pc.model.options = mo;
     pc.peer_copy = flags->peer_copy;
+    pc.node_wait = std::chrono::milliseconds(flags->node_wait_ms);
     pc.pre_copy = flags->pre_copy;
     cfg.checkpoints.peer_copy = pc.peer_copy;
     auto placement = std::make_shared<cluster_placement>(pc);

@@ -278,8 +278,9 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
 caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_request req) {
   const bool copies = cfg_.peer_copy && req.id.kind == actor_kind::shard;
   auto name = req.id;
-  // With no live node (every one lost at once, one restarting), waits up to
-  // spawn_timeout for the watcher to bring one back.
+  // With no node to take it (every one lost, one restarting), waits up to
+  // spawn_timeout for the watcher to bring one back, and only while none
+  // has taken children for node_wait.
   auto deadline = std::chrono::steady_clock::now() + cfg_.spawn_timeout;
   std::string tried;
   for (;;) {
@@ -335,17 +336,31 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
     }
-    if (!order.empty())
-      break;
     std::unique_lock<std::mutex> lock(state_->mtx);
+    if (!order.empty()) {
+      state_->none_live_since.reset();
+      break;
+    }
     auto live = [&] {
       for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
-        if (state_->policy.alive(i))
+        if (state_->policy.eligible(i))
           return true;
       return false;
     };
-    if (!state_->changed.wait_until(lock, deadline, live))
+    auto now = std::chrono::steady_clock::now();
+    if (!state_->none_live_since)
+      state_->none_live_since = now;
+    auto given_up = *state_->none_live_since + cfg_.node_wait;
+    if (now >= given_up) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - *state_->none_live_since).count();
+      tried = "none has taken children for " + std::to_string(ms) + " ms: every node of the job is lost or "
+              "draining (keel cluster --node-wait-ms)";
       break;
+    }
+    if (now >= deadline)
+      break;  // this start's own bound: its supervisor tries again
+    state_->changed.wait_until(lock, std::min(deadline, given_up), live);
+    // The next round starts on the node that came back, or says why not.
   }
   return make_error(errc::not_found, "cannot start " + to_string(name) + " on any node (" +
                                        (tried.empty() ? "none is live" : tried) + ")");

@@ -65,6 +65,12 @@ struct cluster_placement_config {
   model_spec model;                 // how the nodes build the model (workers; shards with tables)
   cluster_settings settings;        // heartbeat and connection timeout
   std::chrono::milliseconds spawn_timeout{5000};
+  // With every node lost, a child's start waits for one to be live again
+  // (respawned, restarted on its port, added) while none has been for
+  // `node_wait`; after that its start fails at once ("none has been live
+  // for ..."), its supervisor's restarts exceed their intensity, and the
+  // job fails, naming it, instead of waiting forever.
+  std::chrono::milliseconds node_wait{30000};
   std::chrono::milliseconds reconnect_every{250};  // trying lost nodes again
   // Asking a live node which nodes joined it (`keel node --join` to any
   // node of the job): each one the job does not know yet is added as a

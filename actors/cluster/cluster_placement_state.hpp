@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +41,10 @@ struct pending_move {
 struct cluster_placement::state {
   mutable std::mutex mtx;
   std::condition_variable changed;  // a node came back, or an add_node ended
+  // Since when no node has taken children (every one lost or draining), as
+  // a child's start found (cleared by the next start that finds one):
+  // cluster_placement_config::node_wait.
+  std::optional<std::chrono::steady_clock::time_point> none_live_since;
   cluster_placement_config cfg;     // cfg.nodes grows with joins
   std::vector<node_handle> handles;  // by node index
   placement_policy policy{0};        // which node is live, what runs where

@@ -95,6 +95,22 @@ KEEL_RELEASE_TEST_CASE("a node killed with kill -9 and started again on its port
   CHECK(down < up);
 }
 
+TEST_CASE("a keel cluster job whose every node is lost for good fails after --node-wait-ms, naming why, instead of waiting forever") {
+  // The same one-node job as above without --respawn-nodes: nothing brings
+  // the node back. (It waited forever: its children's starts kept waiting
+  // for a live node, within their supervisors' restart intensity.)
+  auto run = node_process::launch({"--nodes", "1", "--node-wait-ms", "1000", "--model", "probe", "--steps", "1500",
+                                   "--checkpoint-every", "20", "--kill", "node:0@100"},
+                                  "cluster");
+  auto exited = run->wait_exit(120s);
+  REQUIRE_MESSAGE(exited, ("keel cluster still runs 120 s after its only node was lost for good:\n" + run->log()));
+  CHECK(*exited == 1);
+  auto log = run->log();
+  CHECK_MESSAGE(log.find("on any node (none has taken children for ") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("every node of the job is lost or draining (keel cluster --node-wait-ms)") != std::string::npos,
+                log);
+}
+
 TEST_CASE("a node cut off (SIGSTOP, then SIGCONT after the timeout) drops its stale actors and rejoins") {
   const std::string train = "--model probe --steps 1500 --checkpoint-every 20";
   auto sha = reference_sha(train);
