@@ -36,7 +36,7 @@
 #include "commands.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"
-#include "storage/crashing_io.hpp"
+#include "storage/faulty_io.hpp"
 
 namespace keel::cli {
 
@@ -174,14 +174,18 @@ void report_traffic(const cluster_gate& gate, const data_plane* plane, const rep
 // kind `crash`, which keel cluster carries out with that signal). A thread
 // of its own takes the signal (blocked in every other), so arming is no
 // signal handler's work.
-std::shared_ptr<crashing_io> crash_on_sigusr1() {
-  auto io = crashing_io::wrap(posix_io(), [](const std::filesystem::path& file, uint64_t stored, uint64_t size) {
-    std::fprintf(stderr, "keel node: killed with SIGKILL in the middle of writing %s (%llu of a write's %llu bytes stored)\n",
-                 file.filename().c_str(), static_cast<unsigned long long>(stored), static_cast<unsigned long long>(size));
-    std::fflush(stderr);
-    ::kill(::getpid(), SIGKILL);
-  });
-  std::thread([io] {
+std::shared_ptr<faulty_io> crash_on_sigusr1() {
+  auto io = faulty_io::wrap(posix_io());
+  io_crash die{1, [](const std::filesystem::path& file, uint64_t stored, uint64_t size) {
+                 std::fprintf(stderr,
+                              "keel node: killed with SIGKILL in the middle of writing %s (%llu of a write's %llu "
+                              "bytes stored)\n",
+                              file.filename().c_str(), static_cast<unsigned long long>(stored),
+                              static_cast<unsigned long long>(size));
+                 std::fflush(stderr);
+                 ::kill(::getpid(), SIGKILL);
+               }};
+  std::thread([io, die] {
     sigset_t armed;
     sigemptyset(&armed);
     sigaddset(&armed, SIGUSR1);
@@ -189,7 +193,7 @@ std::shared_ptr<crashing_io> crash_on_sigusr1() {
       int sig = 0;
       if (sigwait(&armed, &sig) != 0)
         return;
-      io->arm();
+      io->arm(die);
       std::fputs("keel node: armed to die in the middle of its next checkpoint file write (SIGUSR1)\n", stderr);
     }
   }).detach();

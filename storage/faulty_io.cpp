@@ -35,6 +35,15 @@ class faulty_writable final : public writable_file {
     auto d = io_->next(io_op::write);
     if (d.error_number != 0)
       return injected(io_op::write, path(), d.error_number);
+    if (d.crash) {
+      auto half = n / 2;
+      if (auto err = inner_->write_at(offset, data, half))
+        return err;
+      d.crash(path(), half, n);
+      return make_error(errc::io_error, "write " + path().string() + " at " + std::to_string(offset) +
+                                          ": the process was to end here, after " + std::to_string(half) + " of " +
+                                          std::to_string(n) + " bytes: " + errno_text(5) + " [injected]");
+    }
     if (!d.tear)
       return inner_->write_at(offset, data, n);
     auto keep = static_cast<size_t>(std::min<uint64_t>(d.keep_bytes, n));
@@ -117,10 +126,17 @@ void faulty_io::arm(io_tear t) {
   tears_.push_back({t, counts_.write + std::max<uint64_t>(t.nth, 1)});
 }
 
+void faulty_io::arm(io_crash c) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  auto at = counts_.write + std::max<uint64_t>(c.nth, 1);
+  crashes_.push_back({std::move(c), at});
+}
+
 void faulty_io::disarm() {
   std::lock_guard<std::mutex> guard(mtx_);
   faults_.clear();
   tears_.clear();
+  crashes_.clear();
 }
 
 size_t faulty_io::pending() const {
@@ -129,7 +145,7 @@ size_t faulty_io::pending() const {
   auto live = std::count_if(faults_.begin(), faults_.end(), [&](const armed_fault& a) {
     return a.fault.lasting.count() == 0 || now < a.until;
   });
-  return static_cast<size_t>(live) + tears_.size();
+  return static_cast<size_t>(live) + tears_.size() + crashes_.size();
 }
 
 io_counts faulty_io::counts() const {
@@ -159,6 +175,12 @@ faulty_io::decision faulty_io::next(io_op op) {
   }
   if (op != io_op::write)
     return d;
+  auto c = std::find_if(crashes_.begin(), crashes_.end(), [&](const armed_crash& a) { return a.at == n; });
+  if (c != crashes_.end()) {
+    d.crash = std::move(c->crash.crash);
+    crashes_.erase(c);
+    return d;
+  }
   auto t = std::find_if(tears_.begin(), tears_.end(), [&](const armed_tear& a) { return a.at == n; });
   if (t != tears_.end()) {
     d.tear = true;

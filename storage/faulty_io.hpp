@@ -2,7 +2,8 @@
 // faulty_io is a file_io that forwards to another one (normally posix_io())
 // and injects the failures a real disk produces, on a schedule set by the
 // caller: fail the Nth write, fsync, rename, create or read with an errno
-// (ENOSPC, EIO, ...), or tear the Nth write after some bytes. Tests use it
+// (ENOSPC, EIO, ...), tear the Nth write after some bytes, or end the
+// process in the middle of the Nth write (keel node's crash fault). Tests use it
 // to prove a failed checkpoint leaves the previous one valid; the fault
 // injector of actors/ arms it at run time. Thread-safe: operations from any
 // thread are counted in one sequence per kind, and arming is atomic with
@@ -10,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -51,6 +54,15 @@ struct io_tear {
   bool report_success = true;
 };
 
+// A process that dies in the middle of a write: the `nth` write (counted
+// from arming) stores the first half of its bytes, then `crash(file,
+// stored, size)` runs, which is meant to end the process (keel node prints
+// the file and raises SIGKILL). If it returns, the write fails with EIO.
+struct io_crash {
+  uint64_t nth = 1;
+  std::function<void(const std::filesystem::path& file, uint64_t stored, uint64_t size)> crash;
+};
+
 // How many operations of each kind the wrapped io has seen since creation.
 struct io_counts {
   uint64_t create = 0, write = 0, fsync = 0, rename = 0, read = 0;
@@ -65,7 +77,8 @@ class faulty_io final : public file_io, public std::enable_shared_from_this<faul
   // Schedules a failure or a tear; several may be pending at once.
   void arm(io_fault f);
   void arm(io_tear t);
-  // Drops every pending failure and tear.
+  void arm(io_crash c);
+  // Drops every pending failure, tear and crash.
   void disarm();
   // Number of armed failures and tears that have not fired yet.
   size_t pending() const;
@@ -85,6 +98,7 @@ class faulty_io final : public file_io, public std::enable_shared_from_this<faul
     bool tear = false;             // write: store only `keep_bytes`
     uint64_t keep_bytes = 0;
     bool report_success = true;
+    std::function<void(const std::filesystem::path&, uint64_t, uint64_t)> crash;  // write: end here
   };
   decision next(io_op op);
 
@@ -100,12 +114,17 @@ class faulty_io final : public file_io, public std::enable_shared_from_this<faul
     io_tear tear;
     uint64_t at;
   };
+  struct armed_crash {
+    io_crash crash;
+    uint64_t at;
+  };
 
   std::shared_ptr<file_io> inner_;
   mutable std::mutex mtx_;
   io_counts counts_;
   std::vector<armed_fault> faults_;
   std::vector<armed_tear> tears_;
+  std::vector<armed_crash> crashes_;
 };
 
 }  // namespace keel

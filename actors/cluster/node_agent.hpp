@@ -89,7 +89,7 @@ struct node_agent_config {
   // of its own.
   std::shared_ptr<replica_store> replicas;
   // What the shards started here read and write files with (keel node's
-  // crashing_io, for the crash fault). Null: the real file system.
+  // faulty_io, armed by SIGUSR1 for the crash fault). Null: the real file system.
   std::shared_ptr<file_io> io;
   // One line per event (joins, refusals, spawns, nodes lost); must be
   // thread-safe. Null: standard error, prefixed "keel node: ".

@@ -4,6 +4,10 @@
 // previous checkpoint stays the latest valid one (also after reopening),
 // and the store accepts the next checkpoint.
 #include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -147,4 +151,28 @@ TEST_CASE("a write torn by a device that reports success is caught when the chec
                             << skipped_at_read << " torn checkpoints skipped when read");
   CHECK(skipped_at_read >= 1);
   CHECK(refused_at_commit >= 1);
+}
+
+TEST_CASE("an armed crash stores half of the next write, calls the crash, and later writes are whole again") {
+  temp_dir dir;
+  std::vector<std::string> crashes;
+  auto io = faulty_io::wrap();
+  auto file = io->create(dir.path() / "a.snap.tmp");
+  REQUIRE(file);
+  const std::string first = "0123456789", second = "abcdefgh";
+  REQUIRE(!(*file)->write_at(0, first.data(), first.size()));  // unarmed: all of it
+  io->arm(io_crash{1, [&](const std::filesystem::path& f, uint64_t stored, uint64_t size) {
+                     crashes.push_back(f.filename().string() + " " + std::to_string(stored) + "/" + std::to_string(size));
+                   }});
+  CHECK(io->pending() == 1);
+  auto err = (*file)->write_at(first.size(), second.data(), second.size());
+  REQUIRE(err);
+  CHECK(is(err, errc::io_error));
+  CHECK_MESSAGE(describe(err).find("after 4 of 8 bytes") != std::string::npos, describe(err));
+  CHECK(crashes == std::vector<std::string>{"a.snap.tmp 4/8"});
+  CHECK(io->pending() == 0);
+  REQUIRE(!(*file)->write_at(12, "XY", 2));  // it crashed once; the next write is whole
+  CHECK(crashes.size() == 1);
+  std::ifstream in(dir.path() / "a.snap.tmp", std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) == "0123456789abXY");
 }
