@@ -35,20 +35,14 @@ class faulty_writable final : public writable_file {
     auto d = io_->next(io_op::write);
     if (d.error_number != 0)
       return injected(io_op::write, path(), d.error_number);
-    if (d.crash) {
-      auto half = n / 2;
-      if (auto err = inner_->write_at(offset, data, half))
-        return err;
-      d.crash(path(), half, n);
-      return make_error(errc::io_error, "write " + path().string() + " at " + std::to_string(offset) +
-                                          ": the process was to end here, after " + std::to_string(half) + " of " +
-                                          std::to_string(n) + " bytes: " + errno_text(5) + " [injected]");
-    }
     if (!d.tear)
       return inner_->write_at(offset, data, n);
-    auto keep = static_cast<size_t>(std::min<uint64_t>(d.keep_bytes, n));
+    // A crash is a tear inside the call that keeps half of this write.
+    auto keep = d.crash ? n / 2 : static_cast<size_t>(std::min<uint64_t>(d.keep_bytes, n));
     if (auto err = inner_->write_at(offset, data, keep))
       return err;
+    if (d.crash)
+      d.crash(path(), keep, n);  // meant to end the process; if it returns, the write failed
     if (d.report_success)
       return {};
     return make_error(errc::io_error, "write " + path().string() + " at " +
@@ -177,6 +171,8 @@ faulty_io::decision faulty_io::next(io_op op) {
     return d;
   auto c = std::find_if(crashes_.begin(), crashes_.end(), [&](const armed_crash& a) { return a.at == n; });
   if (c != crashes_.end()) {
+    d.tear = true;
+    d.report_success = false;
     d.crash = std::move(c->crash.crash);
     crashes_.erase(c);
     return d;

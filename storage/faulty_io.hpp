@@ -98,7 +98,8 @@ class faulty_io final : public file_io, public std::enable_shared_from_this<faul
     bool tear = false;             // write: store only `keep_bytes`
     uint64_t keep_bytes = 0;
     bool report_success = true;
-    std::function<void(const std::filesystem::path&, uint64_t, uint64_t)> crash;  // write: end here
+    // write: a tear that keeps half of the write (not keep_bytes), then this
+    std::function<void(const std::filesystem::path&, uint64_t, uint64_t)> crash;
   };
   decision next(io_op op);
 
