@@ -9,7 +9,6 @@
 
 namespace keel {
 
-
 caf::expected<uint64_t> shard_standby_store::prepare(const parameter_shard_config& cfg,
                                                      const parameter_shard_env& env) {
   if (cfg.restore_from.empty())
@@ -67,9 +66,11 @@ std::optional<shard_start> shard_standby_store::take(const parameter_shard_confi
   }
   if (!chain_starts_with(links, s.links)) {
     const auto newest = std::to_string(ref.checkpoint);
-    said = kept + (chain_starts_with(s.links, links) ? " is newer than checkpoint " + newest + ", the one to restore"
-                                          : " is not in checkpoint " + newest + "'s chain (" +
-                                              (links.size() == 1 ? "a new base" : "another chain") + ")") +
+    said = kept +
+           (chain_starts_with(s.links, links)
+              ? " is newer than checkpoint " + newest + ", the one to restore"
+              : " is not in checkpoint " + newest + "'s chain (" +
+                  (links.size() == 1 ? "a new base" : "another chain") + ")") +
            "; restoring checkpoint " + newest;
     return std::nullopt;
   }
