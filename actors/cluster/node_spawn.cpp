@@ -65,9 +65,9 @@ caf::error check_schedule(const worker_schedule& s, uint32_t workers, const std:
   if (s.slots() != workers || s.spans().size() != workers)
     return bad(where, std::to_string(s.spans().size()) + " spans for " + std::to_string(s.slots()) + " slots, the job has " +
                         std::to_string(workers) + " workers");
-  for (size_t w = 0; w < s.spans().size(); ++w)
-    if (s.spans()[w].begin >= s.spans()[w].end)
-      return bad(where, "worker " + std::to_string(w) + "'s span is empty");
+  // The schedule's own check of its spans (the run's length is not known here).
+  if (auto checked = worker_schedule::make(s.spans(), 0); !checked)
+    return bad(where, describe(checked.error()));
   return {};
 }
 
