@@ -23,6 +23,7 @@
 
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/ps_client.hpp"
 #include "actors/metrics/metrics.hpp"
 #include "actors/metrics/metrics_file.hpp"
 #include "actors/metrics/metrics_http.hpp"

@@ -33,6 +33,7 @@ const char* to_string(errc code) {
     case errc::not_authenticated: return "not_authenticated";
     case errc::stale_incarnation: return "stale_incarnation";
     case errc::moved: return "moved";
+    case errc::step_moved: return "step_moved";
   }
   return "unknown_keel_error";
 }

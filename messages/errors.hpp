@@ -28,6 +28,7 @@ enum class errc : uint8_t {
   not_authenticated,       // a peer has not proven the cluster secret (or was refused for good)
   stale_incarnation,       // a message for one incarnation of an actor reached another (fencing)
   moved,                   // an actor stopped on purpose to run on another node (a drain, a rebalance)
+  step_moved,              // a client asked for a step its worker is not at (a restart or rollback moved it)
 };
 
 // The atom naming keel's error category.

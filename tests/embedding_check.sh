@@ -49,4 +49,13 @@ grep -q "fault shard:1: killed" "$work/run.log" || fail "shard:1 was not killed"
 grep -q "fault worker:0: killed" "$work/run.log" || fail "worker:0 was not killed"
 grep -q "^line_fit: planned faults: 2 injected, 0 not$" "$work/run.log" || fail "not every planned fault took effect"
 grep -Eq " (restart|rollback) " "$work/run.log" || fail "no restart or rollback followed the kills"
+# The application's own loop (own_loop.cpp): its fit reaches the target
+# through a shard kill, every push applied once.
+status=0
+"$work/build/own_loop" > "$work/own.log" 2>&1 || status=$?
+cat "$work/own.log"
+[ "$status" = 0 ] || fail "own_loop exited with status $status"
+grep -q "^own_loop: fit reached its target$" "$work/own.log" || fail "own_loop did not reach its target"
+grep -q "^own_loop: killed shard:1 after step 100$" "$work/own.log" || fail "own_loop did not kill shard:1"
+grep -Eq "shard:1 restarts [1-9]" "$work/own.log" || fail "shard:1 did not restart"
 echo "embedding_check: passed"

@@ -28,6 +28,7 @@ using fence_atom = caf::atom_constant<caf::atom("fence")>;        // (epoch): a 
 using score_atom = caf::atom_constant<caf::atom("score")>;        // (slice_task): a worker scores a held-out slice
 using write_atom = caf::atom_constant<caf::atom("write")>;        // (snapshot, tag): a shard's writer writes it
 using move_atom = caf::atom_constant<caf::atom("move")>;          // (child, why): the job stops a child to run it elsewhere
+using client_wake_atom = caf::atom_constant<caf::atom("clientwake")>;  // an application's loop asked its worker something
 using seal_atom = caf::atom_constant<caf::atom("seal")>;          // (streamed file): a shard's writer makes it durable
 // (checkpoint, shard, step, reason): a shard could not write its snapshot
 // of that checkpoint (it writes it again after a backoff).

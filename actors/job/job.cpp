@@ -11,11 +11,13 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/client_channel.hpp"
 #include "actors/job/event_feed.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/job_identity.hpp"
 #include "actors/job/placed_job.hpp"
 #include "actors/job/placement.hpp"
+#include "actors/job/ps_client.hpp"
 #include "messages/errors.hpp"
 #include "messages/register_types.hpp"
 #include "storage/directory_lock.hpp"
@@ -68,6 +70,12 @@ caf::error check(const placed_job_config& c) {
   if (limits.admit_after > max_admit_after)
     return bad("job: admission after " + std::to_string(limits.admit_after) + " pushes: at most " +
                std::to_string(max_admit_after));
+  if (c.application_loop && c.placement)
+    return bad("job: an application's own loop (application_loop, ps_client) runs its workers in the "
+               "application's process: keel cluster places them on nodes");
+  if (c.application_loop && c.training.schedule.elastic())
+    return bad("job: an application's own loop (application_loop) with an elastic worker schedule: "
+               "its workers run every step");
   // The fault plan: every target exists, every fault can fire.
   if (auto err = check_fault_plan(c.faults.plan, c.training.shards, c.training.workers, c.placement ? c.placement->nodes() : 0))
     return err;
@@ -149,7 +157,7 @@ std::unique_ptr<caf::actor_system_config> system_config(const placed_job_config&
   // used 84 ms of CPU against 74 ms. Only when the job's actors run here:
   // a cluster's coordinator shares its cores with node processes, whose
   // work its polling would take (keel cluster ran slower with it).
-  if (!c.placement)
+  if (!c.placement && !c.application_loop)
     sys_cfg->set("work-stealing.aggressive-poll-attempts", 100000);
   return sys_cfg;
 }
@@ -196,6 +204,10 @@ struct job::impl {
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<event_feed> feed = std::make_shared<event_feed>();
   caf::actor controller;
+  // With job_config::application_loop: what job::client hands out.
+  std::shared_ptr<const model> training_model;
+  uint64_t steps = 0;
+  std::vector<std::shared_ptr<client_channel>> channels;
 };
 
 job::impl::~impl() {
@@ -219,7 +231,7 @@ job::job(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 job::~job() = default;
 
 caf::expected<std::unique_ptr<job>> job::start(job_config cfg) {
-  return start_job(placed_job_config{std::move(cfg), nullptr});
+  return start_job(placed_job_config{std::move(cfg), nullptr, {}});
 }
 
 caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
@@ -232,6 +244,12 @@ caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   if (!identity)
     return std::move(identity.error());
   auto p = std::make_unique<job::impl>();
+  if (cfg.application_loop)
+    for (uint32_t w = 0; w < cfg.training.workers; ++w)
+      cfg.channels.push_back(std::make_shared<client_channel>("worker:" + std::to_string(w)));
+  p->channels = cfg.channels;
+  p->training_model = cfg.training_model;
+  p->steps = cfg.training.steps;
   p->lock = std::move(*lock);
   p->placement = cfg.placement;
   p->sys_cfg = system_config(cfg);
@@ -290,6 +308,18 @@ caf::error job::kill(const std::string& name, kill_mode mode) {
                                       : fault_kind::kill;
   f.target = name;
   return ask_ok(*impl_->sys, impl_->controller, request_budget, kill_atom::value, f);
+}
+
+caf::expected<ps_client> job::client(uint32_t worker) {
+  auto& j = *impl_;
+  if (j.channels.empty())
+    return make_error(errc::invalid_argument,
+                      "job::client: the job runs its model's own loop (set job_config::application_loop "
+                      "to run it from the application)");
+  if (worker >= j.channels.size())
+    return make_error(errc::not_found, "job::client: no worker:" + std::to_string(worker) + " (the job has " +
+                                         std::to_string(j.channels.size()) + " workers)");
+  return ps_client(worker, j.steps, j.training_model, j.channels[worker]);
 }
 
 caf::error job::inject(const fault& f) {

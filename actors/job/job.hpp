@@ -192,6 +192,14 @@ struct job_config {
   progress_config progress;
   evaluation_config evaluation;
   size_t scheduler_threads = 2;                  // CAF's worker threads for the job's actors
+  // The application runs each worker's training loop itself, through a
+  // ps_client (actors/job/ps_client.hpp, job::client): the keys it pulls
+  // and the gradient it pushes are its own, and the model only gives the
+  // layout, the initial values and the final evaluation. Everything else
+  // is a worker's as usual: exactly-once pushes through shard restarts,
+  // the consistency rule, checkpoints, rollbacks. Only for a job in the
+  // application's process (not keel cluster), without an elastic schedule.
+  bool application_loop = false;
 };
 
 // One embedding table at the end of a run, summed over the shards that hold
@@ -252,6 +260,7 @@ struct job_result {
 };
 
 struct placed_job_config;  // not public: keel_cluster's jobs (actors/job/placed_job.hpp)
+class ps_client;           // actors/job/ps_client.hpp
 
 class job {
  public:
@@ -320,6 +329,12 @@ class job {
   // (up to 5 s) for its next incarnation; fails with errc::not_found naming
   // it when there is none.
   caf::error kill(const std::string& name, kill_mode mode = kill_mode::kill);
+
+  // With job_config::application_loop: the client that runs worker
+  // `worker`'s loop (one per worker; the same one on every call). Fails
+  // with invalid_argument when the job runs its model's own loop, and
+  // not_found for a worker the job does not have.
+  caf::expected<ps_client> client(uint32_t worker);
 
   // Injects one fault now, whatever its trigger says (parse_fault_plan
   // reads the text form); callable like kill. Errors name a target the job

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "actors/core/client_channel.hpp"
 #include "actors/job/event_feed.hpp"
 #include "actors/ps/checkpointer.hpp"
 #include "actors/ps/snapshot_replica.hpp"
@@ -469,6 +470,12 @@ void end_job(controller_actor* self, caf::expected<job_result> outcome) {
   }
   release_held(self);
   run.now = run_phase::ended;
+  // An application's loops (ps_client) hear it at once, whatever they wait
+  // on, and before job::stop returns: after it, every request fails.
+  auto why = make_error(errc::shutting_down,
+                        std::string("the job has ended") +
+                          (stopped ? " (stopped)" : outcome ? "" : ": " + describe(outcome.error())));
+  for (auto& c : self->state.cfg.channels) c->close(why);
   if (run.begun.pending())
     run.begun.deliver(outcome ? caf::error{not_running()} : outcome.error());
   for (auto& rp : run.stoppers)

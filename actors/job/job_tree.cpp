@@ -176,6 +176,8 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   worker_env env;
   env.training_model = j.cfg.training_model;
   env.faults = j.faults->links();
+  if (i < j.cfg.channels.size())
+    env.channel = j.cfg.channels[i];
   c.start = [o, env, placement = j.cfg.placement](caf::actor_system& sys,
                                                    const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;

@@ -6,6 +6,7 @@
 // application embeds keel through job::start alone.
 
 #include <memory>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -14,10 +15,14 @@
 namespace keel {
 
 class child_placement;
+class client_channel;
 
 struct placed_job_config : job_config {
   // Where shards and workers run; null: in the job's process.
   std::shared_ptr<child_placement> placement;
+  // With job_config::application_loop: each worker's channel to the
+  // application's loop (by worker index), the job's for its whole life.
+  std::vector<std::shared_ptr<client_channel>> channels;
 };
 
 // job::start's contract, with the children placed by cfg.placement.

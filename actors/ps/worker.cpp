@@ -10,6 +10,7 @@
 
 #include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
+#include "actors/core/client_channel.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/ps/worker_state.hpp"
@@ -75,6 +76,8 @@ void start_step(worker_actor* self) {
     case worker_core::step_start::finished:
       // Stay up with the log: a shard that restarts before the job has read
       // the final parameters still needs this worker's replay.
+      if (st.env.channel)
+        st.env.channel->finished(st.channel_token, st.core.step());
       self->send(st.cfg.job, done_atom::value, st.core.report());
       return;
     case worker_core::step_start::waiting:
@@ -88,6 +91,8 @@ void start_step(worker_actor* self) {
     case worker_core::step_start::pull:
       break;
   }
+  if (st.env.channel)
+    return client_keys(self);  // the application names the step's keys
   auto es = st.core.position();
   batch_position at{st.cfg.seed,   es.epoch,           es.step,
                     st.cfg.core.worker, st.cfg.num_workers, st.cfg.batch_size};
@@ -101,6 +106,11 @@ void start_step(worker_actor* self) {
   if (auto err = st.env.training_model->table_keys(st.batch, *st.scratch, st.table_keys))
     return fail(self, err);
   st.core.begin_pull(st.model_keys, st.table_keys);
+  pull_step(self);
+}
+
+void pull_step(worker_actor* self) {
+  auto& st = self->state;
   // A shard whose early pull (ask_early_pulls) is answered, or still out,
   // is not asked again: its reply counts, or its failure asks then.
   std::vector<std::pair<uint32_t, pull_reply_msg>> answered;
@@ -212,9 +222,16 @@ void scale_to_step_workers(worker_state& st) {
 // Every shard has answered: compute the gradient and push each shard its part.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
+  if (st.env.channel)
+    return client_gradient(self);  // the application computes it
   if (auto err =
           st.env.training_model->gradient(st.batch, st.core.parameters(), *st.scratch, st.grad))
     return fail(self, err);
+  push_gradient(self);
+}
+
+void push_gradient(worker_actor* self) {
+  auto& st = self->state;
   scale_to_step_workers(st);
   auto round = st.core.begin_push(st.grad);
   if (round.skipped) {
@@ -239,6 +256,8 @@ void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r) 
 // The step is complete: tell the job, go on.
 void step_done(worker_actor* self) {
   auto& st = self->state;
+  if (st.env.channel)
+    st.env.channel->completed(st.channel_token, st.core.step());
   self->send(st.cfg.job, step_report{st.cfg.core.epoch, st.cfg.core.worker, st.core.step(),
                                      st.core.report().last_loss});
   start_step(self);
@@ -424,6 +443,7 @@ caf::behavior running(worker_actor* self) {
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) { on_window(self, limit); },
       [self](score_atom, slice_task& t) { return score_slice(self, std::move(t)); },
+      [self](client_wake_atom) { client_wake(self); },
       [self](link_release_atom, uint64_t id) { self->state.links.release(id); },
       [](crash_atom) { throw std::runtime_error("injected exception"); },
   };
@@ -468,6 +488,8 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, worker_config cfg
     st.replaced.resize(shards);
     st.links = link_ends(env.faults, to_string(actor_id::worker(cfg.core.worker)));
     self->set_exception_handler(exception_as_error);
+    if (env.channel)
+      attach_client(self);
     // The directory answers each watch with the name's current entry, then
     // with every change; resolving ends when every shard is known.
     for (auto& name : cfg.core.shard_names)

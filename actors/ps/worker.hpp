@@ -52,6 +52,7 @@ namespace keel {
 
 class link_faults;
 class data_plane;
+class client_channel;
 
 struct worker_config {
   // The step loop's rules: the worker's index, the job's tree generation
@@ -86,6 +87,12 @@ struct worker_env {
   // Pushes and pulls to shards in other processes go over it where it has a
   // route (actors/data_plane/data_plane.hpp); null or no route: CAF's middleman.
   std::shared_ptr<data_plane> plane;
+  // An application's own training loop (actors/core/client_channel.hpp):
+  // when set, the step's keys and its gradient come from the application's
+  // ps_client instead of the model's batch and gradient(); the rest of the
+  // loop (pulls, pushes, the replay log, recovery) is the same. Null: the
+  // model trains itself.
+  std::shared_ptr<client_channel> channel;
 };
 
 // Fails (naming the worker) without a model, when the key ranges and the

@@ -46,6 +46,10 @@ struct worker_state {
   };
   std::vector<early_pull> early;
   request_deadlines deadlines;  // of the requests to shards (ask_shard)
+  // With an application's loop (worker_env::channel): this incarnation's
+  // token, and what the step waits for from the application.
+  uint64_t channel_token = 0;
+  enum class client_wait { none, keys, gradient } awaiting = client_wait::none;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
@@ -59,6 +63,15 @@ void fail(worker_actor* self, caf::error err);
 
 // worker.cpp: the training loop.
 void start_step(worker_actor* self);
+// worker_client.cpp: the steps of an application's loop (worker_env::channel).
+void attach_client(worker_actor* self);
+void client_keys(worker_actor* self);      // the step waits for its keys
+void client_gradient(worker_actor* self);  // the step waits for its gradient
+void client_wake(worker_actor* self);      // the application asked something
+// worker.cpp: pulls the step whose keys the core has begun (begin_pull),
+// and pushes the gradient in st.grad.
+void pull_step(worker_actor* self);
+void push_gradient(worker_actor* self);
 void send_pull(worker_actor* self, uint32_t shard, uint32_t attempt);
 void send_push(worker_actor* self, uint32_t shard, const push_msg& m, uint32_t attempt);
 void on_update(worker_actor* self, const supervision::directory_update& u);
