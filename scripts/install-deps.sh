@@ -16,6 +16,9 @@ packages=(
   curl
   openssl libssl-dev
   iproute2 nftables  # the network-namespace cluster tests (scripts/netns-cluster.sh)
+  # The Python module (demos/python) for Debian's own interpreter, its tests
+  # and example: pybind11, numpy, pytest.
+  python3 python3-dev pybind11-dev python3-numpy python3-pytest
 )
 if [ "${KEEL_FUZZ:-0}" = 1 ]; then
   packages+=(clang libclang-rt-14-dev)

@@ -1,0 +1,150 @@
+"""The Python module `keel` (demos/python/keel_module.cpp) from Python, with
+Debian's pytest: a loop of the application's own through shard kills, the
+accuracy keel's own workers reach, and the errors a loop can meet.
+
+Run by ctest (tests/python/CMakeLists.txt) with PYTHONPATH at the built
+module and KEEL_DEMOS at demos/python/."""
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+import keel
+
+sys.path.insert(0, os.environ.get("KEEL_DEMOS", os.path.join(os.path.dirname(__file__), "../../demos/python")))
+import mnist_own_loop  # noqa: E402
+
+PATIENCE = 60  # seconds any single answer may take
+
+
+@pytest.fixture
+def ckpt():
+    with tempfile.TemporaryDirectory(prefix="keel-pytest-") as d:
+        yield d
+
+
+def probe_steps(job, worker, steps_done, kill=None):
+    """Runs worker `worker`'s loop of the probe as keel's workers run it:
+    every dense and sparse value's gradient -1 (the probe's own, at lr 1),
+    so each applied push adds exactly 1 to every parameter."""
+    c = job.client(worker)
+    every_sparse_key = list(range(c.layout["sparse_keys"]))
+    s = c.next_step().wait(PATIENCE)
+    while s < c.steps:
+        try:
+            p = c.pull(s, sparse=every_sparse_key).wait(PATIENCE)
+            g = c.gradient_for(p)
+            g.dense[:] = -1.0
+            g.sparse_values[:] = -1.0
+            assert c.push(s, g).wait(PATIENCE) == s
+            steps_done.append(s)
+        except keel.StepMoved:
+            pass
+        if kill and s in kill:  # once: a step the job moves back to comes again
+            job.kill(kill.pop(s))
+        s = c.next_step().wait(PATIENCE)
+
+
+def test_every_push_of_a_python_loop_is_applied_exactly_once_through_shard_and_worker_kills(ckpt):
+    import threading
+    steps = 40
+    job = keel.Job("probe", steps, checkpoint_dir=ckpt, workers=2, shards=2, lr=1.0, checkpoint_every=10)
+    done = [[], []]
+    kills = [{7: "shard:0", 23: "shard:1"}, {15: "worker:0", 31: "shard:0"}]
+    threads = [threading.Thread(target=probe_steps, args=(job, w, done[w], kills[w])) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r = job.wait(PATIENCE)
+    assert r["steps"] == steps
+    assert r["pushes_acked"] == r["pushes_applied"] == 2 * 2 * steps
+    assert r["restarts"].get("shard:0", 0) >= 1 and r["restarts"].get("shard:1", 0) >= 1
+    assert r["restarts"].get("worker:0", 0) == 1
+    # keel's own workers push the probe's gradient, -1 everywhere, and end
+    # with every parameter counting its pushes: so does the Python loop, to
+    # the bit, only if every push was applied once.
+    with tempfile.TemporaryDirectory(prefix="keel-pytest-own-") as d:
+        own = keel.Job("probe", steps, checkpoint_dir=d, workers=2, shards=2, lr=1.0, checkpoint_every=10,
+                       application_loop=False).wait(PATIENCE)
+    assert r["params_sha256"] == own["params_sha256"]
+
+
+def test_the_python_mnist_loop_through_a_shard_kill_reaches_keel_own_workers_accuracy(ckpt):
+    if not any(os.path.exists(os.path.join(keel.default_data_dir(), d)) for d in ("mnist", "fashion-mnist")):
+        pytest.fail("no MNIST in %s: bash scripts/fetch-mnist.sh" % keel.default_data_dir())
+    epochs, workers, batch = 2, 2, 32
+    ours, log = mnist_own_loop.train(epochs=epochs, workers=workers, batch=batch, lr=0.1, kill_shard=True)
+    assert ours["restarts"].get("shard:0", 0) == 1, log
+    assert ours["pushes_acked"] == ours["pushes_applied"]
+    x, _ = mnist_own_loop.load_mnist()
+    steps = epochs * (x.shape[0] // workers // batch)
+    assert ours["steps"] == steps
+    own = keel.Job("mnist-mlp", steps, checkpoint_dir=ckpt, workers=workers, batch_size=batch, lr=0.1,
+                   application_loop=False).wait(300)
+    print("python loop %.4f, keel's workers %.4f" % (ours["accuracy"], own["accuracy"]))
+    assert ours["accuracy"] >= own["accuracy"] - 0.005
+
+
+def test_a_python_loop_gets_errors_naming_what_was_wrong(ckpt):
+    job = keel.Job("probe", 5, checkpoint_dir=ckpt, workers=1, shards=2)
+    with pytest.raises(keel.Error, match="no worker:1"):
+        job.client(1)
+    c = job.client(0)
+    s = c.next_step().wait(PATIENCE)
+    assert s == 0
+    with pytest.raises(keel.StepMoved, match="at step 0"):
+        c.pull(2).wait(PATIENCE)
+    with pytest.raises(keel.Error, match="ascending"):
+        c.pull(0, sparse=[9, 4]).wait(PATIENCE)
+    p = c.pull(0).wait(PATIENCE)
+    assert p.step == 0
+    assert not p.dense.flags.writeable
+    with pytest.raises(ValueError):
+        p.dense[0] = 1.0  # the pulled parameters are the shards', read-only
+    with pytest.raises(keel.Error, match="not_found"):
+        p.tensor("no-such-tensor")
+    g = c.gradient_for(p)
+    assert g.dense.flags.writeable and np.all(g.dense == 0)
+    answers = []
+    f = c.push(0, g)
+    assert f.wait(PATIENCE) == 0
+    f.then(lambda step, error: answers.append((step, error)))  # answered already: called here
+    assert answers == [(0, None)]
+    assert c.next_step().wait(PATIENCE) == 1
+    job.stop()
+    with pytest.raises(keel.JobEnded, match="stopped"):
+        c.next_step().wait(PATIENCE)
+    with pytest.raises(keel.JobEnded):
+        c.pull(1).wait(PATIENCE)
+    with pytest.raises(ValueError, match="optimizer"):
+        keel.Job("probe", 5, checkpoint_dir=ckpt, optimizer="rmsprop")
+
+
+def test_threads_that_make_their_first_arrays_at_once_do_not_deadlock(ckpt):
+    # numpy is not imported before keel here: the module's first arrays,
+    # made on two threads at once, must not deadlock on numpy's import.
+    import subprocess
+    code = """
+import keel, sys, threading
+job = keel.Job("probe", 20, checkpoint_dir=sys.argv[1], workers=2)
+def loop(w):
+    c = job.client(w)
+    s = c.next_step().wait(30)
+    while s < c.steps:
+        p = c.pull(s).wait(30)
+        g = c.gradient_for(p)
+        g.dense[:] = -1.0
+        c.push(s, g).wait(30)
+        s = c.next_step().wait(30)
+threads = [threading.Thread(target=loop, args=(w,)) for w in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(job.wait(30)["pushes_applied"])
+"""
+    r = subprocess.run([sys.executable, "-c", code, ckpt], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(20 * 2 * 2)
