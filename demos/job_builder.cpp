@@ -90,6 +90,12 @@ std::optional<int> apply_choices(const job_choices& choices, const model_options
   }
   cfg.training.model_options = options_text(choices.model, mo);
   cfg.training.optimizer.lr = choices.lr ? *choices.lr : default_lr(choices.model);
+  if (!choices.rules.empty()) {
+    auto rules = parse_rules(choices.rules, cfg.training.optimizer);
+    if (!rules)
+      return usage_error(command, "--rules", error_text(rules.error()));
+    cfg.training.rules = std::move(*rules);
+  }
   return std::nullopt;
 }
 

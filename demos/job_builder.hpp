@@ -20,6 +20,7 @@ struct job_choices {
   std::string optimizer = "sgd";    // sgd | momentum | adagrad | adam
   std::optional<float> lr;          // default: default_lr(model)
   std::string eviction = "lru";     // lru | lfu (embedding tables with a capacity)
+  std::string rules;                // per-parameter rules: NAME=OPTIMIZER[:LR],...
 };
 
 // Learning rates that train each of keel's models well with plain SGD at

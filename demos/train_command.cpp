@@ -68,6 +68,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "(its last step is STEP-1), comma-separated; each step's batches are dealt among its workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
     ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam (ctr-lr, ctr-fm: adagrad)")
+    ("rules", text_flag(&f.choices.rules, "NAME=OPT[:LR],..."),
+     "update rules of their own for named dense tensors and embedding tables, e.g. fc1.weight=adam:0.001 "
+     "(the rest: --optimizer)")
     ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
     ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20),
      "examples per worker step (ctr-lr, ctr-fm: 128, so that 2 workers make the plain trainer's 256)")

@@ -116,6 +116,16 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
   auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model);
   if (!probe)
     return 0;
+  // The count holds under plain SGD at the job's rate only: another rule
+  // moves the parameters by other amounts (still once a push).
+  bool counts = cfg.training.optimizer.kind == optimizer_kind::sgd;
+  for (auto& [name, rule] : cfg.training.rules)
+    counts &= rule.kind == optimizer_kind::sgd && rule.lr == cfg.training.optimizer.lr;
+  if (!counts) {
+    std::cout << "keel train: exactly once: not checked (the probe counts pushes under plain SGD at the job's "
+                 "rate, and this run's update rules differ)\n";
+    return 0;
+  }
   // Every push adds exactly 1.0, so every parameter must equal the pushes
   // its shard acknowledged: none lost, none applied twice.
   auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.training.shards);

@@ -373,7 +373,7 @@ caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uin
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
     state_->policy.estimate(req.id, estimated_shard_bytes(cfg.core.dense.size() + cfg.core.sparse.size(),
-                                                          static_cast<uint32_t>(slots_per_parameter(cfg.core.optimizer.kind))));
+                                                          static_cast<uint32_t>(dense_slots(cfg.core))));
   }
   {
     // What a pre-copy of this shard asks its next node for (its restore_from

@@ -44,6 +44,9 @@ caf::error check_range(const std::string& where, const key_range& r) {
 }
 
 caf::error check_optimizer(const optimizer_config& o) {
+  if (o.kind == optimizer_kind::custom)
+    return bad("shard.core.optimizer.kind",
+               "a custom update rule runs only in the application's process, not in a node's");
   if (static_cast<unsigned>(o.kind) > static_cast<unsigned>(optimizer_kind::adam))
     return bad("shard.core.optimizer.kind", "unknown optimizer " + std::to_string(static_cast<unsigned>(o.kind)));
   if (!finite_positive(o.lr))
@@ -86,6 +89,14 @@ caf::error check_shard(const parameter_shard_config& s) {
   if (static_cast<unsigned>(c.rule.kind) > static_cast<unsigned>(consistency_kind::asp))
     return bad("shard.core.rule.kind", "unknown rule " + std::to_string(static_cast<unsigned>(c.rule.kind)));
   if (auto err = check_optimizer(c.optimizer))
+    return err;
+  for (auto& r : c.dense_rules)
+    if (auto err = check_optimizer(r.rule))
+      return err;
+  for (auto& r : c.table_rules)
+    if (auto err = check_optimizer(r))
+      return err;
+  if (auto err = check_rules(c))  // the spans and the tables' count
     return err;
   if (s.snapshot.empty() && s.restore_from.empty() && s.initial_dense.size() != c.dense.size())
     return bad("shard.initial_dense", std::to_string(s.initial_dense.size()) + " values for " +

@@ -61,7 +61,7 @@ table_result<embedding_table> embedding_table::make(table_config cfg, row_initia
 
 embedding_table::embedding_table(table_config cfg, row_initializer init)
     : cfg_(std::move(cfg)), init_(std::move(init)) {
-  state_slots_ = static_cast<uint32_t>(slots_per_parameter(cfg_.optimizer.kind));
+  state_slots_ = static_cast<uint32_t>(slots_of(cfg_.optimizer));
   header_ = lfu() ? 5 : cfg_.capacity_rows > 0 ? 4 : 2;
   stride_ = header_ + size_t{cfg_.dim} * (1 + state_slots_);
   size_t rows_per_block = std::max<size_t>(1, block_target_bytes / (stride_ * sizeof(float)));

@@ -1,7 +1,9 @@
 #include "actors/core/optimizer.hpp"
 #include "actors/core/update_rules.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -20,6 +22,45 @@ caf::expected<optimizer_kind> parse_optimizer(const std::string& name) {
     return optimizer_kind::adam;
   return make_error(errc::invalid_argument,
                     "unknown optimizer '" + name + "' (expected sgd, momentum, adagrad or adam)");
+}
+
+caf::expected<std::map<std::string, optimizer_config>> parse_rules(const std::string& text,
+                                                                   const optimizer_config& base) {
+  std::map<std::string, optimizer_config> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find(',', at);
+    auto entry = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    auto bad = [&](const std::string& why) {
+      return make_error(errc::invalid_argument, "update rule '" + entry + "': " + why +
+                                                    " (expected NAME=OPTIMIZER[:LR], e.g. fc1.weight=adam:0.001)");
+    };
+    auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return bad("no NAME=");
+    auto name = entry.substr(0, eq);
+    auto rest = entry.substr(eq + 1);
+    auto colon = rest.find(':');
+    auto kind = parse_optimizer(rest.substr(0, colon));
+    if (!kind)
+      return make_error(errc::invalid_argument, "update rule '" + entry + "': unknown optimizer '" +
+                                                    rest.substr(0, colon) + "' (sgd, momentum, adagrad or adam)");
+    optimizer_config r = base;
+    r.kind = *kind;
+    r.custom = nullptr;
+    if (colon != std::string::npos) {
+      char* stop = nullptr;
+      auto lr_text = rest.substr(colon + 1);
+      float lr = std::strtof(lr_text.c_str(), &stop);
+      if (lr_text.empty() || *stop != '\0' || !(lr > 0) || !std::isfinite(lr))
+        return bad("learning rate '" + lr_text + "' is not a positive number");
+      r.lr = lr;
+    }
+    if (!out.emplace(name, r).second)
+      return bad("a second rule for " + name);
+  }
+  return out;
 }
 
 caf::expected<gradient_combine> parse_gradient_combine(const std::string& name) {
@@ -41,6 +82,7 @@ const char* to_string(optimizer_kind k) {
     case optimizer_kind::momentum: return "momentum";
     case optimizer_kind::adagrad: return "adagrad";
     case optimizer_kind::adam: return "adam";
+    case optimizer_kind::custom: return "custom";
   }
   return "unknown";
 }
@@ -51,17 +93,27 @@ size_t slots_per_parameter(optimizer_kind k) {
     case optimizer_kind::momentum: return 1;
     case optimizer_kind::adagrad: return 1;
     case optimizer_kind::adam: return 2;
+    case optimizer_kind::custom: return 0;  // the rule's own: slots_of
   }
   return 0;
 }
 
+size_t slots_of(const optimizer_config& c) {
+  if (c.kind == optimizer_kind::custom)
+    return c.custom ? std::min<size_t>(c.custom->slots, 2) : 0;
+  return slots_per_parameter(c.kind);
+}
+
 float initial_slot(const optimizer_config& c, size_t i) {
+  if (c.kind == optimizer_kind::custom)
+    return c.custom && i < 2 ? c.custom->initial[i] : 0.0f;
   return c.kind == optimizer_kind::adagrad && i == 0 ? c.initial_accumulator : 0.0f;
 }
 
 prepared_update prepare_update(const optimizer_config& c, uint64_t t) {
   prepared_update u;
   u.config = c;
+  u.t = t < 1 ? 1 : t;
   if (c.kind == optimizer_kind::adam) {
     // Bias corrections folded into the step size, as in Kingma & Ba, sec. 2.
     double tt = static_cast<double>(t < 1 ? 1 : t);
@@ -111,6 +163,21 @@ void update(const prepared_update& u, float* __restrict__ p, float* __restrict__
         s1[i] = c.beta1 * s1[i] + (1.0f - c.beta1) * gi;
         s2[i] = c.beta2 * s2[i] + (1.0f - c.beta2) * gi * gi;
         p[i] -= step * s1[i] / (std::sqrt(s2[i]) + c.epsilon);
+      }
+      return;
+    }
+    case optimizer_kind::custom: {
+      // The rule reads its gradient from an array: blocks of it, scaled,
+      // from whichever source (a shard never starts with a custom kind
+      // and no rule: parameter_shard checks it).
+      if (!c.custom || !c.custom->apply)
+        return;
+      constexpr size_t block = 256;
+      float buf[block];
+      for (size_t i = 0; i < n; i += block) {
+        const size_t m = std::min(block, n - i);
+        for (size_t j = 0; j < m; ++j) buf[j] = g(i + j);
+        c.custom->apply(p + i, s1 ? s1 + i : nullptr, s2 ? s2 + i : nullptr, buf, m, u.t);
       }
       return;
     }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -27,6 +28,13 @@ typename I::result_type inspect(I& f, optimizer_config& x) {
 
 // Parses "sgd", "momentum", "adagrad" or "adam".
 caf::expected<optimizer_kind> parse_optimizer(const std::string& name);
+
+// Parses per-parameter rules (training_config::rules), "NAME=OPTIMIZER[:LR],...",
+// e.g. "fc1.weight=adam:0.001,emb=adagrad": each rule is `base` (its
+// hyperparameters) with that optimizer and, when given, that learning rate.
+// Names are checked against the model by the job. Errors name the bad entry.
+caf::expected<std::map<std::string, optimizer_config>> parse_rules(const std::string& text,
+                                                                   const optimizer_config& base);
 
 // Parses "sum" or "mean".
 caf::expected<gradient_combine> parse_gradient_combine(const std::string& name);

@@ -72,7 +72,7 @@ table_config shard_table_config(const shard_config& cfg, uint32_t t) {
   table_config tc;
   tc.name = cfg.tables.at(t).name;
   tc.dim = cfg.tables.at(t).dim;
-  tc.optimizer = cfg.optimizer;
+  tc.optimizer = cfg.table_rules.empty() ? cfg.optimizer : cfg.table_rules.at(t);
   tc.slots = owned_slots(cfg.table_slot_owners, cfg.shard);
   tc.capacity_rows = cfg.limits.capacity_rows;
   tc.eviction = cfg.limits.eviction;
@@ -88,6 +88,8 @@ shard_core::~shard_core() {
 
 caf::expected<shard_core> shard_core::make(shard_config cfg, std::vector<float> initial_dense,
                                            table_row_source rows) {
+  if (auto err = check_rules(cfg))
+    return err;
   if (initial_dense.size() != cfg.dense.size())
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
                                                 std::to_string(initial_dense.size()) +
@@ -110,14 +112,61 @@ shard_core::shard_core(shard_config cfg, std::vector<float> initial_dense)
     worker_clock_(cfg_.num_workers, 0),
     held_(cfg_.num_workers) {
   raise_to_spans();
-  auto slots = slots_per_parameter(cfg_.optimizer.kind);
-  if (slots >= 1)
-    slot1_.assign(dense_.size(), initial_slot(cfg_.optimizer, 0));
-  if (slots >= 2)
-    slot2_.assign(dense_.size(), initial_slot(cfg_.optimizer, 1));
+  auto slots = dense_slots(cfg_);
+  std::vector<float>* arrays[] = {&slot1_, &slot2_};
+  for (size_t i = 0; i < slots; ++i) {
+    arrays[i]->assign(dense_.size(), 0.0f);
+    for_each_rule_run(cfg_, cfg_.dense.begin, dense_.size(), [&](const optimizer_config& rule, uint64_t b, uint64_t n) {
+      std::fill_n(arrays[i]->data() + (b - cfg_.dense.begin), n, initial_slot(rule, i));
+    });
+  }
+}
+
+size_t dense_slots(const shard_config& cfg) {
+  size_t slots = 0;
+  for_each_rule_run(cfg, cfg.dense.begin, cfg.dense.size(),
+                    [&](const optimizer_config& rule, uint64_t, uint64_t) { slots = std::max(slots, slots_of(rule)); });
+  return slots;
+}
+
+caf::error check_rules(const shard_config& cfg) {
+  auto bad = [&](std::string what) {
+    return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " + what);
+  };
+  auto check = [&](const optimizer_config& r, const std::string& whose) -> caf::error {
+    if (r.kind != optimizer_kind::custom)
+      return {};
+    if (!r.custom || !r.custom->apply)
+      return bad("the custom update rule of " + whose +
+                 " is not in this process (a custom rule runs only in the process that made it)");
+    if (r.custom->slots > 2)
+      return bad("custom update rule " + r.custom->name + " of " + whose + " keeps " +
+                 std::to_string(r.custom->slots) + " state slots (at most 2)");
+    return {};
+  };
+  if (auto err = check(cfg.optimizer, "the shard"))
+    return err;
+  uint64_t at = cfg.dense.begin;
+  for (auto& r : cfg.dense_rules) {
+    if (r.keys.begin < at || r.keys.end > cfg.dense.end || r.keys.begin >= r.keys.end)
+      return bad("rule span [" + std::to_string(r.keys.begin) + ", " + std::to_string(r.keys.end) +
+                 ") is not inside the dense range, after the span before it");
+    if (auto err = check(r.rule, "dense keys [" + std::to_string(r.keys.begin) + ", " + std::to_string(r.keys.end) + ")"))
+      return err;
+    at = r.keys.end;
+  }
+  if (!cfg.table_rules.empty() && cfg.table_rules.size() != cfg.tables.size())
+    return bad(std::to_string(cfg.table_rules.size()) + " table rules for " + std::to_string(cfg.tables.size()) +
+               " tables");
+  for (size_t t = 0; t < cfg.table_rules.size(); ++t)
+    if (auto err = check(cfg.table_rules[t], "table " + cfg.tables[t].name))
+      return err;
+  return {};
 }
 
 caf::expected<shard_core> shard_core::restored(shard_config cfg, state s, table_row_source rows) {
+  if (auto err = check_rules(cfg))
+    return err;
   if (s.dense.size() != cfg.dense.size())
     return make_error(errc::invalid_argument, "shard " + std::to_string(cfg.shard) + ": " +
                                                 std::to_string(s.dense.size()) +
@@ -286,11 +335,14 @@ bool shard_core::apply_dense_one_pass() {
     }
     grads[w] = r.getValues().begin();
   }
-  size_t off = b - cfg_.dense.begin;
-  mark_dense(off, e - b);
-  apply_update_sum(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
-                   slot1_.empty() ? nullptr : slot1_.data() + off,
-                   slot2_.empty() ? nullptr : slot2_.data() + off, grads, k, e - b);
+  mark_dense(b - cfg_.dense.begin, e - b);
+  for_each_rule_run(cfg_, b, e - b, [&](const optimizer_config& rule, uint64_t from, uint64_t n) {
+    const size_t off = from - cfg_.dense.begin;
+    const unsigned char* at[max_summed_gradients];
+    for (size_t w = 0; w < k; ++w) at[w] = grads[w] + 4 * (from - b);
+    apply_update_sum(rule, optimizer_steps_, dense_.data() + off, slot1_.empty() ? nullptr : slot1_.data() + off,
+                     slot2_.empty() ? nullptr : slot2_.data() + off, at, k, n);
+  });
   return true;
 }
 
@@ -388,19 +440,21 @@ void shard_core::apply_tables_summed() {
 }
 
 void shard_core::apply_dense(uint64_t begin, const float* g, size_t n) {
-  size_t off = begin - cfg_.dense.begin;
-  mark_dense(off, n);
-  apply_update(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
-               slot1_.empty() ? nullptr : slot1_.data() + off,
-               slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+  mark_dense(begin - cfg_.dense.begin, n);
+  for_each_rule_run(cfg_, begin, n, [&](const optimizer_config& rule, uint64_t from, uint64_t m) {
+    const size_t off = from - cfg_.dense.begin;
+    apply_update(rule, optimizer_steps_, dense_.data() + off, slot1_.empty() ? nullptr : slot1_.data() + off,
+                 slot2_.empty() ? nullptr : slot2_.data() + off, g + (from - begin), m);
+  });
 }
 
 void shard_core::apply_dense_bytes(uint64_t begin, const unsigned char* g, size_t n) {
-  size_t off = begin - cfg_.dense.begin;
-  mark_dense(off, n);
-  apply_update_bytes(cfg_.optimizer, optimizer_steps_, dense_.data() + off,
-                     slot1_.empty() ? nullptr : slot1_.data() + off,
-                     slot2_.empty() ? nullptr : slot2_.data() + off, g, n);
+  mark_dense(begin - cfg_.dense.begin, n);
+  for_each_rule_run(cfg_, begin, n, [&](const optimizer_config& rule, uint64_t from, uint64_t m) {
+    const size_t off = from - cfg_.dense.begin;
+    apply_update_bytes(rule, optimizer_steps_, dense_.data() + off, slot1_.empty() ? nullptr : slot1_.data() + off,
+                       slot2_.empty() ? nullptr : slot2_.data() + off, g + 4 * (from - begin), m);
+  });
 }
 
 void shard_core::apply_sparse(uint64_t key, float g) {

@@ -18,6 +18,7 @@
 // under BSP a step's blocks are summed per key in worker order
 // (sum_row_blocks) and applied once, at the shard's optimizer step.
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -51,6 +52,19 @@ typename I::result_type inspect(I& f, table_spec& x) {
   return f(caf::meta::type_name("keel.table_spec"), x.name, x.dim);
 }
 
+// Dense keys with a rule of their own (training_config::rules): `keys`, a
+// part of the shard's dense range, updated by `rule` instead of the
+// shard's optimizer.
+struct rule_span {
+  key_range keys;
+  optimizer_config rule;
+};
+
+template <class I>
+typename I::result_type inspect(I& f, rule_span& x) {
+  return f(caf::meta::type_name("keel.rule_span"), x.keys, x.rule);
+}
+
 struct shard_config {
   uint32_t shard = 0;
   uint32_t num_workers = 1;
@@ -67,14 +81,53 @@ struct shard_config {
   // outside its worker's span is refused. Without changes, every worker
   // takes part throughout.
   worker_schedule workers{1};
+  // Per-parameter rules (training_config::rules): dense keys updated by a
+  // rule of their own (ascending, disjoint, inside `dense`; the rest by
+  // `optimizer`), and each table's rule (one per table, or none: every
+  // table by `optimizer`). The dense slot arrays hold the most slots any
+  // of the dense rules keeps (dense_slots), each key's slots starting at
+  // its own rule's initial values.
+  std::vector<rule_span> dense_rules;
+  std::vector<optimizer_config> table_rules;
 };
 
 // The field order is the wire format (a remote shard's spawn carries it).
 template <class I>
 typename I::result_type inspect(I& f, shard_config& x) {
   return f(caf::meta::type_name("keel.shard_config"), x.shard, x.num_workers, x.dense, x.sparse, x.rule,
-           x.optimizer, x.tables, x.table_slot_owners, x.limits, x.workers);
+           x.optimizer, x.tables, x.table_slot_owners, x.limits, x.workers, x.dense_rules, x.table_rules);
 }
+
+// The slot arrays the shard's dense keys need: the most state slots any
+// rule of its dense keys keeps (0, 1 or 2).
+size_t dense_slots(const shard_config& cfg);
+
+// Calls f(rule, begin, n) for each run of the dense keys [begin, begin + n)
+// (inside the shard's range) that one rule updates, in key order.
+template <class F>
+void for_each_rule_run(const shard_config& cfg, uint64_t begin, uint64_t n, F f) {
+  const uint64_t end = begin + n;
+  uint64_t at = begin;
+  for (auto& r : cfg.dense_rules) {
+    if (r.keys.end <= at)
+      continue;
+    if (r.keys.begin >= end)
+      break;
+    if (r.keys.begin > at)
+      f(cfg.optimizer, at, r.keys.begin - at);
+    const uint64_t stop = std::min(end, r.keys.end);
+    const uint64_t from = std::max(at, r.keys.begin);
+    f(r.rule, from, stop - from);
+    at = stop;
+  }
+  if (at < end)
+    f(cfg.optimizer, at, end - at);
+}
+
+// Checks the per-parameter rules against the shard: spans ascending,
+// disjoint, inside its range, one rule per table (or none), every custom
+// rule present in this process with at most 2 slots. Errors name the rule.
+caf::error check_rules(const shard_config& cfg);
 
 // The job's slot map for its tables: default_slot_count slots, shard s owning
 // the s-th contiguous range (slot_map::contiguous), as each slot's owner.

@@ -47,7 +47,7 @@ caf::error delta_parts(const shard_core& core, uint64_t checkpoint, int64_t crea
   for (uint64_t c = 0; c < core.dense_chunks(); ++c)
     if (core.dense_chunk_changed(c))
       chunks.push_back(c);
-  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  auto slots = dense_slots(cfg);
   std::vector<std::vector<float>> values = {gather(core.dense(), chunks)};
   for (size_t i = 0; i < slots; ++i) values.push_back(gather(core.dense_slot(i), chunks));
   const char* names[] = {t_dense, t_slot1, t_slot2};
@@ -102,7 +102,7 @@ caf::error apply_dense(const shard_config& cfg, schema::ShardSnapshot::Reader d,
   }
   std::vector<float>* into[] = {&s.dense, &s.slot1, &s.slot2};
   const char* names[] = {t_dense, t_slot1, t_slot2};
-  for (size_t k = 0; k < 1 + slots_per_parameter(cfg.optimizer.kind); ++k) {
+  for (size_t k = 0; k < 1 + dense_slots(cfg); ++k) {
     std::vector<float> v;
     if (auto err = load(d, names[k], schema::DType::FLOAT32, {values}, &v))
       return err;

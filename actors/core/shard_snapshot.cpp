@@ -143,7 +143,7 @@ caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t creat
   const auto& cfg = core.config();
   auto parts = common_of(core, checkpoint, created_unix_ms, run);
   std::vector<tensor_view> tensors = {f32(t_dense, core.dense(), {core.dense().size()})};
-  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  auto slots = dense_slots(cfg);
   if (slots >= 1)
     tensors.push_back(f32(t_slot1, core.dense_slot(0), {core.dense().size()}));
   if (slots >= 2)
@@ -323,7 +323,7 @@ caf::error load_state(const shard_config& cfg, schema::ShardSnapshot::Reader sna
   // A restore checks the CRCs of the dense tensors on a second thread
   // while it copies them (each pass alone takes about as long as the
   // other); every other tensor and section is checked first.
-  auto slots = slots_per_parameter(cfg.optimizer.kind);
+  auto slots = dense_slots(cfg);
   background_crcs dense_crcs;
   if (mode == verify_mode::checksums) {
     std::vector<std::string> checked_aside;

@@ -48,7 +48,7 @@ caf::expected<streamed_snapshot> stream_snapshot_of(const shard_core& core, file
 uint64_t snapshot_bytes_estimate(const shard_core& core, bool delta) {
   if (delta)
     return core.delta_bytes_estimate();
-  uint64_t bytes = core.dense().size() * sizeof(float) * (1 + slots_per_parameter(core.config().optimizer.kind));
+  uint64_t bytes = core.dense().size() * sizeof(float) * (1 + dense_slots(core.config()));
   bytes += core.sparse().size() * (sizeof(uint64_t) + 3 * sizeof(float));
   for (auto& t : core.tables()) bytes += encoded_table_bytes(t);
   return bytes;

@@ -266,8 +266,10 @@ table_error check_version(const header& h, uint16_t base, const char* what) {
 }
 
 table_error check_header_fields(const header& h) {
-  if (h.optimizer > static_cast<uint8_t>(optimizer_kind::adam) ||
-      h.state_slots != slots_per_parameter(static_cast<optimizer_kind>(h.optimizer)))
+  // A custom rule's slots are its own (at most 2); the others' follow the kind.
+  const bool custom = h.optimizer == static_cast<uint8_t>(optimizer_kind::custom);
+  if (h.optimizer > static_cast<uint8_t>(optimizer_kind::custom) ||
+      (custom ? h.state_slots > 2 : h.state_slots != slots_per_parameter(static_cast<optimizer_kind>(h.optimizer))))
     return damage(table_errc::count_mismatch, "optimizer kind " + std::to_string(h.optimizer) +
                                                   " with " + std::to_string(h.state_slots) +
                                                   " state slots");

@@ -1,6 +1,6 @@
 #pragma once
 // The update rules a parameter shard applies to its parameters: SGD,
-// momentum, AdaGrad and Adam (configured by optimizer_config,
+// momentum, AdaGrad, Adam and an application's custom_update_rule (configured by optimizer_config,
 // actors/core/optimizer_config.hpp). A rule is a pure function of (parameter, its
 // slot state, gradient, step count): its state lives with the parameters in
 // the shard and goes into every snapshot, so a restored shard continues
@@ -13,8 +13,10 @@
 
 namespace keel {
 
-// How many state slots per parameter the rule keeps (0, 1 or 2).
+// How many state slots per parameter the rule keeps (0, 1 or 2); a custom
+// rule's are its own (slots_of).
 size_t slots_per_parameter(optimizer_kind k);
+size_t slots_of(const optimizer_config& c);
 
 // The initial value of slot `i` of a fresh parameter.
 float initial_slot(const optimizer_config& c, size_t i);
@@ -33,6 +35,7 @@ void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, fl
 struct prepared_update {
   optimizer_config config;
   float adam_step = 0;  // lr * sqrt(1 - beta2^t) / (1 - beta1^t), for adam
+  uint64_t t = 1;       // for a custom rule
 };
 prepared_update prepare_update(const optimizer_config& c, uint64_t t);
 void apply_prepared(const prepared_update& u, float* p, float* s1, float* s2, const float* g,

@@ -27,6 +27,41 @@ namespace keel {
 
 namespace {
 
+// training_config::rules name the layout's tensors and tables; custom
+// rules are complete and stay in this process.
+caf::error check_rules(const placed_job_config& c) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
+  auto check_rule = [&](const optimizer_config& o, const std::string& whose) -> caf::error {
+    if (o.kind != optimizer_kind::custom)
+      return {};
+    if (!o.custom || !o.custom->apply || o.custom->name.empty())
+      return bad("job: the custom update rule of " + whose + " needs a name and an apply function");
+    if (o.custom->slots > 2)
+      return bad("job: custom update rule " + o.custom->name + " keeps " + std::to_string(o.custom->slots) +
+                 " state slots per parameter (at most 2)");
+    if (c.placement)
+      return bad("job: custom update rule " + o.custom->name + " of " + whose +
+                 ": a custom rule runs only in the application's process (keel cluster's shards run in node "
+                 "processes)");
+    return {};
+  };
+  if (auto err = check_rule(c.training.optimizer, "the job"))
+    return err;
+  auto& layout = c.training_model->layout();
+  for (auto& [name, rule] : c.training.rules) {
+    if (!layout.find(name) && !layout.find_table(name)) {
+      std::string known;
+      for (auto& t : layout.dense()) known += (known.empty() ? "" : ", ") + t.name;
+      for (auto& t : layout.tables()) known += (known.empty() ? "" : ", ") + t.name;
+      return bad("job: an update rule for \"" + name + "\", which " + c.training_model->name() +
+                 " does not have (its dense tensors and tables: " + known + ")");
+    }
+    if (auto err = check_rule(rule, name))
+      return err;
+  }
+  return {};
+}
+
 caf::error check(const placed_job_config& c) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
   if (!c.training_model)
@@ -76,6 +111,8 @@ caf::error check(const placed_job_config& c) {
   if (c.application_loop && c.training.schedule.elastic())
     return bad("job: an application's own loop (application_loop) with an elastic worker schedule: "
                "its workers run every step");
+  if (auto err = check_rules(c))
+    return err;
   // The fault plan: every target exists, every fault can fire.
   if (auto err = check_fault_plan(c.faults.plan, c.training.shards, c.training.workers, c.placement ? c.placement->nodes() : 0))
     return err;

@@ -65,6 +65,13 @@ struct training_config {
   // workers. keel train --worker-changes join:worker:W@STEP,leave:worker:W@STEP.
   worker_schedule schedule{0};
   uint64_t seed = 1;
+  // Update rules by parameter: a dense tensor's or an embedding table's name
+  // (of the model's layout) to the rule that updates it instead of
+  // `optimizer`, with hyperparameters of its own; or an application's own
+  // rule (kind custom with a custom_update_rule, actors/core/optimizer_config.hpp:
+  // only in a job in the application's process, not keel cluster). `combine`
+  // scales each as it scales `optimizer`. `optimizer` itself may be custom.
+  std::map<std::string, optimizer_config> rules;
   // Bounds on every embedding table of every shard (a model with tables):
   // capacity with eviction, admission filter. Counted in job_result::tables.
   table_limits tables;

@@ -199,6 +199,10 @@ struct storage_state {
   uint64_t last_good_step = 0;
 };
 
+// The rule that updates parameter `name` (training_config::rules), else the
+// job's optimizer.
+const optimizer_config& rule_of(const training_config& t, const std::string& name);
+
 struct controller_state;
 using controller_actor = caf::stateful_actor<controller_state>;
 

@@ -41,6 +41,11 @@ std::string optimizer_text(const optimizer_config& o) {
     case optimizer_kind::adam:
       s << " beta1 " << o.beta1 << " beta2 " << o.beta2 << " epsilon " << o.epsilon;
       break;
+    case optimizer_kind::custom:
+      if (o.custom)
+        s << " " << o.custom->name << " slots " << o.custom->slots << " initial " << o.custom->initial[0] << " "
+          << o.custom->initial[1];
+      break;
     default: break;
   }
   if (o.gradient_scale != 1.0f)  // only when set: other runs' texts stay as they were
@@ -83,6 +88,8 @@ std::string run_configuration(const job_config& cfg) {
     field("combine", to_string(t.combine));
   if (t.schedule.elastic())
     field("worker_changes", t.schedule.to_string());
+  for (auto& [name, rule] : t.rules)
+    field(("rule " + name).c_str(), optimizer_text(rule));
   if (t.tables.capacity_rows > 0 || t.tables.admit_after > 1)
     field("table_limits", "capacity " + std::to_string(t.tables.capacity_rows) + " rows, admission after " +
                               std::to_string(std::max<uint32_t>(1, t.tables.admit_after)) + " pushes");

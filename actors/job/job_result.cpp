@@ -210,8 +210,8 @@ void scored(controller_actor* self, caf::expected<evaluation> q);
 std::vector<table_stats> table_results(const job_config& cfg, const std::vector<table_counters>& counts) {
   std::vector<table_stats> out;
   auto& specs = cfg.training_model->layout().tables();
-  const uint64_t floats_per_value = 1 + slots_per_parameter(cfg.training.optimizer.kind);
   for (size_t t = 0; t < specs.size() && t < counts.size(); ++t) {
+    const uint64_t floats_per_value = 1 + slots_of(rule_of(cfg.training, specs[t].name));
     table_stats s;
     s.name = specs[t].name;
     s.dim = specs[t].dim;

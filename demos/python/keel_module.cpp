@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -265,7 +266,8 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
                                   const std::string& optimizer, const std::string& rule, uint32_t staleness,
                                   const std::string& combine, uint64_t seed, uint64_t checkpoint_every,
                                   std::optional<std::string> data_dir, uint64_t train_examples,
-                                  uint64_t test_examples, bool application_loop) {
+                                  uint64_t test_examples, bool application_loop,
+                                  const std::map<std::string, std::string>& rules) {
   keel::model_options o;
   o.data_dir = data_dir ? std::filesystem::path(*data_dir) : keel::default_data_dir();
   o.mnist_limits.train = train_examples;
@@ -294,6 +296,12 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
   cfg.training.rule.staleness = staleness;
   cfg.training.combine = choice<keel::gradient_combine>(
       "combine", combine, {{"sum", keel::gradient_combine::sum}, {"mean", keel::gradient_combine::mean}});
+  std::string rules_text;
+  for (auto& [name, rule] : rules) rules_text += (rules_text.empty() ? "" : ",") + name + "=" + rule;
+  auto parsed = keel::parse_rules(rules_text, cfg.training.optimizer);
+  if (!parsed)
+    raise(parsed.error());
+  cfg.training.rules = std::move(*parsed);
   cfg.checkpoints.dir = checkpoint_dir;
   cfg.checkpoints.every = checkpoint_every;
   caf::expected<std::unique_ptr<keel::job>> j = caf::error{};
@@ -426,12 +434,13 @@ PYBIND11_MODULE(keel, m) {
            py::arg("optimizer") = "sgd", py::arg("rule") = "bsp", py::arg("staleness") = 0,
            py::arg("combine") = "sum", py::arg("seed") = 1, py::arg("checkpoint_every") = 50,
            py::arg("data_dir") = py::none(), py::arg("train_examples") = 0, py::arg("test_examples") = 0,
-           py::arg("application_loop") = true,
+           py::arg("application_loop") = true, py::arg("rules") = std::map<std::string, std::string>(),
            "Starts a job of registry model `model` (e.g. \"mnist-mlp\") running `steps` steps, its "
            "checkpoints in `checkpoint_dir` (an empty or new folder). The model gives the layout, the "
            "initial values and the final evaluation; Python gives every step's gradient through the "
            "workers' Clients (with application_loop=False keel's workers train the model themselves, "
-           "as keel train does, and there are no Clients).")
+           "as keel train does, and there are no Clients). `rules` gives named dense tensors and tables "
+           "update rules of their own: {\"fc1.weight\": \"adam:0.001\"} (OPTIMIZER[:LR]).")
       .def("client", &py_job::client, py::arg("worker"), "The Client of worker `worker`.")
       .def("kill", &py_job::kill, py::arg("name"), "Kills an actor now: \"shard:N\", \"worker:N\", ...")
       .def("wait", &py_job::wait, py::arg("timeout") = py::none(),

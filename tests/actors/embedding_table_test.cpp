@@ -55,6 +55,9 @@ void ref_update(const optimizer_config& c, uint64_t t, ref_row& r, const float* 
         r.v[i] -= step * r.s1[i] / (std::sqrt(r.s2[i]) + c.epsilon);
         break;
       }
+      case optimizer_kind::custom:  // its own reference: the rule itself
+        c.custom->apply(&r.v[i], r.s1.empty() ? nullptr : &r.s1[i], r.s2.empty() ? nullptr : &r.s2[i], &gi, 1, t);
+        break;
     }
   }
 }

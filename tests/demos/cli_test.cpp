@@ -107,6 +107,10 @@ TEST_CASE("every command rejects a bad flag, a missing or bad value with one lin
     {"train --quiet=yes", "keel train: --quiet: takes no value"},
     {"train --model nope", "keel train: --model: unknown model"},
     {"train --optimizer sgdd", "keel train: --optimizer:"},
+    {"train --model probe --rules probe.dense=rmsprop",
+     "keel train: --rules: update rule 'probe.dense=rmsprop': unknown optimizer 'rmsprop' (sgd, momentum, adagrad or adam)"},
+    {"train --model probe --rules probe.dense", "keel train: --rules: update rule 'probe.dense': no NAME="},
+    {"train --model probe --rules probe.dense=adam:-1", "keel train: --rules: update rule 'probe.dense=adam:-1': learning rate '-1'"},
     {"train --combine avg", "keel train: --combine: unknown way to combine the workers' gradients 'avg' (expected sum or mean)"},
     {"train --fault-rate 1e9", "keel train: --fault-rate: '1e9' is too large (at most 100)"},
     {"train --table-capacity 10", "keel train: --table-capacity: is for models with embedding tables, and mnist-mlp has none"},
@@ -328,6 +332,23 @@ TEST_CASE("the click-log models default to AdaGrad, batch 128 averaged and a che
   auto mnist = run_keel(dir, "train --model probe --steps 2");
   REQUIRE_MESSAGE(mnist.status == 0, mnist.err);
   CHECK_MESSAGE(has(mnist.out, "sgd lr 1, 2 steps of batch 32, "), mnist.out);
+}
+
+TEST_CASE("keel train gives a named tensor its own update rule, and refuses a name its model lacks") {
+  temp_dir dir;
+  auto plain = run_keel(dir, "train --model probe --steps 6");
+  auto ruled = run_keel(dir, "train --model probe --steps 6 --rules probe.dense=momentum:0.5");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  REQUIRE_MESSAGE(ruled.status == 0, ruled.err);
+  auto sha = [](const std::string& out) {
+    auto at = out.find("params_sha256 ");
+    return at == std::string::npos ? std::string() : out.substr(at + 14, 64);
+  };
+  CHECK(!sha(plain.out).empty());
+  CHECK(sha(ruled.out) != sha(plain.out));
+  auto unknown = run_keel(dir, "train --model probe --steps 6 --rules fc1.weight=adam");
+  CHECK(unknown.status != 0);
+  CHECK_MESSAGE(has(unknown.err, "an update rule for \"fc1.weight\", which probe does not have"), unknown.err);
 }
 
 TEST_CASE("how the workers' gradients combine is part of a run's identity and of its result") {

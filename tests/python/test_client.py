@@ -148,3 +148,18 @@ print(job.wait(30)["pushes_applied"])
     r = subprocess.run([sys.executable, "-c", code, ckpt], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(20 * 2 * 2)
+
+
+def test_a_job_gives_named_tensors_rules_of_their_own_and_refuses_a_name_the_model_lacks(ckpt):
+    steps = 6
+    with tempfile.TemporaryDirectory(prefix="keel-pytest-plain-") as d:
+        plain = keel.Job("probe", steps, checkpoint_dir=d, application_loop=False, lr=1.0).wait(PATIENCE)
+    ruled = keel.Job("probe", steps, checkpoint_dir=ckpt, application_loop=False, lr=1.0,
+                     rules={"probe.dense": "momentum:0.5"}).wait(PATIENCE)
+    assert ruled["pushes_applied"] == plain["pushes_applied"]
+    assert ruled["params_sha256"] != plain["params_sha256"]
+    with tempfile.TemporaryDirectory(prefix="keel-pytest-bad-") as d:
+        with pytest.raises(keel.Error, match="fc9.weight"):
+            keel.Job("probe", steps, checkpoint_dir=d, rules={"fc9.weight": "adam"})
+        with pytest.raises(keel.Error, match="rmsprop"):
+            keel.Job("probe", steps, checkpoint_dir=d, rules={"probe.dense": "rmsprop"})
