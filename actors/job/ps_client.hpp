@@ -33,6 +33,12 @@
 // is at, interrupted by the worker's restart, is pushed again by the next
 // incarnation (the gradient is kept until every shard acknowledged it).
 //
+// Pipelining: the pull of step s + 1 may be asked right behind the push
+// of step s, before its answer; the worker then starts step s + 1 as soon
+// as step s is acknowledged, without waiting for the application's thread
+// (bench/training/client_bench measures both ways). One pull and one push
+// may be outstanding at once.
+//
 // Errors are values: keys out of order, a gradient of the wrong shape, a
 // second pull while one is out, a step past the last: invalid_argument,
 // naming what was wrong. The job's end answers every open request with

@@ -7,7 +7,10 @@
 // application's thread and its gradient handed back, where a keel worker
 // computes on its own actor thread. Both runs are BSP with the same seed,
 // so their parameters must be bit-identical (checked: a mismatch fails the
-// bench). Alternating pairs, `repeats` of them; medians of each.
+// bench). The client loop runs twice: waiting for each answer before the
+// next request, and pipelined (the next step's pull asked right behind the
+// push, tests/actors/model_loop.hpp). Alternating runs, `repeats` of each;
+// medians.
 // Usage: client_bench [model=mnist-mlp] [epochs=1] [repeats=3]
 //   (MNIST needs `bash scripts/fetch-mnist.sh` first)
 #include <unistd.h>
@@ -57,34 +60,37 @@ int main(int argc, char** argv) {
   auto m = make_model(name, o);
   if (!m)
     bench::fail(program, "model", m.error());
-  std::vector<double> own, client;
+  std::vector<double> own, client, pipelined;
   for (int i = 0; i < repeats; ++i) {
     auto cfg = config(*m, epochs);
     auto ours = bench::run_job_to_end(cfg, program);
     std::filesystem::remove_all(cfg.checkpoints.dir);
-    std::vector<test::loop_outcome> loops;
-    auto theirs = test::run_with_clients(cfg, loops);
-    std::filesystem::remove_all(cfg.checkpoints.dir);
-    if (!theirs)
-      bench::fail(program, "client run", theirs.error());
-    for (auto& l : loops)
-      if (l.error)
-        bench::fail(program, "client loop", l.error);
-    if (theirs->params_sha256 != ours.params_sha256) {
-      std::fprintf(stderr, "%s: the client run's parameters differ from keel's own workers' (BSP, same seed)\n",
-                   program);
-      return 1;
-    }
     own.push_back(samples_per_second(cfg, ours));
-    client.push_back(samples_per_second(cfg, *theirs));
-    std::printf("%s: run %d: keel's workers %.0f samples/s, ps_client loops %.0f samples/s (%.2f), "
+    for (bool pipe : {false, true}) {
+      std::vector<test::loop_outcome> loops;
+      auto theirs = test::run_with_clients(cfg, loops, pipe);
+      std::filesystem::remove_all(cfg.checkpoints.dir);
+      if (!theirs)
+        bench::fail(program, "client run", theirs.error());
+      for (auto& l : loops)
+        if (l.error)
+          bench::fail(program, "client loop", l.error);
+      if (theirs->params_sha256 != ours.params_sha256) {
+        std::fprintf(stderr, "%s: the client run's parameters differ from keel's own workers' (BSP, same seed)\n",
+                     program);
+        return 1;
+      }
+      (pipe ? pipelined : client).push_back(samples_per_second(cfg, *theirs));
+    }
+    std::printf("%s: run %d: keel's workers %.0f samples/s; ps_client loops %.0f (%.2f), pipelined %.0f (%.2f); "
                 "parameters bit-identical\n",
-                program, i + 1, own.back(), client.back(), client.back() / own.back());
+                program, i + 1, own.back(), client.back(), client.back() / own.back(), pipelined.back(),
+                pipelined.back() / own.back());
   }
-  auto a = bench::median(own), b = bench::median(client);
+  auto a = bench::median(own), b = bench::median(client), c = bench::median(pipelined);
   std::printf("%s: %s, %llu epoch(s), 2 shards x 2 workers of batch 32, BSP, checkpoints every 50 steps, "
-              "median of %d: ps_client loops %.0f samples/s, ceiling keel's own workers %.0f samples/s, "
-              "ratio %.2f\n",
-              program, name.c_str(), static_cast<unsigned long long>(epochs), repeats, b, a, b / a);
+              "median of %d: ceiling keel's own workers %.0f samples/s; ps_client loops %.0f (ratio %.2f); "
+              "pipelined (the next pull asked with the push) %.0f (ratio %.2f)\n",
+              program, name.c_str(), static_cast<unsigned long long>(epochs), repeats, a, b, b / a, c, c / a);
   return 0;
 }

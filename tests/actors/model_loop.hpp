@@ -6,6 +6,7 @@
 // bench (bench/training/client_bench.cpp) times.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,9 +104,69 @@ loop_outcome run_loop(ps_client c, const job_config& cfg) {
   return out;
 }
 
+// The same loop pipelined: the pull of step s + 1 is asked right behind
+// the push of step s, before its answer, so the worker starts the next step
+// as soon as the push is acknowledged, without waiting for the application
+// to ask (one hand-off between the threads a step instead of three). A
+// step_moved answer to either sends the loop to next_step().
+loop_outcome run_pipelined_loop(ps_client c, const job_config& cfg) {
+  loop_outcome out;
+  app_model app(cfg, c.worker());
+  auto ask = [&](uint64_t s) -> std::optional<client_future<std::shared_ptr<const pulled_step>>> {
+    auto keys = app.keys_at(s);
+    if (!keys) {
+      out.error = keys.error();
+      return std::nullopt;
+    }
+    return c.pull(s, *keys);
+  };
+  auto s = c.next_step().wait(patience);
+  std::optional<client_future<std::shared_ptr<const pulled_step>>> next;
+  if (s && *s < c.steps() && !(next = ask(*s)))
+    return out;
+  while (s && *s < c.steps()) {
+    auto p = next->wait(patience);
+    caf::error failed = p ? caf::error{} : p.error();
+    if (p) {
+      app.keys_at(*s);  // the batch of this step again: ask() made the next one's
+      auto g = app.gradient(c, **p);
+      if (!g) {
+        out.error = g.error();
+        return out;
+      }
+      auto done = c.push(*s, std::move(*g));
+      if (*s + 1 < c.steps() && !(next = ask(*s + 1)))
+        return out;
+      auto acked = done.wait(patience);
+      if (acked)
+        ++out.pushes;
+      else
+        failed = acked.error();
+      if (!failed) {
+        s = *s + 1;
+        continue;
+      }
+    }
+    if (!is(failed, errc::step_moved)) {
+      out.error = failed;
+      return out;
+    }
+    ++out.moved;
+    if (next && !next->ready())
+      (void)next->wait(patience);  // answered step_moved too, or by the step it asked: either way, done with it
+    s = c.next_step().wait(patience);
+    if (s && *s < c.steps() && !(next = ask(*s)))
+      return out;
+  }
+  if (!s)
+    out.error = s.error();
+  return out;
+}
+
 // Starts `cfg` with the application's loop, runs one loop thread per
-// worker, and returns the job's result with each loop's outcome.
-caf::expected<job_result> run_with_clients(job_config cfg, std::vector<loop_outcome>& loops) {
+// worker (pipelined or not), and returns the job's result with each loop's
+// outcome.
+caf::expected<job_result> run_with_clients(job_config cfg, std::vector<loop_outcome>& loops, bool pipelined = false) {
   cfg.application_loop = true;
   auto j = job::start(cfg);
   if (!j)
@@ -120,7 +181,8 @@ caf::expected<job_result> run_with_clients(job_config cfg, std::vector<loop_outc
   loops.assign(cfg.training.workers, {});
   std::vector<std::thread> threads;
   for (uint32_t w = 0; w < cfg.training.workers; ++w)
-    threads.emplace_back([&, w] { loops[w] = run_loop(clients[w], cfg); });
+    threads.emplace_back(
+        [&, w] { loops[w] = pipelined ? run_pipelined_loop(clients[w], cfg) : run_loop(clients[w], cfg); });
   for (auto& t : threads) t.join();
   return (*j)->wait(std::chrono::hours(1));
 }

@@ -40,13 +40,16 @@ TEST_CASE("an application's own BSP loop through ps_clients ends bit-identical t
 }
 
 TEST_CASE("an application's loop loses no acknowledged push and applies none twice through shard and worker kills") {
+  bool pipelined = false;
+  SUBCASE("waiting for each answer") { pipelined = false; }
+  SUBCASE("pipelined: the next step's pull asked behind each push") { pipelined = true; }
   temp_dir a, b;
   auto cfg = config_for(probe_with_table(), b, 60);
   auto plan = parse_fault_plan("kill:shard:0@12,kill:worker:1@25,kill:shard:1@37,exit:worker:0@44");
   REQUIRE_MESSAGE(plan, describe(plan.error()));
   cfg.faults.plan = *plan;
   std::vector<loop_outcome> loops;
-  auto r = run_with_clients(cfg, loops);
+  auto r = run_with_clients(cfg, loops, pipelined);
   REQUIRE_MESSAGE(r, describe(r.error()));
   check_loops(loops);
   check_faults_fired(cfg, *r);
