@@ -72,7 +72,7 @@ py::array view_of(const T* data, std::vector<py::ssize_t> shape, Owner owner, bo
   py::capsule base(keep, [](void* p) { delete static_cast<Owner*>(p); });
   py::array a(py::dtype::of<T>(), std::move(shape), {}, data, base);
   if (!writable)
-    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    a.attr("setflags")(py::arg("write") = false);
   return a;
 }
 
@@ -139,22 +139,34 @@ struct py_future {
   // passes the answer or the error's text, and never lets a Python error
   // escape into keel's thread (it is printed, as Python does for threads).
   void then(py::function callback) const {
-    auto cb = std::make_shared<py::object>(std::move(callback));
+    auto cb = std::make_shared<held>(held{std::move(callback)});
     auto conv = convert;
     f.then([cb, conv](const caf::expected<T>& a) {
       py::gil_scoped_acquire locked;
       try {
         if (a)
-          (*cb)(conv(*a), py::none());
+          cb->o(conv(*a), py::none());
         else
-          (*cb)(py::none(), keel::describe(a.error()));
+          cb->o(py::none(), keel::describe(a.error()));
       } catch (py::error_already_set& e) {
         e.restore();
         PyErr_Print();
       }
-      *cb = py::object();  // the callable's last reference goes while the GIL is held
+      cb->o = py::object();  // the callable's last reference goes while the GIL is held
     });
   }
+
+  // A Python object a keel thread may drop: its reference goes with the GIL
+  // held (a future never answered is dropped with the job, on any thread).
+  struct held {
+    py::object o;
+    ~held() {
+      if (o && Py_IsInitialized()) {
+        py::gil_scoped_acquire locked;
+        o = py::object();
+      }
+    }
+  };
 };
 
 template <class T>
@@ -197,6 +209,13 @@ struct py_client {
 struct py_job {
   std::unique_ptr<keel::job> j;
   std::shared_ptr<const keel::model> model;
+
+  // The job's end answers open requests, whose then-callbacks take the
+  // GIL on keel's threads: it is released while the job stops.
+  ~py_job() {
+    py::gil_scoped_release unlocked;
+    j.reset();
+  }
 
   py_client client(uint32_t worker) {
     auto c = j->client(worker);
@@ -311,7 +330,10 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
   }
   if (!j)
     raise(j.error());
-  return std::make_unique<py_job>(py_job{std::move(*j), *m});
+  auto out = std::make_unique<py_job>();
+  out->j = std::move(*j);
+  out->model = *m;
+  return out;
 }
 
 }  // namespace

@@ -163,3 +163,41 @@ def test_a_job_gives_named_tensors_rules_of_their_own_and_refuses_a_name_the_mod
             keel.Job("probe", steps, checkpoint_dir=d, rules={"fc9.weight": "adam"})
         with pytest.raises(keel.Error, match="rmsprop"):
             keel.Job("probe", steps, checkpoint_dir=d, rules={"probe.dense": "rmsprop"})
+
+
+def test_a_callback_given_before_the_answer_runs_on_keels_thread_with_it(ckpt):
+    import threading
+    job = keel.Job("probe", 3, checkpoint_dir=ckpt, workers=2)
+    c0, c1 = job.client(0), job.client(1)
+    for c in (c0, c1):
+        assert c.next_step().wait(PATIENCE) == 0
+    g = c0.gradient_for(c0.pull(0).wait(PATIENCE))
+    c0.push(0, g).wait(PATIENCE)
+    pending = c0.pull(1)  # BSP: waits for worker 1's step 0
+    seen, called = [], threading.Event()
+
+    def on_answer(pulled, error):
+        seen.append((pulled.step if pulled else None, error, threading.current_thread() is threading.main_thread()))
+        called.set()
+
+    pending.then(on_answer)
+    assert not pending.ready()
+    g = c1.gradient_for(c1.pull(0).wait(PATIENCE))
+    c1.push(0, g).wait(PATIENCE)
+    assert pending.wait(PATIENCE).step == 1
+    assert called.wait(PATIENCE)
+    assert seen == [(1, None, False)]  # the step, no error, not this thread
+    job.stop()
+
+
+def test_a_job_dropped_with_a_callback_waiting_ends_without_a_deadlock(ckpt):
+    import gc
+    import threading
+    job = keel.Job("probe", 3, checkpoint_dir=ckpt, workers=2)
+    c0 = job.client(0)
+    assert c0.next_step().wait(PATIENCE) == 0
+    called = threading.Event()
+    c0.pull(1).then(lambda pulled, error: called.set())  # answered only by the job's end
+    del job, c0
+    gc.collect()  # the job stops here; its end answers the pull, whose callback needs the GIL
+    assert called.wait(PATIENCE)
