@@ -102,6 +102,10 @@ typename I::result_type inspect(I& f, shard_config& x) {
 // rule of its dense keys keeps (0, 1 or 2).
 size_t dense_slots(const shard_config& cfg);
 
+// Fresh slot arrays of the shard's dense keys (dense_slots of them; the
+// others left empty), each key's slots at its own rule's initial values.
+void initial_dense_slots(const shard_config& cfg, std::vector<float>& slot1, std::vector<float>& slot2);
+
 // Calls f(rule, begin, n) for each run of the dense keys [begin, begin + n)
 // (inside the shard's range) that one rule updates, in key order.
 template <class F>

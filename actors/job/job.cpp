@@ -27,41 +27,6 @@ namespace keel {
 
 namespace {
 
-// training_config::rules name the layout's tensors and tables; custom
-// rules are complete and stay in this process.
-caf::error check_rules(const placed_job_config& c) {
-  auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
-  auto check_rule = [&](const optimizer_config& o, const std::string& whose) -> caf::error {
-    if (o.kind != optimizer_kind::custom)
-      return {};
-    if (!o.custom || !o.custom->apply || o.custom->name.empty())
-      return bad("job: the custom update rule of " + whose + " needs a name and an apply function");
-    if (o.custom->slots > 2)
-      return bad("job: custom update rule " + o.custom->name + " keeps " + std::to_string(o.custom->slots) +
-                 " state slots per parameter (at most 2)");
-    if (c.placement)
-      return bad("job: custom update rule " + o.custom->name + " of " + whose +
-                 ": a custom rule runs only in the application's process (keel cluster's shards run in node "
-                 "processes)");
-    return {};
-  };
-  if (auto err = check_rule(c.training.optimizer, "the job"))
-    return err;
-  auto& layout = c.training_model->layout();
-  for (auto& [name, rule] : c.training.rules) {
-    if (!layout.find(name) && !layout.find_table(name)) {
-      std::string known;
-      for (auto& t : layout.dense()) known += (known.empty() ? "" : ", ") + t.name;
-      for (auto& t : layout.tables()) known += (known.empty() ? "" : ", ") + t.name;
-      return bad("job: an update rule for \"" + name + "\", which " + c.training_model->name() +
-                 " does not have (its dense tensors and tables: " + known + ")");
-    }
-    if (auto err = check_rule(rule, name))
-      return err;
-  }
-  return {};
-}
-
 caf::error check(const placed_job_config& c) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
   if (!c.training_model)
@@ -111,7 +76,7 @@ caf::error check(const placed_job_config& c) {
   if (c.application_loop && c.training.schedule.elastic())
     return bad("job: an application's own loop (application_loop) with an elastic worker schedule: "
                "its workers run every step");
-  if (auto err = check_rules(c))
+  if (auto err = check_job_rules(c))
     return err;
   // The fault plan: every target exists, every fault can fire.
   if (auto err = check_fault_plan(c.faults.plan, c.training.shards, c.training.workers, c.placement ? c.placement->nodes() : 0))
@@ -193,7 +158,9 @@ std::unique_ptr<caf::actor_system_config> system_config(const placed_job_config&
   // job still sleeps: a run that waited at the checkpoint window for 1.2 s
   // used 84 ms of CPU against 74 ms. Only when the job's actors run here:
   // a cluster's coordinator shares its cores with node processes, whose
-  // work its polling would take (keel cluster ran slower with it).
+  // work its polling would take (keel cluster ran slower with it); and not
+  // when the application runs the workers' loops (application_loop), whose
+  // threads need the cores the polling would take.
   if (!c.placement && !c.application_loop)
     sys_cfg->set("work-stealing.aggressive-poll-attempts", 100000);
   return sys_cfg;

@@ -90,36 +90,7 @@ bool held(controller_actor* self, std::function<void()> again) {
   return true;
 }
 
-const optimizer_config& rule_of(const training_config& t, const std::string& name) {
-  auto it = t.rules.find(name);
-  return it == t.rules.end() ? t.optimizer : it->second;
-}
-
 namespace {
-
-// The shard's part of training_config::rules: its dense keys' spans of the
-// named tensors (in key order), and every table's rule when one is named;
-// each scaled as the job scales its optimizer (combine mean).
-void add_rules(const placed_job_config& c, shard_config& sc) {
-  auto scaled = [&](optimizer_config r) {
-    if (c.training.combine == gradient_combine::mean)
-      r.gradient_scale /= static_cast<float>(c.training.workers);
-    return r;
-  };
-  auto& layout = c.training_model->layout();
-  for (auto& t : layout.dense()) {
-    auto it = c.training.rules.find(t.name);
-    if (it == c.training.rules.end())
-      continue;
-    uint64_t b = std::max(t.first_key, sc.dense.begin), e = std::min(t.first_key + t.size, sc.dense.end);
-    if (b < e)
-      sc.dense_rules.push_back({key_range{b, e}, scaled(it->second)});
-  }
-  bool any_table = false;
-  for (auto& t : layout.tables()) any_table |= c.training.rules.count(t.name) > 0;
-  if (any_table)
-    for (auto& t : layout.tables()) sc.table_rules.push_back(scaled(rule_of(c.training, t.name)));
-}
 
 void run_deferred(controller_actor* self) {
   auto held = std::move(self->state.run.deferred);
@@ -147,29 +118,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
   }
   auto& layout = c.training_model->layout();
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
-  std::vector<uint32_t> slot_owners;
-  if (!layout.tables().empty())
-    slot_owners = default_slot_owners(c.training.shards);
-  for (uint32_t i = 0; i < c.training.shards; ++i) {
-    shard_config sc;
-    sc.shard = i;
-    sc.num_workers = c.training.workers;
-    sc.dense = st.run.parts[i].dense;
-    sc.sparse = st.run.parts[i].sparse;
-    sc.rule = c.training.rule;
-    sc.optimizer = c.training.optimizer;
-    // Under mean with elastic workers, the workers scale their gradients to
-    // each step's count (worker_config::mean_of_step_workers).
-    if (c.training.combine == gradient_combine::mean)
-      sc.optimizer.gradient_scale /= static_cast<float>(c.training.workers);
-    if (c.training.schedule.elastic())
-      sc.workers = c.training.schedule;
-    add_rules(c, sc);
-    sc.tables = layout.tables();
-    sc.table_slot_owners = slot_owners;
-    sc.limits = c.training.tables;
-    st.run.shard_cfgs.push_back(sc);
-  }
+  st.run.shard_cfgs = shard_configs(c, st.run.parts);
   st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);
   st.run.rollbacks.emplace(c.recovery.max_restarts, c.recovery.restart_period);
   // A fault that fires after N messages of a kind: the link that counts the

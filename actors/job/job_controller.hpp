@@ -199,9 +199,15 @@ struct storage_state {
   uint64_t last_good_step = 0;
 };
 
-// The rule that updates parameter `name` (training_config::rules), else the
-// job's optimizer.
+// job_shards.cpp: what each shard is configured with.
+// Shard i's configuration, its keys `parts[i]`, with its part of the
+// update rules by parameter (training_config::rules).
+std::vector<shard_config> shard_configs(const placed_job_config& c, const std::vector<shard_keys>& parts);
+// The rule that updates parameter `name`, else the job's optimizer.
 const optimizer_config& rule_of(const training_config& t, const std::string& name);
+// The rules name the layout's tensors and tables; custom rules are whole
+// and stay in this process (no placement). Errors name the rule.
+caf::error check_job_rules(const placed_job_config& c);
 
 struct controller_state;
 using controller_actor = caf::stateful_actor<controller_state>;

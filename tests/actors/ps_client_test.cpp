@@ -61,6 +61,26 @@ TEST_CASE("an application's loop loses no acknowledged push and applies none twi
   CHECK(r->params_sha256 == clean->params_sha256);
 }
 
+TEST_CASE("an application's SSP and ASP loops apply every push exactly once through shard and worker kills") {
+  consistency rule;
+  SUBCASE("SSP, staleness 2") { rule = {consistency_kind::ssp, 2}; }
+  SUBCASE("ASP") { rule = {consistency_kind::asp, 0}; }
+  temp_dir dir;
+  auto cfg = config_for(probe_with_table(), dir, 60);
+  cfg.training.rule = rule;
+  auto plan = parse_fault_plan("kill:shard:1@15,kill:worker:0@30,kill:shard:0@45");
+  REQUIRE_MESSAGE(plan, describe(plan.error()));
+  cfg.faults.plan = *plan;
+  std::vector<loop_outcome> loops;
+  auto r = run_with_clients(cfg, loops, true);
+  REQUIRE_MESSAGE(r, describe(r.error()));
+  check_loops(loops);
+  check_faults_fired(cfg, *r);
+  check_exactly_once(cfg, *r);  // each parameter counts its pushes, whatever their order
+  CHECK(r->restarts["shard:1"] >= 1);
+  CHECK(r->restarts["worker:0"] >= 1);
+}
+
 TEST_CASE("a push its worker's restart interrupted is pushed again by the next incarnation, once") {
   temp_dir a, b;
   auto cfg = config_for(probe_with_table(), b, 6);
