@@ -42,6 +42,8 @@
 
 #include "actors/core/partition.hpp"
 #include "actors/core/shard_delta.hpp"
+#include "actors/job/job_controller.hpp"
+#include "actors/job/placed_job.hpp"
 #include "actors/keel.hpp"
 #include "actors/ps/parameter_shard.hpp"
 #include "bench/bench_common.hpp"
@@ -362,24 +364,13 @@ namespace {
 
 // --- restore: a shard from its chain, beside read(2) + CRC32C ----------
 
-// The job's shard `s` (job_controller.cpp's init).
+// The job's shard `s`, configured as the job configures it
+// (actors/job/job_shards.cpp).
 shard_config shard_config_of(const job_config& j, uint32_t s) {
+  placed_job_config p;
+  static_cast<job_config&>(p) = j;
   auto& layout = j.training_model->layout();
-  auto parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), j.training.shards);
-  shard_config sc;
-  sc.shard = s;
-  sc.num_workers = j.training.workers;
-  sc.dense = parts[s].dense;
-  sc.sparse = parts[s].sparse;
-  sc.rule = j.training.rule;
-  sc.optimizer = j.training.optimizer;
-  if (j.training.combine == gradient_combine::mean)
-    sc.optimizer.gradient_scale /= static_cast<float>(j.training.workers);
-  sc.tables = layout.tables();
-  if (!layout.tables().empty())
-    sc.table_slot_owners = default_slot_owners(j.training.shards);
-  sc.limits = j.training.tables;
-  return sc;
+  return shard_configs(p, partition_keys(layout.dense_size(), layout.sparse_key_count(), j.training.shards)).at(s);
 }
 
 // The ref of the longest chain in `dir` (the most bytes among equals).
