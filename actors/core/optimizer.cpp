@@ -112,7 +112,7 @@ float initial_slot(const optimizer_config& c, size_t i) {
 
 prepared_update prepare_update(const optimizer_config& c, uint64_t t) {
   prepared_update u;
-  u.config = c;
+  u.config = &c;
   u.t = t < 1 ? 1 : t;
   if (c.kind == optimizer_kind::adam) {
     // Bias corrections folded into the step size, as in Kingma & Ba, sec. 2.
@@ -134,7 +134,7 @@ namespace {
 template <class G>
 void update(const prepared_update& u, float* __restrict__ p, float* __restrict__ s1,
             float* __restrict__ s2, G g_in, size_t n) {
-  const optimizer_config& c = u.config;
+  const optimizer_config& c = *u.config;
   const float lr = c.lr;
   const float scale = c.gradient_scale;
   auto g = [&g_in, scale](size_t i) { return g_in(i) * scale; };

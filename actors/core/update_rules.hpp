@@ -33,7 +33,10 @@ void apply_update(const optimizer_config& c, uint64_t t, float* p, float* s1, fl
 // apply_prepared(prepare_update(c, t), ...) equals apply_update(c, t, ...)
 // bit for bit.
 struct prepared_update {
-  optimizer_config config;
+  // The rule, not a copy: a copy of a custom rule's shared_ptr would cost
+  // two atomic operations on every apply (a sparse key's is one float).
+  // The caller's config outlives the prepared update.
+  const optimizer_config* config = nullptr;
   float adam_step = 0;  // lr * sqrt(1 - beta2^t) / (1 - beta1^t), for adam
   uint64_t t = 1;       // for a custom rule
 };
