@@ -23,6 +23,12 @@ caf::error client_channel::moved(const char* what, uint64_t asked, uint64_t at) 
                                           "go on from there");
 }
 
+caf::error client_channel::past_the_end(uint64_t asked, uint64_t steps) const {
+  return make_error(errc::invalid_argument, worker_ + ": pull of step " + std::to_string(asked) +
+                                                ": the worker has run all " + std::to_string(steps) +
+                                                " steps of the job");
+}
+
 caf::error client_channel::check_gradient(const gradient_buffer& g, const pulled_step& p) const {
   auto bad = [&](std::string what) {
     return make_error(errc::invalid_argument,
@@ -79,9 +85,7 @@ client_future<std::shared_ptr<const pulled_step>> client_channel::pull(uint64_t 
                                                      std::to_string(pull_->step) +
                                                      " is outstanding: one pull at a time");
   if (!refused && finished_)
-    refused = make_error(errc::invalid_argument,
-                         worker_ + ": pull of step " + std::to_string(step) + ": the worker has run all " +
-                           std::to_string(*finished_) + " steps of the job");
+    refused = past_the_end(step, *finished_);
   if (!refused && ready_ && *ready_ != step)
     refused = moved("pull", step, *ready_);
   if (refused) {
@@ -252,10 +256,7 @@ void client_channel::finished(uint64_t token, uint64_t steps) {
       push_.reset();
     }
     if (pull_) {
-      auto e = make_error(errc::invalid_argument, worker_ + ": pull of step " + std::to_string(pull_->step) +
-                                                      ": the worker has run all " + std::to_string(steps) +
-                                                      " steps of the job");
-      out.push_back([a = pull_->answer, e] { a.set(e); });
+      out.push_back([a = pull_->answer, e = past_the_end(pull_->step, steps)] { a.set(e); });
       pull_.reset();
     }
     for (auto& w : step_waiters_) out.push_back([w, steps] { w.set(steps); });

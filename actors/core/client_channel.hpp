@@ -101,6 +101,7 @@ class client_channel {
   using later = std::vector<std::function<void()>>;  // answers, given after the lock
 
   caf::error moved(const char* what, uint64_t asked, uint64_t at) const;
+  caf::error past_the_end(uint64_t asked, uint64_t steps) const;  // a pull once every step is done
   caf::error check_gradient(const gradient_buffer& g, const pulled_step& p) const;
   void settle_push(uint64_t at, later& out);
 
