@@ -82,7 +82,6 @@ caf::error check_rules(const shard_config& cfg) {
   return {};
 }
 
-
 void initial_dense_slots(const shard_config& cfg, std::vector<float>& slot1, std::vector<float>& slot2) {
   std::vector<float>* arrays[] = {&slot1, &slot2};
   for (size_t i = 0; i < dense_slots(cfg); ++i) {
