@@ -21,6 +21,7 @@
 // (caf::error / caf::expected<T>, messages/errors.hpp lists the codes) whose
 // text names what was wrong; none throws.
 
+#include "actors/cluster/cluster_client.hpp"
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/ps_client.hpp"

@@ -127,14 +127,17 @@ int print_result(const job_config& cfg, const job_result& r, const std::string& 
     return 0;
   }
   // Every push adds exactly 1.0, so every parameter must equal the pushes
-  // its shard acknowledged: none lost, none applied twice.
+  // its shard acknowledged: none lost, none applied twice. With the
+  // application's loops, only if those push the probe's gradient: then the
+  // line says so, and the exit status does not depend on it.
   auto err = probe->check({r.dense, r.sparse}, r.pushes_acked / cfg.training.shards);
-  std::cout << "keel train: exactly once: "
+  std::cout << "keel train: exactly once"
+            << (cfg.application_loop ? " (if the application's loops pushed the probe's gradient)" : "") << ": "
             << (err ? "VIOLATED: " + describe(err) : std::string("every parameter equals the ") +
                                                        std::to_string(r.pushes_acked / cfg.training.shards) +
                                                        " pushes its shard acknowledged")
             << "\n";
-  return err ? 1 : 0;
+  return err && !cfg.application_loop ? 1 : 0;
 }
 
 }  // namespace keel::cli

@@ -34,7 +34,7 @@ std::optional<pending_move> take_next(cluster_placement::state& st) {
     auto at = st.policy.node_of(m.child);
     if (!at || !st.policy.alive(*at))
       continue;  // gone with its node: its restart goes by the policy anyway
-    if (m.to ? (*m.to == *at || !st.policy.eligible(*m.to)) : !st.policy.draining(*at))
+    if (m.to ? (*m.to == *at || !st.policy.takes(*m.to, m.child)) : !st.policy.draining(*at))
       continue;
     return m;
   }
@@ -210,7 +210,7 @@ void begin_drain(cluster_placement::state& st, uint32_t node) {
 uint32_t eligible_besides(const cluster_placement::state& st, uint32_t node) {
   uint32_t others = 0;
   for (uint32_t i = 0; i < st.policy.nodes(); ++i)
-    others += i != node && st.policy.eligible(i);
+    others += i != node && st.policy.eligible(i) && !st.policy.client(i);
   return others;
 }
 
@@ -247,6 +247,9 @@ caf::error cluster_placement::drain(uint32_t node) {
       return make_error(errc::invalid_argument, state_->node_name(node) + " is not a node of this job (any more)");
     if (p.draining(node) || state_->pending_drains.count(node))
       return make_error(errc::invalid_argument, state_->node_name(node) + " is draining already");
+    if (p.client(node))
+      return make_error(errc::invalid_argument, state_->node_name(node) + " is a client process (" +
+                                                  describe_client(p, node) + "): its loops end when it does");
     if (eligible_besides(*state_, node) == 0) {
       // Lost nodes may come back (or a node may join): the drain waits for
       // one, and the node serves on meanwhile. With none, it cannot be.
@@ -298,6 +301,7 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
     if (auto r = replica_of(*h, st->cfg.spawn_timeout))
       replica = *r;
   std::vector<std::pair<actor_id, uint32_t>> plan;
+  std::string role;   // for a client process
   std::string moves;  // " (shard:2 to node:3, ...)"
   {
     std::lock_guard<std::mutex> guard(st->mtx);
@@ -307,6 +311,10 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
     st->handles.push_back(*h);
     st->replicas.push_back(replica);
     st->released.push_back(false);
+    st->policy.set_client(index, h->client_workers);
+    if (st->policy.client(index))
+      role = std::string("a client process (") + describe_client(st->policy, index) +
+             (st->policy.client_loops() ? ")" : ", but this job's workers run their model's own loop)");
     plan = st->policy.rebalance();
     for (auto& [child, to] : plan) {
       st->moves.push_back({child, to, "rebalance onto " + st->node_name(to)});
@@ -315,12 +323,13 @@ caf::error add_node_to(const state_ptr& st, const node_address& address) {
   }
   if (!moves.empty())
     moves += ")";
+  st->changed.notify_all();  // a start or the job's beginning may wait for it
   caf::anon_send(watcher, watch_node_atom::value, h->agent);
   tell_routes(*sys, st);
   resume_pending_drains(st);
   tell_job(st, event_kind::node_up, index,
-           "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + "); " +
-             std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance" + moves);
+           "joined at " + address.host + ":" + std::to_string(address.port) + " (node " + h->node + (role.empty() ? "" : ", ") +
+             role + "); " + std::to_string(plan.size()) + (plan.size() == 1 ? " move" : " moves") + " to balance" + moves);
   caf::anon_send(watcher, next_move_atom::value);
   return {};
 }
@@ -330,10 +339,16 @@ void discover_joined(const state_ptr& st) {
   std::vector<node_address> known;
   std::vector<std::string> ids;
   {
+    // Members take turns: a process joins whichever member it was told.
     std::lock_guard<std::mutex> guard(st->mtx);
-    for (uint32_t i = 0; i < st->handles.size(); ++i)
-      if (st->policy.alive(i) && !member.agent)
+    auto n = static_cast<uint32_t>(st->handles.size());
+    for (uint32_t k = 0; k < n && !member.agent; ++k) {
+      auto i = (st->discover_next + k) % n;
+      if (st->policy.alive(i)) {
         member = st->handles[i];
+        st->discover_next = i + 1;
+      }
+    }
     known = st->cfg.nodes;
     for (auto& h : st->handles) ids.push_back(h.node);
   }
@@ -424,6 +439,14 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
     if (!p.eligible(node))
       return make_error(errc::invalid_argument, state_->node_name(node) + " takes no children now (" +
                                                   (p.draining(node) ? "draining" : "lost") + ")");
+    if (!p.takes(node, child) || p.client(*at))
+      return make_error(errc::invalid_argument,
+                        to_string(child) + " cannot move " + (p.client(*at) ? "off " : "to ") +
+                          state_->node_name(p.client(*at) ? *at : node) + ": " +
+                          (p.client(*at) ? describe_client(p, *at) : std::string("it takes no ") +
+                                                                       (child.is(actor_kind::shard) ? "shards"
+                                                                                                    : "workers of keel's own")) +
+                          " (a client process runs only its workers' loops, and they stay there)");
     if (*at == node)
       return make_error(errc::invalid_argument, to_string(child) + " runs on " + state_->node_name(node) + " already");
     if (!p.alive(*at))
@@ -461,6 +484,7 @@ std::string cluster_placement::status_json() const {
       children += (children.empty() ? "" : ", ") + json_string(to_string(child));
     out += std::string(i ? ",\n  " : "\n  ") + "{\"node\": " + json_string(st.node_name(i)) +
            ", \"address\": " + json_string(address) + ", \"state\": " + json_string(state) +
+           ", \"client_of\": [" + client_list(p, i) + "]" +
            ", \"shards\": " + std::to_string(load.shards) + ", \"shard_bytes\": " +
            std::to_string(load.shard_bytes) + ", \"workers\": " + std::to_string(load.workers) +
            ", \"children\": [" + children + "]}";

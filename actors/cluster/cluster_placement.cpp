@@ -70,6 +70,20 @@ std::string describe_load(const node_load& load) {
          (load.workers == 1 ? " worker" : " workers");
 }
 
+std::string describe_client(const placement_policy& p, uint32_t node) {
+  std::string out;
+  for (auto w : p.served(node))
+    out += (out.empty() ? "it runs the loops of " : ", ") + to_string(actor_id::worker(w));
+  return out;
+}
+
+std::string client_list(const placement_policy& p, uint32_t node) {
+  std::string out;
+  for (auto w : p.served(node))
+    out += (out.empty() ? "" : ", ") + std::to_string(w);
+  return out;
+}
+
 namespace {
 
 // A child's placement, for the timeline (every start, so that where each
@@ -152,6 +166,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
           if (i >= st->handles.size())  // detached meanwhile
             return;
           st->handles[i] = *h;
+          st->policy.set_client(i, h->client_workers);
           st->policy.set_alive(i, true);
           st->replicas[i] = replica;
         }
@@ -244,6 +259,9 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->handles = std::move(handles);
     state_->replicas = std::move(replicas);
     state_->policy = placement_policy(static_cast<uint32_t>(state_->handles.size()));
+    state_->policy.set_client_loops(cfg_.client_workers > 0);
+    for (uint32_t i = 0; i < state_->handles.size(); ++i)
+      state_->policy.set_client(i, state_->handles[i].client_workers);
     state_->released.assign(state_->handles.size(), false);
     state_->job = job;
     state_->sys = &sys;
@@ -272,7 +290,31 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     std::lock_guard<std::mutex> guard(state_->mtx);
     state_->discoverer = discoverer;
   }
-  return {};
+  return await_clients();
+}
+
+caf::error cluster_placement::await_clients() {
+  if (cfg_.client_workers == 0)
+    return {};
+  // The discoverer adds each client that joins a member (add_node_to).
+  auto missing = [&] {
+    std::vector<uint32_t> out;
+    for (uint32_t w = 0; w < cfg_.client_workers; ++w)
+      if (state_->policy.candidates(actor_id::worker(w), 1, 0).empty())
+        out.push_back(w);
+    return out;
+  };
+  std::unique_lock<std::mutex> lock(state_->mtx);
+  if (state_->changed.wait_for(lock, cfg_.client_wait, [&] { return missing().empty() || state_->detached; }) &&
+      !state_->detached)
+    return {};
+  std::string names;
+  for (auto w : missing())
+    names += (names.empty() ? "" : ", ") + to_string(actor_id::worker(w));
+  return make_error(errc::not_found,
+                    "no client process running the loop of " + names + " joined a node of the job within " +
+                      std::to_string(cfg_.client_wait.count()) +
+                      " ms (keel::cluster_client or keel.connect, joined to a node this job uses)");
 }
 
 caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_request req) {
@@ -321,7 +363,13 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
           req.shard.peer_replica = peer >= 0 ? state_->replicas[peer] : caf::actor{};
         }
       }
-      auto child = spawn_on(h, req, cfg_.spawn_timeout);
+      // A client's worker back on the client it ran on: the client has the
+      // model built, so it answers at once unless it died with the worker
+      // (its loss not seen yet), which this bound finds sooner.
+      auto timeout = cfg_.spawn_timeout;
+      if (name.is(actor_kind::worker) && cfg_.client_workers > 0 && req.incarnation > 1 && was == i)
+        timeout = std::min(timeout, 2 * cfg_.settings.connection_timeout);
+      auto child = spawn_on(h, req, timeout);
       if (child) {
         {
           std::lock_guard<std::mutex> guard(state_->mtx);
@@ -337,24 +385,33 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
     }
     std::unique_lock<std::mutex> lock(state_->mtx);
+    // A worker whose loop runs in a client waits for a client serving it;
+    // any other child for a node.
+    const bool client_loop = name.is(actor_kind::worker) && state_->policy.client_loops();
     if (!order.empty()) {
-      state_->none_live_since.reset();
+      if (client_loop)
+        state_->no_client_since.erase(name);
+      else
+        state_->none_live_since.reset();
       break;
     }
     auto live = [&] {
       for (uint32_t i = 0; i < state_->policy.nodes(); ++i)
-        if (state_->policy.eligible(i))
+        if (state_->policy.takes(i, name))
           return true;
       return false;
     };
     auto now = std::chrono::steady_clock::now();
-    if (!state_->none_live_since)
-      state_->none_live_since = now;
-    auto given_up = *state_->none_live_since + cfg_.node_wait;
+    auto& since = client_loop ? state_->no_client_since.try_emplace(name, now).first->second
+                              : (state_->none_live_since ? *state_->none_live_since
+                                                         : state_->none_live_since.emplace(now));
+    auto given_up = since + cfg_.node_wait;
     if (now >= given_up) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - *state_->none_live_since).count();
-      tried = "none has taken children for " + std::to_string(ms) + " ms: every node of the job is lost or "
-              "draining (keel cluster --node-wait-ms)";
+      auto ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count());
+      tried = client_loop ? "no client process running its loop has been live for " + ms +
+                              " ms (keel cluster --node-wait-ms)"
+                          : "none has taken children for " + ms + " ms: every node of the job is lost or "
+                            "draining (keel cluster --node-wait-ms)";
       break;
     }
     if (now >= deadline)
@@ -404,7 +461,8 @@ caf::expected<caf::actor> cluster_placement::start_worker(caf::actor_system&, ui
                                                           const worker_config& cfg) {
   // Every node's data plane, so the worker's pushes and pulls go straight
   // to whichever node runs a shard (now or after a restart).
-  auto req = make_spawn_request(worker_spawn{cfg, cfg_.model, routes_of(state_)}, incarnation);
+  auto req = make_spawn_request(worker_spawn{cfg, cfg_.model, routes_of(state_), cfg_.client_workers > 0},
+                                incarnation);
   // Workers start after the shards' nodes, so a small cluster mixes both.
   return start(cfg.core.worker + static_cast<uint32_t>(cfg.core.parts.size()), std::move(req));
 }

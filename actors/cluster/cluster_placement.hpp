@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/node_address.hpp"
 #include "actors/cluster/node_client.hpp"
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/job/placement.hpp"
@@ -45,16 +46,6 @@
 
 namespace keel {
 
-struct node_address {
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;
-  std::string tls_name;  // with TLS: the name its certificate must state (empty: host)
-  const std::string& identity() const { return tls_name.empty() ? host : tls_name; }
-};
-
-// "[NAME@]HOST:PORT" (a port in 1..65535, a host and a name not empty), or
-// nothing with `why` naming the text and what is wrong with it.
-std::optional<node_address> parse_node_address(const std::string& text, std::string& why);
 
 struct cluster_placement_config {
   std::vector<node_address> nodes;  // at least one
@@ -84,6 +75,16 @@ struct cluster_placement_config {
   // goes ahead without it.
   bool pre_copy = true;
   std::chrono::milliseconds pre_copy_timeout{60000};
+  // Every worker of the job runs an application's own loop
+  // (job_config::application_loop) in a client process
+  // (keel::cluster_client, actors/cluster/cluster_client.hpp) that joined a
+  // node of the job: worker w runs only in a client that serves w, and
+  // stays there. The job begins once a client serves each of its
+  // `client_workers` workers (attach() waits up to `client_wait`); a
+  // worker whose client is lost restarts once a client serving it joins
+  // again (node_wait bounds the wait, as for nodes). 0: keel's own workers.
+  uint32_t client_workers = 0;
+  std::chrono::milliseconds client_wait{120000};
 };
 
 class cluster_placement final : public child_placement {
@@ -110,6 +111,7 @@ class cluster_placement final : public child_placement {
   // list of nodes to start on.
   caf::error add_node(const node_address& address);
   std::string where() const override;
+  uint32_t application_loops() const override { return cfg_.client_workers; }
 
   // An operator's requests (keel admin, actors/cluster/cluster_admin.hpp).
   // Queues a move of `child` (a shard or worker) to `node`, which must take
@@ -129,6 +131,8 @@ class cluster_placement final : public child_placement {
 
  private:
   caf::expected<caf::actor> start(uint32_t preferred, spawn_request req);
+  // With client_workers: waits until a client serves each worker.
+  caf::error await_clients();
 
   cluster_placement_config cfg_;
   std::shared_ptr<state> state_;

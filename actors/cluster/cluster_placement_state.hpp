@@ -45,6 +45,10 @@ struct cluster_placement::state {
   // a child's start found (cleared by the next start that finds one):
   // cluster_placement_config::node_wait.
   std::optional<std::chrono::steady_clock::time_point> none_live_since;
+  // The same for a worker whose loop runs in a client process: since when
+  // no client serving it has been live (node_wait again).
+  std::map<actor_id, std::chrono::steady_clock::time_point> no_client_since;
+  uint32_t discover_next = 0;  // the member the discoverer asks next (they take turns)
   cluster_placement_config cfg;     // cfg.nodes grows with joins
   std::vector<node_handle> handles;  // by node index
   placement_policy policy{0};        // which node is live, what runs where
@@ -86,11 +90,12 @@ struct cluster_placement::state {
 
   std::string node_name(uint32_t i) const { return to_string(actor_id::node(i)); }
 
-  // The peer of node i: the first live node after it (-1: none). Locked.
+  // The peer of node i: the first live node after it (-1: none), not a
+  // client process. Locked.
   int peer_node(uint32_t i) const {
     auto n = policy.nodes();
     for (uint32_t k = 1; k < n; ++k)
-      if (policy.alive((i + k) % n))
+      if (policy.alive((i + k) % n) && !policy.client((i + k) % n))
         return static_cast<int>((i + k) % n);
     return -1;
   }
@@ -100,6 +105,10 @@ using state_ptr = std::shared_ptr<cluster_placement::state>;
 
 // "2 shards (3.1 kB) and 2 workers".
 std::string describe_load(const node_load& load);
+// "it runs the loops of worker:0, worker:2" for a client process.
+std::string describe_client(const placement_policy& p, uint32_t node);
+// "0, 2": the workers a client runs, for JSON.
+std::string client_list(const placement_policy& p, uint32_t node);
 // "3.1 kB", "6.6 MB".
 std::string readable_bytes(uint64_t bytes);
 

@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/cluster/client_slots.hpp"
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/data_plane/data_plane.hpp"
@@ -72,7 +73,7 @@ void log(agent_actor* self, const std::string& line) {
 
 // What the actors the agent starts get from this node.
 node_resources resources(const agent_state& st) {
-  return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby, st.cfg.io};
+  return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby, st.cfg.io, st.cfg.clients};
 }
 
 // The CAF node of the current message's sender, if it has one.
@@ -115,10 +116,17 @@ node_join_msg own_join(agent_actor* self, const std::vector<uint8_t>& challenge,
     b.setHost(st.cfg.host);
     b.setPort(st.cfg.port);
     b.setPid(static_cast<uint32_t>(::getpid()));
-    auto types = b.initActorTypes(3);
-    types.set(0, "shard");
-    types.set(1, "worker");
-    types.set(2, "checkpointer");
+    if (st.cfg.clients) {
+      auto served = st.cfg.clients->workers();
+      auto types = b.initActorTypes(static_cast<unsigned>(served.size()));
+      for (unsigned i = 0; i < served.size(); ++i)
+        types.set(i, client_worker_type(served[i]).c_str());
+    } else {
+      auto types = b.initActorTypes(3);
+      types.set(0, "shard");
+      types.set(1, "worker");
+      types.set(2, "checkpointer");
+    }
     b.setChallenge(kj::arrayPtr(challenge.data(), challenge.size()));
     b.setProof(kj::arrayPtr(proof.data(), proof.size()));
     b.setRole(schema::NodeJoin::Role::NODE);
@@ -352,8 +360,12 @@ void stop(agent_actor* self, caf::error reason) {
     return;
   st.stopping = true;
   st.stop_reason = std::move(reason);
+  // A client process's workers still running when it leaves fail, so that
+  // the job restarts them in a client that joins again (cluster_client.hpp).
+  caf::error why = st.cfg.clients ? make_error(errc::shutting_down, "its client process left")
+                                  : caf::error{caf::exit_reason::user_shutdown};
   for (auto& [addr, child] : st.children)
-    self->send_exit(child, caf::exit_reason::user_shutdown);
+    self->send_exit(child, why);
   self->delayed_send(self, stop_grace, stop_timeout_atom::value);
 }
 

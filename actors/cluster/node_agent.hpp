@@ -69,6 +69,7 @@
 
 namespace keel {
 
+class client_slots;
 class data_plane;
 class file_io;
 class replica_store;
@@ -91,6 +92,10 @@ struct node_agent_config {
   // What the shards started here read and write files with (keel node's
   // faulty_io, armed by SIGUSR1 for the crash fault). Null: the real file system.
   std::shared_ptr<file_io> io;
+  // A client process (keel::cluster_client): the workers whose loops it
+  // runs, announced in its joins instead of the actor types a node starts;
+  // it starts those workers only. Null: a node.
+  std::shared_ptr<client_slots> clients;
   // One line per event (joins, refusals, spawns, nodes lost); must be
   // thread-safe. Null: standard error, prefixed "keel node: ".
   std::function<void(const std::string&)> log;

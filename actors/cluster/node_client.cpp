@@ -124,6 +124,15 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
     return make_error(errc::not_authenticated,
                       "node at " + at + " did not prove the cluster secret (do both sides use the same secret?)");
   uint16_t data_port = r.getDataPort();
+  std::vector<uint32_t> client_workers;
+  for (auto type : r.getActorTypes()) {
+    std::string text(type.cStr(), type.size());
+    if (auto w = parse_client_worker_type(text))
+      client_workers.push_back(*w);
+    else if (text != "shard" && text != "worker" && text != "checkpointer")
+      return make_error(errc::invalid_field, "node at " + at + " announced an actor type '" + text +
+                                               "' (expected shard, worker, checkpointer or client:worker:N)");
+  }
   auto their_challenge = r.getChallenge();
   if (their_challenge.size() != 32)
     return make_error(errc::invalid_field, "node at " + at + " sent a challenge of " +
@@ -134,7 +143,8 @@ caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::strin
                               join_message(sys, me, {}, &mine), me.agent);
   if (!ok)
     return ok.error();
-  return node_handle{*agent, node_id, host, port, data_port, tls.on() ? tls.name : std::string()};
+  return node_handle{*agent, node_id, host, port, data_port, tls.on() ? tls.name : std::string(),
+                     std::move(client_workers)};
 }
 
 caf::expected<caf::actor> spawn_on(const node_handle& node, const spawn_request& req,

@@ -53,6 +53,9 @@ struct node_handle {
   uint16_t port = 0;
   uint16_t data_port = 0;  // its data plane (actors/data_plane/data_plane.hpp); 0: none
   std::string tls_name;    // with TLS: the name its certificate was verified to state
+  // A client process (keel::cluster_client): the workers whose loops it
+  // runs, which are all it takes. Empty: a node.
+  std::vector<uint32_t> client_workers;
 };
 
 // Who is connecting: a client (a coordinator) by default; a node joining

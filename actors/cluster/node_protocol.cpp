@@ -55,4 +55,25 @@ spawn_request make_spawn_request(checkpointer_config c, uint64_t incarnation) {
   return r;
 }
 
+namespace {
+constexpr const char* client_worker_prefix = "client:worker:";
+}
+
+std::string client_worker_type(uint32_t worker) {
+  return client_worker_prefix + std::to_string(worker);
+}
+
+std::optional<uint32_t> parse_client_worker_type(const std::string& text) {
+  const std::string prefix = client_worker_prefix;
+  if (text.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  auto digits = text.substr(prefix.size());
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  auto w = std::stoul(digits);
+  if (w >= 65536)
+    return std::nullopt;
+  return static_cast<uint32_t>(w);
+}
+
 }  // namespace keel

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -76,11 +77,23 @@ struct data_route {
 // A worker's config (actors/ps/worker.hpp) with what a node needs to
 // give it the rest of what a local spawn gets: the model by name and the
 // nodes' data planes when the job started.
+// With `application_loop` the worker runs the loop of an application in
+// the node's process (a client process, keel::cluster_client): the node
+// attaches that application's channel, and refuses when it runs none for
+// this worker.
 struct worker_spawn {
   worker_config config;
   model_spec model;
   std::vector<data_route> routes;
+  bool application_loop = false;
 };
+
+// The actor types a node announces in its NodeJoin: "shard", "worker" and
+// "checkpointer" for a node; a client process announces only
+// client_worker_type(w) for each worker whose loop it runs.
+std::string client_worker_type(uint32_t worker);  // "client:worker:W"
+// The worker of a "client:worker:W" entry, or nothing for another text.
+std::optional<uint32_t> parse_client_worker_type(const std::string& text);
 
 // Starts `id`, an actor of kind shard, worker or checkpointer: only the
 // config of that kind is read. `incarnation` is for the node's log. A shard
@@ -141,7 +154,7 @@ typename I::result_type inspect(I& f, data_route& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, worker_spawn& x) {
-  return f(caf::meta::type_name("keel.worker_spawn"), x.config, x.model, x.routes);
+  return f(caf::meta::type_name("keel.worker_spawn"), x.config, x.model, x.routes, x.application_loop);
 }
 template <class I>
 typename I::result_type inspect(I& f, spawn_request& x) {

@@ -6,6 +6,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/deep_to_string.hpp>
 
+#include "actors/cluster/client_slots.hpp"
+#include "actors/core/client_channel.hpp"
 #include "actors/data_plane/data_plane.hpp"
 #include "actors/ps/checkpointer.hpp"
 #include "storage/store_layout.hpp"
@@ -229,21 +231,48 @@ caf::expected<caf::actor> start_shard(caf::actor_system& sys, const spawn_reques
   return shard;
 }
 
-caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spawn& w,
-                                       const std::filesystem::path& data_dir,
-                                       const std::shared_ptr<data_plane>& plane, model_cache* models) {
+// The channel of an application's loop a worker attaches to: a client
+// process's for an application_loop worker it runs; none for a worker of
+// keel's own on a node. Anything else is refused, naming why.
+caf::expected<std::shared_ptr<client_channel>> channel_for(const worker_spawn& w, const client_slots* clients) {
+  auto name = to_string(actor_id::worker(w.config.core.worker));
+  if (!w.application_loop) {
+    if (clients)
+      return bad("worker.application_loop", name + " runs its model's own loop: this is a client process, "
+                                              "which runs only its application's loops");
+    return std::shared_ptr<client_channel>();
+  }
+  auto channel = clients ? clients->channel(w.config.core.worker) : nullptr;
+  if (!channel)
+    return bad("worker.application_loop", name + " runs an application's loop: this process runs none for it");
+  return channel;
+}
+
+caf::expected<caf::actor> start_worker(caf::actor_system& sys, const worker_spawn& w, const node_resources& node) {
   if (auto err = check_worker(w))
     return err;
-  auto m = model_for(w.model, data_dir, models);
+  auto channel = channel_for(w, node.clients.get());
+  if (!channel)
+    return channel.error();
+  auto m = model_for(w.model, node.data_dir, node.models.get());
   if (!m)
     return m.error();
   worker_env env;
   env.training_model = *m;
+  env.channel = *channel;
+  auto& plane = node.plane;
   if (plane) {
     for (auto& r : w.routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
     env.plane = plane;
   }
-  return spawn_worker(sys, w.config, std::move(env));
+  auto worker = spawn_worker(sys, w.config, std::move(env));
+  if (worker && *channel) {
+    auto index = w.config.core.worker;
+    node.clients->started(index, *m, w.config.core.total_steps);
+    caf::actor_cast<caf::abstract_actor*>(*worker)->attach_functor(
+      [clients = node.clients, index] { clients->stopped(index); });
+  }
+  return worker;
 }
 
 caf::expected<caf::actor> start_checkpointer(caf::actor_system& sys, const checkpointer_config& c) {
@@ -301,7 +330,7 @@ caf::expected<caf::actor> start_requested(caf::actor_system& sys, const spawn_re
     case actor_kind::worker:
       if (auto err = index_agrees(req.worker.config.core.worker))
         return err;
-      return start_worker(sys, req.worker, node.data_dir, node.plane, node.models.get());
+      return start_worker(sys, req.worker, node);
     case actor_kind::checkpointer:
       return start_checkpointer(sys, req.checkpointer);
     default:

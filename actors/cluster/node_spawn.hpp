@@ -18,6 +18,7 @@
 
 namespace keel {
 
+class client_slots;
 class data_plane;
 class model;
 class replica_store;
@@ -69,6 +70,7 @@ struct node_resources {
   std::shared_ptr<model_cache> models;
   std::shared_ptr<shard_standby_store> standby;
   std::shared_ptr<file_io> io;  // what its shards read and write files with (null: the real file system)
+  std::shared_ptr<client_slots> clients;  // a client process's loops (null: a node)
 };
 
 // Checks `req` and starts the actor it names. Errors: invalid_argument

@@ -19,7 +19,7 @@ std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t inca
   const uint32_t n = nodes();
   std::vector<uint32_t> live;
   for (uint32_t i = 0; i < n; ++i)
-    if (eligible(i))
+    if (takes(i, child))
       live.push_back(i);
   if (live.empty())
     return live;
@@ -60,14 +60,30 @@ std::vector<uint32_t> placement_policy::candidates(actor_id child, uint64_t inca
 uint32_t placement_policy::add_node() {
   alive_.push_back(true);
   draining_.push_back(false);
+  serves_.emplace_back();
   return nodes() - 1;
+}
+
+bool placement_policy::serves(uint32_t node, uint32_t worker) const {
+  if (node >= serves_.size())
+    return false;
+  auto& w = serves_[node];
+  return std::find(w.begin(), w.end(), worker) != w.end();
+}
+
+bool placement_policy::takes(uint32_t node, actor_id child) const {
+  if (!eligible(node))
+    return false;
+  if (child.is(actor_kind::worker) && client_loops_)
+    return serves(node, child.index);
+  return !client(node);
 }
 
 std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
   std::vector<std::pair<actor_id, uint32_t>> moves;
   std::vector<uint32_t> nodes_in;
   for (uint32_t i = 0; i < nodes(); ++i)
-    if (eligible(i))
+    if (eligible(i) && !client(i))  // a client's workers never move
       nodes_in.push_back(i);
   if (nodes_in.size() < 2)
     return moves;
@@ -97,7 +113,7 @@ std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
     sim.place(*pick, to);
     moves.emplace_back(*pick, to);
   }
-  for (size_t k = 0; k < bound; ++k) {
+  for (size_t k = 0; k < bound && !client_loops_; ++k) {
     auto workers = [&](uint32_t i) { return sim.load(i).workers; };
     auto from = extreme(workers, true), to = extreme(workers, false);
     if (workers(from) <= workers(to) + 1)

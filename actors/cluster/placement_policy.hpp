@@ -48,13 +48,24 @@ struct node_load {
 
 class placement_policy {
  public:
-  explicit placement_policy(uint32_t nodes) : alive_(nodes, true), draining_(nodes, false) {}
+  explicit placement_policy(uint32_t nodes) : alive_(nodes, true), draining_(nodes, false), serves_(nodes) {}
 
   uint32_t nodes() const { return static_cast<uint32_t>(alive_.size()); }
   bool alive(uint32_t node) const { return node < alive_.size() && alive_[node]; }
   void set_alive(uint32_t node, bool alive) { alive_.at(node) = alive; }
   // A new node, live and empty: its index.
   uint32_t add_node();
+  // `node` is a client process running the loops of `workers` (not empty).
+  void set_client(uint32_t node, std::vector<uint32_t> workers) { serves_.at(node) = std::move(workers); }
+  bool client(uint32_t node) const { return node < serves_.size() && !serves_[node].empty(); }
+  bool serves(uint32_t node, uint32_t worker) const;
+  // The workers client `node` runs (empty: a node).
+  std::vector<uint32_t> served(uint32_t node) const { return client(node) ? serves_[node] : std::vector<uint32_t>{}; }
+  // Every worker of the job runs an application's loop in a client process.
+  void set_client_loops(bool on) { client_loops_ = on; }
+  bool client_loops() const { return client_loops_; }
+  // Whether `node` takes `child` now: eligible, and of the right kind (above).
+  bool takes(uint32_t node, actor_id child) const;
   // Whether `node` takes children: live and not draining.
   bool eligible(uint32_t node) const { return alive(node) && !draining_[node]; }
   bool draining(uint32_t node) const { return node < draining_.size() && draining_[node]; }
@@ -63,8 +74,8 @@ class placement_policy {
   // The moves (child, to node) that balance the eligible nodes, in order.
   std::vector<std::pair<actor_id, uint32_t>> rebalance() const;
 
-  // The nodes to try for `child`, best first, every eligible node once
-  // (empty: none is). `incarnation` 1 is a first start, `preferred` the node
+  // The nodes to try for `child`, best first, every node that takes it
+  // once (empty: none does). `incarnation` 1 is a first start, `preferred` the node
   // its index prefers.
   std::vector<uint32_t> candidates(actor_id child, uint64_t incarnation, uint32_t preferred) const;
 
@@ -93,6 +104,8 @@ class placement_policy {
 
   std::vector<bool> alive_;
   std::vector<bool> draining_;
+  std::vector<std::vector<uint32_t>> serves_;  // by node: the workers a client runs (empty: a node)
+  bool client_loops_ = false;
   std::map<actor_id, uint32_t> placed_;  // child -> node
   std::map<actor_id, uint64_t> bytes_;   // shard -> its weight
 };

@@ -265,4 +265,9 @@ void client_channel::finished(uint64_t token, uint64_t steps) {
   run(out);
 }
 
+bool client_channel::finished() {
+  std::lock_guard<std::mutex> guard(m_);
+  return finished_.has_value();
+}
+
 }  // namespace keel

@@ -62,6 +62,8 @@ class client_channel {
   client_future<uint64_t> push(uint64_t step, gradient_buffer grad);
   // The job has ended: every open request and every later one fails with `why`.
   void close(caf::error why);
+  // The worker has run every step of the job.
+  bool finished();
 
   // ---- The worker's side ---------------------------------------------------
 

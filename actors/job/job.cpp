@@ -70,9 +70,18 @@ caf::error check(const placed_job_config& c) {
   if (limits.admit_after > max_admit_after)
     return bad("job: admission after " + std::to_string(limits.admit_after) + " pushes: at most " +
                std::to_string(max_admit_after));
-  if (c.application_loop && c.placement)
-    return bad("job: an application's own loop (application_loop, ps_client) runs its workers in the "
-               "application's process: keel cluster places them on nodes");
+  if (c.placement && c.application_loop && c.placement->application_loops() > 0 &&
+      c.placement->application_loops() != c.training.workers)
+    return bad("job: the placement waits for clients running the loops of " +
+               std::to_string(c.placement->application_loops()) + " workers, and the job has " +
+               std::to_string(c.training.workers));
+  if (c.placement && c.application_loop != (c.placement->application_loops() > 0))
+    return bad(c.application_loop
+                 ? "job: an application's own loop (application_loop) in a cluster runs in client processes "
+                   "(keel::cluster_client): the placement must start the workers there (cluster_placement_config::"
+                   "client_workers)"
+                 : "job: the placement starts the workers in client processes, but the job runs its model's own "
+                   "loop (set job_config::application_loop)");
   if (c.application_loop && c.training.schedule.elastic())
     return bad("job: an application's own loop (application_loop) with an elastic worker schedule: "
                "its workers run every step");
@@ -248,7 +257,7 @@ caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   if (!identity)
     return std::move(identity.error());
   auto p = std::make_unique<job::impl>();
-  if (cfg.application_loop)
+  if (cfg.application_loop && !cfg.placement)  // a cluster's are in its client processes
     for (uint32_t w = 0; w < cfg.training.workers; ++w)
       cfg.channels.push_back(std::make_shared<client_channel>("worker:" + std::to_string(w)));
   p->channels = cfg.channels;
@@ -318,8 +327,10 @@ caf::expected<ps_client> job::client(uint32_t worker) {
   auto& j = *impl_;
   if (j.channels.empty())
     return make_error(errc::invalid_argument,
-                      "job::client: the job runs its model's own loop (set job_config::application_loop "
-                      "to run it from the application)");
+                      j.placement && j.placement->application_loops()
+                        ? "job::client: the job's workers run in client processes (keel::cluster_client)"
+                        : "job::client: the job runs its model's own loop (set job_config::application_loop "
+                          "to run it from the application)");
   if (worker >= j.channels.size())
     return make_error(errc::not_found, "job::client: no worker:" + std::to_string(worker) + " (the job has " +
                                          std::to_string(j.channels.size()) + " workers)");

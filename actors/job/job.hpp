@@ -204,8 +204,10 @@ struct job_config {
   // and the gradient it pushes are its own, and the model only gives the
   // layout, the initial values and the final evaluation. Everything else
   // is a worker's as usual: exactly-once pushes through shard restarts,
-  // the consistency rule, checkpoints, rollbacks. Only for a job in the
-  // application's process (not keel cluster), without an elastic schedule.
+  // the consistency rule, checkpoints, rollbacks. Without an elastic
+  // schedule. With a cluster placement, the loops run in client processes
+  // (keel::cluster_client, actors/cluster/cluster_client.hpp), and the
+  // placement must say so (child_placement::application_loops).
   bool application_loop = false;
 };
 

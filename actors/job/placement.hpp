@@ -78,6 +78,11 @@ class child_placement {
 
   // Where each child runs now, as "name@node:N" lines, for errors and events.
   virtual std::string where() const = 0;
+
+  // How many workers it starts in the processes of an application that
+  // runs their loops (job_config::application_loop with a cluster:
+  // keel::cluster_client); 0: none, the workers run their model's loop.
+  virtual uint32_t application_loops() const { return 0; }
 };
 
 }  // namespace keel

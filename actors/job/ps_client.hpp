@@ -96,6 +96,7 @@ class ps_client {
 
  private:
   friend class job;
+  friend class cluster_client;  // actors/cluster/cluster_client.hpp
   ps_client(uint32_t worker, uint64_t steps, std::shared_ptr<const model> m,
             std::shared_ptr<client_channel> channel);
   caf::error check(const step_keys& keys) const;

@@ -17,192 +17,16 @@
 // Errors raise keel.Error, or its subclasses keel.StepMoved (ask
 // next_step() and go on from there), keel.Timeout and keel.JobEnded, each
 // with keel's message naming what was wrong.
-#include <pybind11/functional.h>
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "keel_module.hpp"
 
-#include <chrono>
-#include <cmath>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-
-#include "actors/keel.hpp"
-
-namespace py = pybind11;
-
-namespace {
+namespace keel_py {
 
 PyObject* error_type = nullptr;
 PyObject* step_moved_type = nullptr;
 PyObject* timeout_type = nullptr;
 PyObject* ended_type = nullptr;
 
-[[noreturn]] void raise(const caf::error& e) {
-  PyObject* type = keel::is(e, keel::errc::step_moved)      ? step_moved_type
-                   : keel::is(e, keel::errc::timeout)       ? timeout_type
-                   : keel::is(e, keel::errc::shutting_down) ? ended_type
-                                                             : error_type;
-  PyErr_SetString(type, keel::describe(e).c_str());
-  throw py::error_already_set();
-}
-
-template <class T>
-T value_or_raise(caf::expected<T> x) {
-  if (!x)
-    raise(x.error());
-  return std::move(*x);
-}
-
-std::chrono::milliseconds to_ms(std::optional<double> seconds) {
-  if (!seconds)
-    return std::chrono::hours(24 * 365);
-  if (!(*seconds >= 0) || !std::isfinite(*seconds))
-    throw py::value_error("timeout must be a finite number of seconds >= 0");
-  return std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000.0));
-}
-
-// A read-only numpy view of `n` floats at `data`, shaped `shape`, keeping
-// `owner` alive.
-template <class T, class Owner>
-py::array view_of(const T* data, std::vector<py::ssize_t> shape, Owner owner, bool writable) {
-  auto keep = new Owner(std::move(owner));
-  py::capsule base(keep, [](void* p) { delete static_cast<Owner*>(p); });
-  py::array a(py::dtype::of<T>(), std::move(shape), {}, data, base);
-  if (!writable)
-    a.attr("setflags")(py::arg("write") = false);
-  return a;
-}
-
-std::vector<py::ssize_t> shape_of(const keel::tensor_spec& t) {
-  return {t.shape.begin(), t.shape.end()};
-}
-
-using pulled_ptr = std::shared_ptr<const keel::pulled_step>;
-using gradient_ptr = std::shared_ptr<keel::gradient_buffer>;
-
-// What Python holds of a pull: the step, and the client's layout for names.
-struct pulled {
-  pulled_ptr step;
-  std::shared_ptr<const keel::parameter_layout> layout;
-};
-
-struct gradient {
-  gradient_ptr grad;
-  std::shared_ptr<const keel::parameter_layout> layout;
-};
-
-uint32_t table_index(const keel::parameter_layout& l, const py::object& table) {
-  if (py::isinstance<py::str>(table))
-    return value_or_raise(l.find_table(table.cast<std::string>()));
-  auto t = table.cast<int64_t>();
-  if (t < 0 || static_cast<size_t>(t) >= l.tables().size())
-    throw py::index_error("table " + std::to_string(t) + ": the model has " +
-                          std::to_string(l.tables().size()) + " tables");
-  return static_cast<uint32_t>(t);
-}
-
-keel::step_keys keys_from(std::optional<std::vector<uint64_t>> sparse,
-                          std::optional<std::vector<std::vector<uint64_t>>> tables) {
-  keel::step_keys k;
-  if (sparse)
-    k.sparse = std::move(*sparse);
-  if (tables)
-    k.tables = std::move(*tables);
-  return k;
-}
-
-// A keel future as Python sees it: the answer converted to a Python object
-// (under the GIL) by `convert`.
-template <class T>
-struct py_future {
-  keel::client_future<T> f;
-  std::function<py::object(const T&)> convert;
-
-  bool ready() const { return f.ready(); }
-
-  py::object wait(std::optional<double> timeout) const {
-    auto ms = to_ms(timeout);
-    caf::expected<T> a = caf::error{};
-    {
-      py::gil_scoped_release unlocked;
-      a = f.wait(ms);
-    }
-    if (!a)
-      raise(a.error());
-    return convert(*a);
-  }
-
-  // Calls back on a thread of keel's (or at once here): takes the GIL,
-  // passes the answer or the error's text, and never lets a Python error
-  // escape into keel's thread (it is printed, as Python does for threads).
-  void then(py::function callback) const {
-    auto cb = std::make_shared<held>(held{std::move(callback)});
-    auto conv = convert;
-    f.then([cb, conv](const caf::expected<T>& a) {
-      py::gil_scoped_acquire locked;
-      try {
-        if (a)
-          cb->o(conv(*a), py::none());
-        else
-          cb->o(py::none(), keel::describe(a.error()));
-      } catch (py::error_already_set& e) {
-        e.restore();
-        PyErr_Print();
-      }
-      cb->o = py::object();  // the callable's last reference goes while the GIL is held
-    });
-  }
-
-  // A Python object a keel thread may drop: its reference goes with the GIL
-  // held (a future never answered is dropped with the job, on any thread).
-  struct held {
-    py::object o;
-    ~held() {
-      if (o && Py_IsInitialized()) {
-        py::gil_scoped_acquire locked;
-        o = py::object();
-      }
-    }
-  };
-};
-
-template <class T>
-void bind_future(py::module_& m, const char* name) {
-  using F = py_future<T>;
-  py::class_<F>(m, name, "The answer to one request: wait() for it, ready() to poll, then(f) to be called with it.")
-      .def("ready", &F::ready, "True once the answer is there.")
-      .def("wait", &F::wait, py::arg("timeout") = py::none(),
-           "The answer, waiting up to `timeout` seconds (None: no bound); raises keel.Timeout when it "
-           "has not come, keel.StepMoved, keel.JobEnded or keel.Error when the request failed.")
-      .def("then", &F::then,
-           "Calls f(answer, None) or f(None, error_text) once the answer is there (at once if it is), "
-           "on a thread of keel's: keep it short, and do not wait on this job's futures in it.");
-}
-
-// A client with its model's layout (the job's model, kept alive by it).
-struct py_client {
-  keel::ps_client c;
-  std::shared_ptr<const keel::parameter_layout> layout;
-
-  py_future<uint64_t> next_step() {
-    return {c.next_step(), [](const uint64_t& s) { return py::object(py::int_(s)); }};
-  }
-  py_future<pulled_ptr> pull(uint64_t step, std::optional<std::vector<uint64_t>> sparse,
-                             std::optional<std::vector<std::vector<uint64_t>>> tables) {
-    auto l = layout;
-    return {c.pull(step, keys_from(std::move(sparse), std::move(tables))),
-            [l](const pulled_ptr& p) { return py::cast(pulled{p, l}); }};
-  }
-  gradient gradient_for(const pulled& p) {
-    return {std::make_shared<keel::gradient_buffer>(c.gradient_for(*p.step)), layout};
-  }
-  py_future<uint64_t> push(uint64_t step, const gradient& g) {
-    return {c.push(step, *g.grad), [](const uint64_t& s) { return py::object(py::int_(s)); }};
-  }
-};
+namespace {
 
 // The job, held by Python. Waits and requests release the GIL, so that
 // Python threads driving other workers go on meanwhile.
@@ -338,7 +162,41 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
 
 }  // namespace
 
+void bind_client(py::module_& m) {
+  py::class_<py_client>(m, "Client", "Runs one worker's loop: next_step, pull, push (keel::ps_client).")
+      .def_property_readonly("worker", [](const py_client& c) { return c.c.worker(); })
+      .def_property_readonly("steps", [](const py_client& c) { return c.c.steps(); },
+                             "The job's steps: the loop runs 0 .. steps-1.")
+      .def_property_readonly(
+          "layout",
+          [](const py_client& c) {
+            py::list dense, tables;
+            for (auto& t : c.layout->dense()) dense.append(py::make_tuple(t.name, shape_of(t)));
+            for (auto& t : c.layout->tables()) tables.append(py::make_tuple(t.name, t.dim));
+            py::dict d;
+            d["dense"] = dense;
+            d["dense_size"] = c.layout->dense_size();
+            d["sparse_keys"] = c.layout->sparse_key_count();
+            d["tables"] = tables;
+            return d;
+          },
+          "The model's parameters: dense [(name, shape)], dense_size, sparse_keys (how many), tables "
+          "[(name, dim)].")
+      .def("next_step", &py_client::next_step,
+           "A future of the step to run next (`steps` once every step is done).")
+      .def("pull", &py_client::pull, py::arg("step"), py::arg("sparse") = py::none(),
+           py::arg("tables") = py::none(),
+           "A future of the step's parameters (a Pulled): every dense tensor, the `sparse` keys, and per "
+           "table the rows of its keys (`tables`: one list per table, each ascending and distinct).")
+      .def("gradient_for", &py_client::gradient_for, "A zero Gradient shaped for the push of this pull's step.")
+      .def("push", &py_client::push, py::arg("step"), py::arg("gradient"),
+           "A future of the step, answered once every shard has acknowledged the push.");
+}
+
+}  // namespace keel_py
+
 PYBIND11_MODULE(keel, m) {
+  using namespace keel_py;
   m.doc() = "keel: a fault-tolerant parameter server; run workers' training loops from Python.";
   // pybind11 looks numpy's C API up on first use, in a static initialiser
   // that imports numpy: two threads making their first arrays at once
@@ -420,35 +278,8 @@ PYBIND11_MODULE(keel, m) {
 
   bind_future<uint64_t>(m, "StepFuture");
   bind_future<pulled_ptr>(m, "PullFuture");
-
-  py::class_<py_client>(m, "Client", "Runs one worker's loop: next_step, pull, push (keel::ps_client).")
-      .def_property_readonly("worker", [](const py_client& c) { return c.c.worker(); })
-      .def_property_readonly("steps", [](const py_client& c) { return c.c.steps(); },
-                             "The job's steps: the loop runs 0 .. steps-1.")
-      .def_property_readonly(
-          "layout",
-          [](const py_client& c) {
-            py::list dense, tables;
-            for (auto& t : c.layout->dense()) dense.append(py::make_tuple(t.name, shape_of(t)));
-            for (auto& t : c.layout->tables()) tables.append(py::make_tuple(t.name, t.dim));
-            py::dict d;
-            d["dense"] = dense;
-            d["dense_size"] = c.layout->dense_size();
-            d["sparse_keys"] = c.layout->sparse_key_count();
-            d["tables"] = tables;
-            return d;
-          },
-          "The model's parameters: dense [(name, shape)], dense_size, sparse_keys (how many), tables "
-          "[(name, dim)].")
-      .def("next_step", &py_client::next_step,
-           "A future of the step to run next (`steps` once every step is done).")
-      .def("pull", &py_client::pull, py::arg("step"), py::arg("sparse") = py::none(),
-           py::arg("tables") = py::none(),
-           "A future of the step's parameters (a Pulled): every dense tensor, the `sparse` keys, and per "
-           "table the rows of its keys (`tables`: one list per table, each ascending and distinct).")
-      .def("gradient_for", &py_client::gradient_for, "A zero Gradient shaped for the push of this pull's step.")
-      .def("push", &py_client::push, py::arg("step"), py::arg("gradient"),
-           "A future of the step, answered once every shard has acknowledged the push.");
+  bind_client(m);
+  bind_cluster(m);
 
   py::class_<py_job>(m, "Job", "A training job in this process whose workers' loops Python runs.")
       .def(py::init(&start_job), py::arg("model"), py::arg("steps"), py::kw_only(), py::arg("checkpoint_dir"),

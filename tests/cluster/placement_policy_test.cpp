@@ -191,3 +191,47 @@ TEST_CASE("a draining node takes no child, its children restart on the others, a
   CHECK(moves[0].first == actor_id::shard(2));
   CHECK(moves[0].second == 1);
 }
+
+TEST_CASE("client processes take only the workers whose loops they run: no shard, no worker of keel's own, no balancing") {
+  placement_policy p(2);  // node:0 and node:1 run shards
+  auto a = p.add_node(), b = p.add_node();
+  p.set_client(a, {0});
+  p.set_client(b, {1, 2});
+  CHECK(p.client(a));
+  CHECK_FALSE(p.client(0));
+  CHECK(p.served(b) == std::vector<uint32_t>{1, 2});
+  for (uint32_t s = 0; s < 4; ++s) {
+    p.estimate(actor_id::shard(s), 1000);
+    auto order = p.candidates(actor_id::shard(s), 1, s);
+    CHECK(order == std::vector<uint32_t>{s % 2, (s + 1) % 2});
+    p.place(actor_id::shard(s), order.front());
+  }
+  SUBCASE("a job of keel's own workers: they never go to a client") {
+    for (uint32_t w = 0; w < 3; ++w) {
+      auto order = p.candidates(actor_id::worker(w), 1, 4 + w);
+      CHECK(order.size() == 2);
+      CHECK(std::none_of(order.begin(), order.end(), [&](uint32_t n) { return p.client(n); }));
+    }
+  }
+  SUBCASE("a job of the application's loops: worker w goes only to a client serving it, and waits for one") {
+    p.set_client_loops(true);
+    CHECK(p.candidates(actor_id::worker(0), 1, 4) == std::vector<uint32_t>{a});
+    CHECK(p.candidates(actor_id::worker(2), 1, 6) == std::vector<uint32_t>{b});
+    CHECK(p.candidates(actor_id::worker(3), 1, 7).empty());  // no client runs it yet
+    for (uint32_t w = 0; w < 3; ++w)
+      p.place(actor_id::worker(w), w == 0 ? a : b);
+    p.set_alive(b, false);  // the client died: its workers wait for another
+    CHECK(p.candidates(actor_id::worker(1), 2, 0).empty());
+    auto c = p.add_node();
+    p.set_client(c, {1, 2});
+    CHECK(p.candidates(actor_id::worker(1), 2, 0) == std::vector<uint32_t>{c});
+    // Balancing leaves clients alone: node:1 joins empty, only shards move to it.
+    auto d = p.add_node();
+    auto moves = p.rebalance();
+    CHECK_FALSE(moves.empty());
+    for (auto& [child, to] : moves) {
+      CHECK(child.is(actor_kind::shard));
+      CHECK(to == d);
+    }
+  }
+}

@@ -73,20 +73,14 @@ def test_every_push_of_a_python_loop_is_applied_exactly_once_through_shard_and_w
     assert r["params_sha256"] == own["params_sha256"]
 
 
-def test_the_python_mnist_loop_through_a_shard_kill_reaches_keel_own_workers_accuracy(ckpt):
-    if not any(os.path.exists(os.path.join(keel.default_data_dir(), d)) for d in ("mnist", "fashion-mnist")):
-        pytest.fail("no MNIST in %s: bash scripts/fetch-mnist.sh" % keel.default_data_dir())
-    epochs, workers, batch = 2, 2, 32
+def test_the_python_mnist_loop_through_a_shard_kill_reaches_keel_own_workers_accuracy(own_mnist_accuracy):
+    epochs, workers, batch = own_mnist_accuracy["epochs"], 2, 32
     ours, log = mnist_own_loop.train(epochs=epochs, workers=workers, batch=batch, lr=0.1, kill_shard=True)
     assert ours["restarts"].get("shard:0", 0) == 1, log
     assert ours["pushes_acked"] == ours["pushes_applied"]
-    x, _ = mnist_own_loop.load_mnist()
-    steps = epochs * (x.shape[0] // workers // batch)
-    assert ours["steps"] == steps
-    own = keel.Job("mnist-mlp", steps, checkpoint_dir=ckpt, workers=workers, batch_size=batch, lr=0.1,
-                   application_loop=False).wait(300)
-    print("python loop %.4f, keel's workers %.4f" % (ours["accuracy"], own["accuracy"]))
-    assert ours["accuracy"] >= own["accuracy"] - 0.005
+    assert ours["steps"] == own_mnist_accuracy["steps"]
+    print("python loop %.4f, keel's workers %.4f" % (ours["accuracy"], own_mnist_accuracy["accuracy"]))
+    assert ours["accuracy"] >= own_mnist_accuracy["accuracy"] - 0.005
 
 
 def test_a_python_loop_gets_errors_naming_what_was_wrong(ckpt):
