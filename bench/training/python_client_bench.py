@@ -6,9 +6,12 @@ beside two ceilings measured in the same run:
     loop with no keel at all (the application alone: what keel's pulls,
     pushes and hand-offs add to it is the difference);
   - keel's own C++ workers on the same job (keel.Job(application_loop=False)).
+With --cluster KEEL it also runs the same loop as a client of `keel cluster
+--nodes 2 --application-loop` (demos/python/mnist_cluster_loop.py: the
+shards in node processes), its figure the coordinator's samples/s.
 Medians of `repeats` alternating runs.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/training/python_client_bench.py [epochs=1] [repeats=3]
+    PYTHONPATH=build/python /usr/bin/python3 bench/training/python_client_bench.py [epochs=1] [repeats=3] [--cluster build/demos/keel]
 """
 import os
 import statistics
@@ -20,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../demos/python"))
 import keel  # noqa: E402
+import mnist_cluster_loop  # noqa: E402
 import mnist_own_loop  # noqa: E402
 
 
@@ -55,11 +59,16 @@ def plain_numpy(x, y, steps, batch, lr, seed):
 
 
 def main(argv):
+    cluster = None
+    if "--cluster" in argv:
+        at = argv.index("--cluster")
+        cluster = argv[at + 1]
+        argv = argv[:at] + argv[at + 2:]
     epochs = int(argv[0]) if argv else 1
     repeats = int(argv[1]) if len(argv) > 1 else 3
     x, y = mnist_own_loop.load_mnist()
     steps = epochs * (x.shape[0] // 2 // 32)
-    loop, plain, own = [], [], []
+    loop, plain, own, remote = [], [], [], []
     for i in range(repeats):
         t0 = time.perf_counter()
         r, _ = mnist_own_loop.train(steps=steps, kill_shard=False)
@@ -72,10 +81,19 @@ def main(argv):
         print("python_client_bench: run %d: Python loop through keel %.0f samples/s (accuracy %.4f), "
               "plain numpy %.0f, keel's C++ workers %.0f (accuracy %.4f)" % (
                   i + 1, loop[-1], r["accuracy"], plain[-1], own[-1], o["accuracy"]))
+        if cluster:
+            _, _, f = mnist_cluster_loop.train(cluster, steps=steps, kill_shard=False)
+            remote.append(f["samples_per_second"])
+            print("python_client_bench: run %d: the Python loop as a client of keel cluster --nodes 2 %.0f samples/s "
+                  "(accuracy %.4f)" % (i + 1, remote[-1], f["accuracy"]))
     a, b, c = statistics.median(loop), statistics.median(plain), statistics.median(own)
     print("python_client_bench: mnist-mlp, %d epoch(s), median of %d: Python loop through keel %.0f samples/s; "
           "ceiling plain numpy loop %.0f (ratio %.2f); keel's own C++ workers %.0f (ratio %.2f)" % (
               epochs, repeats, a, b, a / b, c, a / c))
+    if cluster:
+        d = statistics.median(remote)
+        print("python_client_bench: the Python loop as a client of keel cluster --nodes 2, median of %d: %.0f "
+              "samples/s; ceiling plain numpy loop %.0f (ratio %.2f)" % (repeats, d, b, d / b))
 
 
 if __name__ == "__main__":

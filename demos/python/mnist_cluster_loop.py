@@ -72,12 +72,13 @@ def run_loops(join, secret_file, workers, of_workers, batch=32, seed=1, data_dir
 
 
 def train(keel_binary, epochs=3, workers=2, shards=2, nodes=2, batch=32, lr=0.1, seed=1, kill_shard=True,
-          data_dir=None, timeout=300):
+          data_dir=None, timeout=300, steps=None):
     """Starts keel cluster (its coordinator and nodes) with the application's
     loops, runs them here, and returns (keel cluster's report, the loops'
     log, the figures parsed from the report)."""
     x, _ = load_mnist(data_dir, "train")
-    steps = epochs * (x.shape[0] // workers // batch)
+    if steps is None:
+        steps = epochs * (x.shape[0] // workers // batch)
     with tempfile.TemporaryDirectory(prefix="keel-cluster-python-") as d:
         secret = os.path.join(d, "secret")
         fd = os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -125,10 +126,11 @@ def train(keel_binary, epochs=3, workers=2, shards=2, nodes=2, batch=32, lr=0.1,
                                                                       "".join(errors)))
     figures = {}
     for name, pattern in (("accuracy", r"test accuracy ([0-9.]+)"), ("pushes_acked", r"pushes acked (\d+)"),
-                          ("pushes_applied", r"applied (\d+),"), ("restarts", r"(\d+) restarts")):
+                          ("pushes_applied", r"applied (\d+),"), ("restarts", r"(\d+) restarts"),
+                          ("samples_per_second", r"done in [0-9.]+ s, ([0-9.]+) samples/s")):
         m = re.search(pattern, text)
         if m:
-            figures[name] = float(m.group(1)) if name == "accuracy" else int(m.group(1))
+            figures[name] = float(m.group(1)) if name in ("accuracy", "samples_per_second") else int(m.group(1))
     return text, log, figures
 
 

@@ -218,4 +218,60 @@ TEST_CASE("a cluster client refuses a wrong secret and bad configs, naming each"
   }
 }
 
+TEST_CASE("a cluster client over TLS: certificates checked both ways, and a client of another CA refused") {
+  // Certificates stating 127.0.0.1, as scripts/make-dev-certs.sh makes them
+  // for an address: the coordinator reaches a client at the address it
+  // joined from, so that is the name its certificate must state.
+  auto certs = make_temp_dir();
+  for (auto sub : {"ca", "other"}) {
+    auto r = run_command(std::string("bash ") + KEEL_SCRIPTS_DIR + "/make-dev-certs.sh " + (certs / sub).string() +
+                         " 127.0.0.1");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+  }
+  auto files = [&](const std::string& sub) {
+    return tls_files{(certs / sub / "127.0.0.1.pem").string(), (certs / sub / "127.0.0.1.key").string(),
+                     (certs / sub / "ca.pem").string()};
+  };
+  auto ours = tls_context::load(files("ca"));
+  REQUIRE_MESSAGE(ours, describe(ours.error()));
+  cluster_fixture f;
+  auto fl = files("ca");
+  auto n0 = f.start_node({"--tls-cert", fl.cert, "--tls-key", fl.key, "--tls-ca", fl.ca});
+  auto cc = client_of(f, *n0, {0});
+  SUBCASE("a client of the cluster's CA trains") {
+    cc.tls = *ours;
+    auto client = cluster_client::connect(cc);
+    REQUIRE_MESSAGE(client, describe(client.error()));
+    auto m = make_model("probe", probe_options());
+    REQUIRE(m);
+    temp_dir dir;
+    auto cfg = config_for(*m, dir, 20);
+    cfg.training.workers = 1;
+    cfg.application_loop = true;
+    auto pc = client_placement(f, {n0.get()}, 1);
+    pc.tls = *ours;
+    auto j = start_job(placed_job_config{cfg, std::make_shared<cluster_placement>(pc), {}});
+    REQUIRE_MESSAGE(j, describe(j.error()));
+    auto c = (*client)->client(0, patience);
+    REQUIRE_MESSAGE(c, describe(c.error()));
+    auto loop = run_loop(*c, cfg);
+    CHECK_MESSAGE(!loop.error, describe(loop.error));
+    auto r = (*j)->wait(std::chrono::minutes(1));
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    check_exactly_once(cfg, *r);
+  }
+  SUBCASE("a client whose certificate another CA signed is refused") {
+    auto theirs = tls_context::load(files("other"));
+    REQUIRE_MESSAGE(theirs, describe(theirs.error()));
+    cc.tls = *theirs;
+    cc.connect_timeout = std::chrono::seconds(3);
+    auto client = cluster_client::connect(cc);
+    REQUIRE(!client);
+    CHECK_MESSAGE(describe(client.error()).find("cannot join the node at 127.0.0.1") != std::string::npos,
+                  describe(client.error()));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(certs, ec);
+}
+
 }  // namespace keel::test
