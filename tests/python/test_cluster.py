@@ -1,7 +1,8 @@
 """keel.connect from Python: this process (or a child Python process) as a
 client of a keel cluster (keel cluster --application-loop, its coordinator
 and `keel node` processes), running the loops of the job's workers. The
-probe's loops through shard kills and a client killed with SIGKILL end
+probe's loops through shard kills, a client killed with SIGKILL, and the
+coordinator killed with SIGKILL and resumed on the same nodes end
 bit-identical to keel's own workers with every push applied once, and the
 MNIST example (demos/python/mnist_cluster_loop.py) reaches keel's own
 workers' accuracy through a shard kill.
@@ -137,6 +138,70 @@ def test_python_clients_of_a_cluster_apply_every_push_once_through_shard_kills_a
         assert acked and acked.group(1) == acked.group(2) == str(2 * 2 * steps), out
         assert re.search(r"worker:1 .*restart|restart workers/worker:1", out), out
         assert acked.group(3) == own_workers_sha(steps, os.path.join(d, "own"))
+
+
+def start_node(secret):
+    p = subprocess.Popen([KEEL, "node", "--listen", "127.0.0.1:0", "--secret-file", secret],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"listening on (127\.0\.0\.1:\d+)", line)
+    assert m, line
+    return p, m.group(1)
+
+
+def test_python_clients_go_on_through_the_coordinator_killed_and_resumed_on_the_same_nodes():
+    steps = 600
+    with tempfile.TemporaryDirectory(prefix="keel-pytest-cluster-") as d:
+        secret = write_secret(d)
+        nodes = [start_node(secret) for _ in range(2)]
+        try:
+            args = ["--connect", ",".join(a for _, a in nodes), "--secret-file", secret, "--application-loop",
+                    "--model", "probe", "--steps", str(steps), "--workers", "2", "--shards", "2", "--lr", "1",
+                    "--checkpoint-every", "20", "--checkpoint-dir", os.path.join(d, "run")]
+            first = Coordinator(args)
+            join = first.join_address()
+            killed = threading.Event()
+
+            def loop(cluster, w):
+                c = cluster.client(w, PATIENCE)
+                keys = list(range(c.layout["sparse_keys"]))
+                s = c.next_step().wait(PATIENCE)
+                while s < c.steps:
+                    try:
+                        p = c.pull(s, sparse=keys).wait(PATIENCE)
+                        g = c.gradient_for(p)
+                        g.dense[:] = -1.0
+                        g.sparse_values[:] = -1.0
+                        c.push(s, g).wait(PATIENCE)
+                    except (keel.StepMoved, keel.Timeout):
+                        pass  # the coordinator's death and its resume move the workers
+                    if w == 0 and s >= 200 and not killed.is_set():
+                        first.p.kill()  # SIGKILL: the coordinator dies mid-run
+                        killed.set()
+                    s = c.next_step().wait(PATIENCE)
+
+            with keel.connect(join, workers=[0, 1], secret_file=secret) as cluster:
+                threads = [threading.Thread(target=loop, args=(cluster, w)) for w in (0, 1)]
+                for t in threads:
+                    t.start()
+                assert killed.wait(PATIENCE)
+                code, _, _ = first.finish()
+                assert code == -9
+                second = Coordinator(args + ["--resume", os.path.join(d, "run")])
+                for t in threads:
+                    t.join()
+                cluster.wait_released(PATIENCE)
+            code, out, err = second.finish()
+            assert code == 0, out + err
+            assert "resumed at step" in out, out
+            assert "every parameter equals the %d pushes its shard acknowledged" % (2 * steps) in out, out
+            acked = re.search(r"pushes acked (\d+), applied (\d+), params_sha256 (\w+)", out)
+            assert acked and acked.group(1) == acked.group(2), out
+            assert acked.group(3) == own_workers_sha(steps, os.path.join(d, "own"))
+        finally:
+            for p, _ in nodes:
+                p.terminate()
+                p.wait(PATIENCE)
 
 
 def test_a_cluster_client_names_what_is_wrong():
