@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs this build of keel into a temporary prefix, builds the embedding
 # example (demos/embedding) against it with find_package(keel), and runs it.
-# Usage: embedding_check.sh BUILD_DIR SOURCE_DIR
+# Usage: embedding_check.sh BUILD_DIR SOURCE_DIR [KEEL_PROGRAM]
+# (with KEEL_PROGRAM it also runs cluster_loop against keel cluster)
 set -euo pipefail
 build="$1"
 src="$2"
@@ -58,4 +59,35 @@ cat "$work/own.log"
 grep -q "^own_loop: fit reached its target$" "$work/own.log" || fail "own_loop did not reach its target"
 grep -q "^own_loop: killed shard:1 after step 100$" "$work/own.log" || fail "own_loop did not kill shard:1"
 grep -Eq "shard:1 restarts [1-9]" "$work/own.log" || fail "shard:1 did not restart"
+# The application's loop in a process of its own against keel cluster
+# (cluster_loop.cpp, keel::cluster_client): a shard killed halfway, every
+# push applied once (the probe's count, checked by the coordinator).
+if [ -n "${3:-}" ]; then
+  keel="$3"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/secret"
+  chmod 600 "$work/secret"
+  "$keel" cluster --nodes 2 --secret-file "$work/secret" --application-loop --model probe --lr 1 --steps 200 \
+    --checkpoint-every 20 --checkpoint-dir "$work/cluster-run" --kill shard:0@100 > "$work/cluster.log" 2>&1 &
+  coordinator=$!
+  join=""
+  for _ in $(seq 1 300); do
+    join="$(sed -n 's/.*join node:0 at \([0-9.]*:[0-9]*\) with.*/\1/p' "$work/cluster.log")"
+    [ -n "$join" ] && break
+    kill -0 "$coordinator" 2>/dev/null || break
+    sleep 0.1  # polling the coordinator's log for its address, not synchronising on time
+  done
+  [ -n "$join" ] || { cat "$work/cluster.log"; fail "keel cluster did not name a node to join"; }
+  status=0
+  "$work/build/cluster_loop" "$join" "$work/secret" 0,1 > "$work/client.log" 2>&1 || status=$?
+  cat "$work/client.log"
+  cstatus=0
+  wait "$coordinator" || cstatus=$?
+  cat "$work/cluster.log"
+  [ "$status" = 0 ] || fail "cluster_loop exited with status $status"
+  [ "$cstatus" = 0 ] || fail "keel cluster exited with status $cstatus"
+  grep -q "^cluster_loop: the job let its workers go$" "$work/client.log" || fail "cluster_loop did not end with its job"
+  grep -q "fault shard:0: killed" "$work/cluster.log" || fail "shard:0 was not killed"
+  grep -q "every parameter equals the 400 pushes its shard acknowledged" "$work/cluster.log" ||
+    fail "the cluster's probe does not count every push once"
+fi
 echo "embedding_check: passed"
