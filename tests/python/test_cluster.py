@@ -19,6 +19,7 @@ import threading
 import pytest
 
 import keel
+from probe_loop import probe_loop  # noqa: E402
 
 sys.path.insert(0, os.environ.get("KEEL_DEMOS", os.path.join(os.path.dirname(__file__), "../../demos/python")))
 import mnist_cluster_loop  # noqa: E402
@@ -73,31 +74,13 @@ class Coordinator:
         return code, "".join(self.out), "".join(self.err)
 
 
-def probe_loop(client, die_at=None):
-    """The probe's own gradient (-1 everywhere at lr 1): each applied push
-    adds exactly 1 to every parameter."""
-    keys = list(range(client.layout["sparse_keys"]))
-    s = client.next_step().wait(PATIENCE)
-    first = s
-    while s < client.steps:
-        try:
-            p = client.pull(s, sparse=keys).wait(PATIENCE)
-            g = client.gradient_for(p)
-            g.dense[:] = -1.0
-            g.sparse_values[:] = -1.0
-            assert client.push(s, g).wait(PATIENCE) == s
-        except keel.StepMoved:
-            pass
-        if die_at is not None and s == die_at:
-            os.kill(os.getpid(), 9)
-        s = client.next_step().wait(PATIENCE)
-    return first
-
-
 # Run as a child process: `python test_cluster.py JOIN SECRET WORKER DIE_AT`.
 def child_main(join, secret, worker, die_at):
+    def die(s, pushed):
+        if s == die_at:
+            os.kill(os.getpid(), 9)
     with keel.connect(join, workers=[worker], secret_file=secret) as cluster:
-        probe_loop(cluster.client(worker, PATIENCE), die_at)
+        probe_loop(cluster.client(worker, PATIENCE), die)
 
 
 def own_workers_sha(steps, d):
@@ -163,22 +146,12 @@ def test_python_clients_go_on_through_the_coordinator_killed_and_resumed_on_the_
             killed = threading.Event()
 
             def loop(cluster, w):
-                c = cluster.client(w, PATIENCE)
-                keys = list(range(c.layout["sparse_keys"]))
-                s = c.next_step().wait(PATIENCE)
-                while s < c.steps:
-                    try:
-                        p = c.pull(s, sparse=keys).wait(PATIENCE)
-                        g = c.gradient_for(p)
-                        g.dense[:] = -1.0
-                        g.sparse_values[:] = -1.0
-                        c.push(s, g).wait(PATIENCE)
-                    except (keel.StepMoved, keel.Timeout):
-                        pass  # the coordinator's death and its resume move the workers
+                def kill_coordinator(s, pushed):
                     if w == 0 and s >= 200 and not killed.is_set():
                         first.p.kill()  # SIGKILL: the coordinator dies mid-run
                         killed.set()
-                    s = c.next_step().wait(PATIENCE)
+                # The coordinator's death and its resume move the workers.
+                probe_loop(cluster.client(w, PATIENCE), kill_coordinator, (keel.StepMoved, keel.Timeout))
 
             with keel.connect(join, workers=[0, 1], secret_file=secret) as cluster:
                 threads = [threading.Thread(target=loop, args=(cluster, w)) for w in (0, 1)]
