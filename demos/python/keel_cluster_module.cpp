@@ -118,7 +118,9 @@ void bind_cluster(py::module_& m) {
         py::arg("timeout") = 10.0,
         "Joins the node at `join` (\"[NAME@]HOST:PORT\", a node of a keel cluster started with "
         "--application-loop) as a client running the loops of `workers`, proving the cluster secret "
-        "(`secret_file`, else $KEEL_CLUSTER_SECRET). Returns a Cluster (a context manager).");
+        "(`secret_file`, else $KEEL_CLUSTER_SECRET). `host` and `port`: where this process listens, an "
+        "address the coordinator and the nodes reach (on several hosts, this host's; port 0: any). "
+        "`tls_*`: PEM files, as keel node's --tls-*. Returns a Cluster (a context manager).");
 }
 
 }  // namespace keel_py
