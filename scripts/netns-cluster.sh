@@ -18,6 +18,12 @@
 #       nodes' standard error is in $KEEL_NETNS_KEEP/node-N.err when
 #       KEEL_NETNS_KEEP names a directory. Every namespace, process and file
 #       is removed on exit, even after a failure or a signal.
+#       With KEEL_NETNS_CLIENT set (a command, for keel cluster
+#       --application-loop), it also runs that command in a namespace of its
+#       own (10.77.0.5) as the job's client process, with KEEL_NETNS_JOIN
+#       (node 0's address), KEEL_NETNS_SECRET (the secret's file) and
+#       KEEL_NETNS_HOST (its own address) in its environment; its output is
+#       in $KEEL_NETNS_KEEP/client.log, and its failure fails the run.
 #   netns-cluster.sh fault KIND N MS
 #       (keel cluster calls this) carries out node fault KIND on node N:
 #       partition, split, oneway with nftables in node N's namespace, healed
@@ -28,6 +34,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 subnet=10.77.0
 coordinator_ip=$subnet.1
 node_ip() { echo "$subnet.$((10 + $1))"; }
+client_ip=$subnet.5
 
 available() {
   if [ "$(id -u)" -ne 0 ]; then echo "netns-cluster: needs root (ip netns)"; return 1; fi
@@ -94,7 +101,9 @@ cleanup() {
     ip netns del "$ns" 2>/dev/null || true
   done
   if [ -n "$work" ]; then
-    if [ -n "${KEEL_NETNS_KEEP:-}" ]; then cp "$work"/node-*.err "$work"/heal.log "$KEEL_NETNS_KEEP"/ 2>/dev/null || true; fi
+    if [ -n "${KEEL_NETNS_KEEP:-}" ]; then
+      cp "$work"/node-*.err "$work"/heal.log "$work"/client.log "$KEEL_NETNS_KEEP"/ 2>/dev/null || true
+    fi
     rm -rf "$work"
   fi
   exit $status
@@ -155,10 +164,27 @@ run() {
     node_port "$i" >/dev/null
     connect+="${connect:+,}$(node_ip $i):7000"
   done
+  local client=""
+  if [ -n "${KEEL_NETNS_CLIENT:-}" ]; then
+    attach cl "$client_ip"
+    KEEL_NETNS_JOIN="$(node_ip 0):7000" KEEL_NETNS_SECRET="$work/secret" KEEL_NETNS_HOST="$client_ip" \
+      ip netns exec "$prefix-cl" bash -c "$KEEL_NETNS_CLIENT" <"$work/hold" >"$work/client.log" 2>&1 &
+    client=$!
+    pids+=("$client")
+  fi
   local status=0
   KEEL_NETNS_PREFIX="$prefix" KEEL_NETNS_DIR="$work" ip netns exec "$prefix-c" "$keel" cluster \
     --connect "$connect" --secret-file "$work/secret" --node-fault-command "bash $here/netns-cluster.sh fault" \
     --node-heartbeat-ms 200 --node-timeout-ms "$timeout_ms" "$@" || status=$?
+  if [ -n "$client" ]; then
+    local client_status=0
+    wait "$client" || client_status=$?
+    if [ "$client_status" != 0 ]; then
+      echo "netns-cluster: the client exited $client_status:" >&2
+      cat "$work/client.log" >&2
+      [ "$status" != 0 ] || status=$client_status
+    fi
+  fi
   return $status
 }
 
