@@ -64,8 +64,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
     ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
     ("worker-changes", text_flag(&f.worker_changes, "PLAN", false),
-     "elastic workers: join:worker:W@STEP (worker W takes part from STEP on) and leave:worker:W@STEP "
-     "(its last step is STEP-1), comma-separated; each step's batches are dealt among its workers")
+     "elastic workers: join:worker:W@STEP (worker W takes part from STEP on), leave:worker:W@STEP "
+     "(its last step is STEP-1) and reserve:worker:W (W takes part only once an application lets it "
+     "join, job::change_workers), comma-separated; each step's batches are dealt among its workers")
     ("consistency", text_flag(&f.choices.consistency, "RULE"), "bsp | ssp:S | asp")
     ("optimizer", text_flag(&f.choices.optimizer, "NAME"), "sgd | momentum | adagrad | adam (ctr-lr, ctr-fm: adagrad)")
     ("rules", text_flag(&f.choices.rules, "NAME=OPT[:LR],..."),

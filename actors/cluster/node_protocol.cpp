@@ -25,6 +25,8 @@ void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_report>("keel.worker_report");
   cfg.add_message_type<slice_task>("keel.slice_task");
   cfg.add_message_type<slice_score>("keel.slice_score");
+  // A change of workers at runtime (job_workers.cpp).
+  cfg.add_message_type<worker_schedule>("keel.worker_schedule");
   // What a shard sends its peer's replica.
   cfg.add_message_type<chain_link>("keel.chain_link");
   cfg.add_message_type<std::vector<chain_link>>("std::vector<keel.chain_link>");

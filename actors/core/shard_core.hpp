@@ -197,6 +197,9 @@ class shard_core {
                   frame_builder* fb = nullptr) const;
 
   const shard_config& config() const { return cfg_; }
+  // The job changed its workers at runtime (worker_schedule::changed): the
+  // schedule from a step no worker has pushed yet on.
+  void change_workers(const worker_schedule& workers);
   uint64_t version() const { return version_; }  // updates applied so far
   uint64_t bsp_clock() const { return bsp_clock_; }  // BSP steps complete
   // How far every worker has come: the BSP clock, or under SSP/ASP the

@@ -34,10 +34,18 @@ void shard_core::raise_to_spans() {
   const size_t n = std::min({applied_.size(), received_.size(), worker_clock_.size(), size_t{cfg_.workers.slots()}});
   for (uint32_t w = 0; w < n; ++w) {
     auto begin = cfg_.workers.span(w).begin;
-    applied_[w] = std::max(applied_[w], begin);
-    received_[w] = std::max(received_[w], begin);
-    worker_clock_[w] = std::max(worker_clock_[w], begin);
+    // A worker held in reserve never pushed: when a change lets it join,
+    // its seqs and clock start at its join instead (worker_schedule.hpp).
+    auto raise = [begin](uint64_t& x) { x = x >= reserve_step && begin < reserve_step ? begin : std::max(x, begin); };
+    raise(applied_[w]);
+    raise(received_[w]);
+    raise(worker_clock_[w]);
   }
+}
+
+void shard_core::change_workers(const worker_schedule& workers) {
+  cfg_.workers = workers;
+  raise_to_spans();
 }
 
 bool shard_core::can_serve(uint64_t clock) const {

@@ -187,6 +187,9 @@ class worker_core {
   step_start next_step();
   // The job's window grew to `limit`; true when a waiting step may start now.
   bool widen_window(uint64_t limit);
+  // The job changed its workers at runtime: this worker's last step is
+  // steps - 1 (a change comes before any worker reaches its step).
+  void end_at(uint64_t steps) { cfg_.total_steps = std::max(step_, std::min(cfg_.total_steps, steps)); }
 
   // Starts the step's pulls for the batch's sparse `model_keys` (model key
   // space, ascending) and, for a model with tables, the rows `table_keys`

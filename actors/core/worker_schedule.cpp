@@ -57,9 +57,22 @@ caf::expected<worker_schedule> worker_schedule::parse(const std::string& text, u
     auto comma = text.find(',', at);
     auto item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     at = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (item.rfind("reserve:worker:", 0) == 0) {
+      auto w_text = item.substr(15);
+      if (w_text.empty() || w_text.size() > 9 || !std::all_of(w_text.begin(), w_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return bad_item(item, "expected reserve:worker:W");
+      auto w = std::stoull(w_text);
+      if (w >= slots)
+        return bad_item(item, "the job has workers 0 to " + std::to_string(slots - 1));
+      if (joined[w])
+        return bad_item(item, "worker " + w_text + " joins once at most");
+      joined[w] = true;
+      spans[w].begin = reserve_step;
+      continue;
+    }
     bool join = item.rfind("join:worker:", 0) == 0;
     if (!join && item.rfind("leave:worker:", 0) != 0)
-      return bad_item(item, "expected join:worker:W@STEP or leave:worker:W@STEP");
+      return bad_item(item, "expected join:worker:W@STEP, leave:worker:W@STEP or reserve:worker:W");
     auto rest = item.substr(join ? 12 : 13);
     auto amp = rest.find('@');
     if (amp == std::string::npos || amp == 0 || amp + 1 == rest.size())
@@ -83,6 +96,59 @@ caf::expected<worker_schedule> worker_schedule::parse(const std::string& text, u
     (join ? spans[w].begin : spans[w].end) = step;
   }
   return make(std::move(spans), total_steps);
+}
+
+caf::expected<worker_schedule> worker_schedule::changed(const std::string& items, uint64_t at,
+                                                         uint64_t total_steps) const {
+  std::vector<worker_span> spans = spans_;
+  if (spans.empty())
+    spans.assign(slots_, worker_span{});
+  size_t from = 0;
+  while (from <= items.size()) {
+    auto comma = items.find(',', from);
+    auto item = items.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    from = comma == std::string::npos ? items.size() + 1 : comma + 1;
+    bool join = item.rfind("join:worker:", 0) == 0;
+    if (!join && item.rfind("leave:worker:", 0) != 0)
+      return bad_item(item, "expected join:worker:W or leave:worker:W");
+    auto w_text = item.substr(join ? 12 : 13);
+    if (w_text.empty() || w_text.size() > 9 ||
+        !std::all_of(w_text.begin(), w_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return bad_item(item, "expected join:worker:W or leave:worker:W");
+    auto w = std::stoull(w_text);
+    if (w >= slots_)
+      return bad_item(item, "the job has workers 0 to " + std::to_string(slots_ - 1));
+    auto& span = spans[w];
+    if (join) {
+      if (span.begin != reserve_step)
+        return bad_item(item, "worker " + w_text + " is not held in reserve (reserve:worker:" + w_text +
+                                " lets a worker join at runtime)");
+      span.begin = at;
+    } else {
+      if (span.end <= at)
+        return bad_item(item, "worker " + w_text + " has left already (its last step is " +
+                                std::to_string(span.end - 1) + ")");
+      if (span.begin >= at)
+        return bad_item(item, "worker " + w_text + " has not joined by step " + std::to_string(at));
+      span.end = at;
+    }
+  }
+  auto out = make(std::move(spans), total_steps);
+  if (!out)
+    return make_error(errc::invalid_argument, "workers '" + items + "' from step " + std::to_string(at) + ": " +
+                                                describe(out.error()));
+  return out;
+}
+
+caf::error worker_schedule::check(uint32_t slots) const {
+  if (slots_ != slots || (!spans_.empty() && spans_.size() != slots_))
+    return make_error(errc::invalid_field, "a worker schedule of " + std::to_string(slots_) + " workers (" +
+                                             std::to_string(spans_.size()) + " spans) for a job of " +
+                                             std::to_string(slots));
+  for (size_t w = 0; w < spans_.size(); ++w)
+    if (spans_[w].begin >= spans_[w].end)
+      return make_error(errc::invalid_field, "worker " + std::to_string(w) + "'s span is empty");
+  return {};
 }
 
 bool worker_schedule::active(uint32_t worker, uint64_t step) const {
@@ -122,7 +188,9 @@ std::vector<uint64_t> worker_schedule::changes() const {
 std::string worker_schedule::to_string() const {
   std::map<uint64_t, std::vector<std::string>> by_step;
   for (uint32_t w = 0; w < spans_.size(); ++w) {
-    if (spans_[w].begin != 0)
+    if (spans_[w].begin == reserve_step)
+      by_step[spans_[w].begin].push_back("reserve:worker:" + std::to_string(w));
+    else if (spans_[w].begin != 0)
       by_step[spans_[w].begin].push_back("join:worker:" + std::to_string(w) + "@" + std::to_string(spans_[w].begin));
     if (spans_[w].end != UINT64_MAX)
       by_step[spans_[w].end].push_back("leave:worker:" + std::to_string(w) + "@" + std::to_string(spans_[w].end));

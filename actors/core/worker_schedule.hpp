@@ -17,9 +17,18 @@
 // batches.
 //
 // Text form (keel train --worker-changes): comma-separated items
-// `join:worker:W@STEP` (worker W is inactive until STEP) and
-// `leave:worker:W@STEP` (W's last step is STEP - 1); at most one of each
-// per worker, a join before a leave.
+// `join:worker:W@STEP` (worker W is inactive until STEP),
+// `leave:worker:W@STEP` (W's last step is STEP - 1) and `reserve:worker:W`
+// (W takes part in no step until a change at runtime lets it join); at
+// most one of each per worker, a join before a leave.
+//
+// Changes at runtime (job::change_workers): changed() moves a reserved
+// worker's join, or any active worker's leave, to a step no worker has
+// started yet; from that step on it is the schedule every shard and worker
+// holds, as if it had been planned. A reserved worker's span begins at
+// reserve_step, far past any run's steps, which no seq or clock reaches:
+// a shard that holds reserve_step for a worker knows it never pushed
+// (shard_workers.cpp lowers it to the worker's join when it comes).
 
 #include <cstdint>
 #include <string>
@@ -31,6 +40,9 @@
 #include "models/batch_schedule.hpp"
 
 namespace keel {
+
+// Where a reserved worker's span begins (see above).
+constexpr uint64_t reserve_step = uint64_t{1} << 62;
 
 // One worker's active steps [begin, end).
 struct worker_span {
@@ -56,8 +68,21 @@ class worker_schedule {
   static caf::expected<worker_schedule> parse(const std::string& text, uint32_t slots, uint64_t total_steps);
 
   uint32_t slots() const { return slots_; }
+  // The schedule from step `at` on with `items` applied, comma-separated
+  // `join:worker:W` (a reserved worker joins at `at`) and `leave:worker:W`
+  // (an active or joining worker's last step is at - 1). Errors name the
+  // item and why (not reserved, not active, no worker left at some step).
+  caf::expected<worker_schedule> changed(const std::string& items, uint64_t at, uint64_t total_steps) const;
+
+  // A schedule from elsewhere (a peer, a message) fit for a job of `slots`
+  // workers: as many slots, one span per slot, none empty. The error names
+  // what is wrong.
+  caf::error check(uint32_t slots) const;
+
   // Whether any worker joins or leaves.
   bool elastic() const { return !spans_.empty(); }
+  // Whether `worker` is held in reserve (see above).
+  bool reserved(uint32_t worker) const { return span(worker).begin == reserve_step; }
   worker_span span(uint32_t worker) const { return spans_.empty() ? worker_span{} : spans_.at(worker); }
   bool active(uint32_t worker, uint64_t step) const;
   // How many workers step `step` has.

@@ -256,6 +256,14 @@ caf::expected<std::unique_ptr<job>> start_job(placed_job_config cfg) {
   auto identity = check_directory(cfg);
   if (!identity)
     return std::move(identity.error());
+  if (cfg.checkpoints.resume) {
+    // Workers changed at runtime stay changed (job_workers.cpp).
+    auto changed = read_worker_changes(cfg.checkpoints.dir, cfg.training.workers, cfg.training.steps);
+    if (!changed)
+      return std::move(changed.error());
+    if (*changed)
+      cfg.training.schedule = std::move(**changed);
+  }
   auto p = std::make_unique<job::impl>();
   if (cfg.application_loop && !cfg.placement)  // a cluster's are in its client processes
     for (uint32_t w = 0; w < cfg.training.workers; ++w)
@@ -335,6 +343,10 @@ caf::expected<ps_client> job::client(uint32_t worker) {
     return make_error(errc::not_found, "job::client: no worker:" + std::to_string(worker) + " (the job has " +
                                          std::to_string(j.channels.size()) + " workers)");
   return ps_client(worker, j.steps, j.training_model, j.channels[worker]);
+}
+
+caf::expected<uint64_t> job::change_workers(const std::string& items) {
+  return ask<uint64_t>(*impl_->sys, impl_->controller, request_budget, workers_atom::value, items);
 }
 
 caf::error job::inject(const fault& f) {

@@ -245,6 +245,9 @@ struct job_result {
   std::vector<job_event> events;
   std::string params_sha256;                     // of dense then sparse values, in key order, then the tables' digests
   std::string fault_plan;                        // the faults injected, as parse_fault_plan reads them
+  // The worker schedule the run ended with (worker_schedule's text form,
+  // changes at runtime included; empty: every worker throughout).
+  std::string worker_changes;
   // The planned faults that did not take effect ("FAULT: why"): they never
   // came due before the run ended, or their injection failed. Each is also
   // a fault event on the timeline.
@@ -344,6 +347,20 @@ class job {
   // with invalid_argument when the job runs its model's own loop, and
   // not_found for a worker the job does not have.
   caf::expected<ps_client> client(uint32_t worker);
+
+  // Changes the job's workers while it runs: `items` are comma-separated
+  // `join:worker:W` (a worker the schedule holds in reserve,
+  // reserve:worker:W in training_config::schedule, joins) and
+  // `leave:worker:W` (a worker leaves). They take effect together at the
+  // first step no worker may have started yet, the checkpoint window's edge,
+  // which is returned once every shard and worker has the new schedule; a
+  // run with the same changes planned at that step from the start is the
+  // same run, bit for bit. The change is recorded in the checkpoint
+  // directory, and a resume of the run keeps it. Errors
+  // (invalid_argument) name an item that cannot be (a worker not in
+  // reserve, one that left already, no worker left at some step), a job
+  // without checkpoints (no window), or a change under way.
+  caf::expected<uint64_t> change_workers(const std::string& items);
 
   // Injects one fault now, whatever its trigger says (parse_fault_plan
   // reads the text form); callable like kill. Errors name a target the job

@@ -104,6 +104,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
           std::shared_ptr<event_feed> feed) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  st.workers_now = std::make_shared<workers_box>(st.cfg.training.schedule);
   st.run.identity = std::move(run);
   st.readout.result.run_id = st.run.identity.run_id;
   st.readout.result.config_hash = st.run.identity.config_hash;
@@ -172,6 +173,10 @@ void on_done(controller_actor* self, const worker_report& r) {
   auto& st = self->state;
   bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
   if (!live || r.epoch != st.run.epoch)
+    return;
+  // The last word of a worker's incarnation held in reserve, which a change
+  // let join since (job_workers.cpp): its next incarnation runs the steps.
+  if (r.steps >= reserve_step && !st.cfg.training.schedule.reserved(r.worker))
     return;
   st.progress.done.insert(r.worker);
   st.progress.reports[r.worker] = r;  // a worker killed after its last step reports again
@@ -318,6 +323,11 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     [=](move_atom, const std::string& name, const std::string& why) -> caf::result<uint64_t> {
       auto rp = promise();
       move_request(self, name, why, rp);
+      return rp;
+    },
+    [=](workers_atom, const std::string& items) -> caf::result<uint64_t> {
+      auto rp = promise();
+      change_workers_request(self, items, rp);
       return rp;
     },
     [=](job_status_atom) { return progress_text(self->state); },

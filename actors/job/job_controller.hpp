@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,6 +48,7 @@
 #include "actors/core/shard_core.hpp"
 #include "actors/core/table_snapshot.hpp"
 #include "actors/core/worker_report.hpp"
+#include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_driver.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/placed_job.hpp"
@@ -71,6 +73,7 @@ class event_feed;
 //   (kill_atom, fault)         -> ok | error: ends fault.target by fault.kind
 //   (inject_atom, fault)       -> ok | error: injects the fault now
 //   (job_status_atom)          -> std::string: where the run stands
+//   (workers_atom, items)      -> uint64_t: workers changed at runtime from that step (job_workers.cpp)
 // While the tree restarts (a rollback) params, kill, inject and stop wait for
 // it to run again; once the job has ended they fail with errc::shutting_down.
 using begin_atom = caf::atom_constant<caf::atom("job_begin")>;
@@ -80,6 +83,7 @@ using inject_atom = caf::atom_constant<caf::atom("job_inject")>;
 using job_status_atom = caf::atom_constant<caf::atom("job_status")>;
 using rows_atom = caf::atom_constant<caf::atom("job_rows")>;
 using table_atom = caf::atom_constant<caf::atom("job_table")>;
+using workers_atom = caf::atom_constant<caf::atom("job_wrkrs")>;
 // The controller's own timers.
 using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed fault or window deadline
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again
@@ -145,7 +149,30 @@ struct progress_state {
   std::optional<std::chrono::steady_clock::time_point> tick_at;  // the job_tick scheduled
 
   std::set<uint32_t> joined_said, left_said;   // elastic workers whose join / leave the timeline has
+  // A change of workers at runtime under way: the step it takes effect at,
+  // where the window is held until every shard and worker has it.
+  std::optional<uint64_t> change_at;
   uint64_t slowest() const;
+};
+
+// The job's worker schedule now, for the tree's start functions: a change
+// at runtime replaces it, and every shard and worker started after it
+// reads it. Thread-safe (the start functions run on supervisors' threads).
+class workers_box {
+ public:
+  explicit workers_box(worker_schedule s) : s_(std::move(s)) {}
+  worker_schedule get() const {
+    std::lock_guard<std::mutex> guard(m_);
+    return s_;
+  }
+  void set(worker_schedule s) {
+    std::lock_guard<std::mutex> guard(m_);
+    s_ = std::move(s);
+  }
+
+ private:
+  mutable std::mutex m_;
+  worker_schedule s_;
 };
 
 // The shards' parameters as one read found them.
@@ -236,6 +263,10 @@ struct controller_state {
   // The last fencing epoch handed to a shard incarnation: every start of any
   // shard, in any tree of this run, takes the next one (parameter_shard.hpp).
   std::shared_ptr<std::atomic<uint64_t>> shard_epochs = std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<workers_box> workers_now;  // cfg.training.schedule, for the start functions
+  // Workers were changed at runtime: every shard and worker that comes up is
+  // told the schedule (its start may have read the one before).
+  bool workers_changed = false;
   static inline const char* name = "keel.job_controller";
 };
 
@@ -290,6 +321,17 @@ std::string progress_text(const controller_state& st);
 // Elastic workers: the timeline's membership event when worker `w` first
 // reports a step after joining, or is done before the run's end (it left).
 void say_worker_change(controller_actor* self, uint32_t w, uint64_t step, bool done);
+
+// job_workers.cpp: workers changed at runtime (job::change_workers).
+// The file in the checkpoint directory that holds the schedule a change at
+// runtime made (worker_schedule's text form), read back by a resume.
+constexpr const char* worker_changes_file = "worker-changes";
+caf::error write_worker_changes(const std::filesystem::path& dir, const worker_schedule& workers);
+// The schedule `dir` holds for a job of `slots` workers and `steps` steps
+// (none: no change was made at runtime). Errors name the file.
+caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::filesystem::path& dir, uint32_t slots,
+                                                                  uint64_t steps);
+void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp);
 
 // job_storage.cpp: failing checkpoints.
 // A checkpoint failed: the window moves past it; the event reaches the

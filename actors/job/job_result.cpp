@@ -127,10 +127,13 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
   uint32_t w = 0;
   auto& workers = st.cfg.training.schedule;
   for (auto a : s.getApplied()) {
-    r.out.pushes_applied += a.getSeq();
-    // Each worker's last push: the run's last step, or the one before it left.
-    auto end = workers.elastic() ? std::min(st.cfg.training.steps, workers.span(w).end) : st.cfg.training.steps;
-    r.out.complete = r.out.complete && a.getSeq() == end;
+    // A worker still held in reserve took part in no step.
+    if (!workers.elastic() || !workers.reserved(w)) {
+      r.out.pushes_applied += a.getSeq();
+      // Each worker's last push: the run's last step, or the one before it left.
+      auto end = workers.elastic() ? std::min(st.cfg.training.steps, workers.span(w).end) : st.cfg.training.steps;
+      r.out.complete = r.out.complete && a.getSeq() == end;
+    }
     ++w;
   }
   return {};
@@ -243,7 +246,8 @@ void finish(controller_actor* self, parameters_read read) {
   // spans): the pushes it made are its seqs less S, at every shard.
   uint64_t not_pushed = 0;
   for (uint32_t w = 0; w < cfg.training.schedule.slots() && cfg.training.schedule.elastic(); ++w)
-    not_pushed += cfg.training.schedule.span(w).begin * cfg.training.shards;
+    if (!cfg.training.schedule.reserved(w))  // a reserved worker's seqs are not counted (read_shard)
+      not_pushed += cfg.training.schedule.span(w).begin * cfg.training.shards;
   result.pushes_applied = read.pushes_applied - std::min(read.pushes_applied, not_pushed);
   result.pushes_acked = 0;
   result.steps = cfg.training.steps;
@@ -267,6 +271,7 @@ void finish(controller_actor* self, parameters_read read) {
   result.tables = table_results(cfg, read.table_counts);
   result.messages_hit = st.faults->links()->hits();
   result.fault_plan = st.faults->injected();
+  result.worker_changes = st.cfg.training.schedule.to_string();
   result.faults_not_injected = st.faults->close_run();
   result.faults_injected = st.faults->planned_injected();
   st.readout.evaluating_since = std::chrono::steady_clock::now();

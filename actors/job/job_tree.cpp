@@ -108,11 +108,14 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   auto epochs = j.shard_epochs;
   auto run = j.run.identity;
   auto validate = shard_validator(io ? io : posix_io());
+  auto workers = j.workers_now;
   auto replica = j.run.replica;
   std::shared_ptr<const replica_store> replicas = j.run.replicas;
   c.start = [=](caf::actor_system& sys, const supervision::restart_context& ctx) {
     parameter_shard_config o;
     o.core = cfg;
+    if (auto now = workers->get(); now.elastic())  // changed at runtime, maybe
+      o.core.workers = now;
     o.seed = seed;
     // Fencing: a greater epoch than any earlier incarnation of any shard, so
     // one that outlives its replacement (a healed partition) is refused.
@@ -178,9 +181,14 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   env.faults = j.faults->links();
   if (i < j.cfg.channels.size())
     env.channel = j.cfg.channels[i];
-  c.start = [o, env, placement = j.cfg.placement](caf::actor_system& sys,
-                                                   const supervision::restart_context& ctx) mutable {
+  c.start = [o, env, placement = j.cfg.placement, workers = j.workers_now,
+             mean = j.cfg.training.combine == gradient_combine::mean](
+               caf::actor_system& sys, const supervision::restart_context& ctx) mutable {
     o.directory = ctx.directory;
+    if (auto now = workers->get(); now.elastic()) {  // changed at runtime, maybe
+      o.schedule = now;
+      o.mean_of_step_workers = mean;
+    }
     if (placement)
       return placement->start_worker(sys, ctx.incarnation, o);
     return spawn_worker(sys, o, env);
@@ -256,8 +264,11 @@ void follow_tree(controller_actor* self) {
 
 void send_window(controller_actor* self, const caf::actor& worker) {
   auto& coordinator = *self->state.progress.checkpoints;
-  if (coordinator.windowed())
-    self->send(worker, window_atom::value, coordinator.window());
+  if (!coordinator.windowed())
+    return;
+  // Held at a change of workers under way until every actor has it (job_workers.cpp).
+  auto& change = self->state.progress.change_at;
+  self->send(worker, window_atom::value, change ? std::min(*change, coordinator.window()) : coordinator.window());
 }
 
 }  // namespace
@@ -415,6 +426,10 @@ void on_directory(controller_actor* self, const supervision::directory_update& u
   auto& h = run.handles[*id];
   bool fresh = h != u.handle;
   h = u.handle;
+  // An incarnation whose start read the schedule before a change at runtime
+  // learns it before its window (job_workers.cpp).
+  if (fresh && self->state.workers_changed && (id->is(actor_kind::worker) || id->is(actor_kind::shard)))
+    self->send(u.handle, workers_changed_atom::value, self->state.cfg.training.schedule);
   if (fresh && id->is(actor_kind::worker))
     send_window(self, u.handle);
 }

@@ -175,6 +175,12 @@ caf::behavior shard_behavior(shard_actor* self) {
     },
     [self](status_atom, uint32_t worker) { return on_status(self, worker); },
     [self](fence_atom, uint64_t epoch) { check_addressed(self, epoch); },
+    [self](workers_changed_atom, const worker_schedule& workers) -> caf::result<caf::ok_atom> {
+      if (auto err = workers.check(self->state.core.config().num_workers))
+        return err;
+      self->state.core.change_workers(workers);
+      return caf::ok_atom::value;
+    },
     [self](const snapshot_request_msg& m) -> caf::result<shard_snapshot_msg> {
       auto req = decode(m);
       if (!req)

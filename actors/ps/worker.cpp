@@ -442,6 +442,23 @@ caf::behavior running(worker_actor* self) {
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) { on_window(self, limit); },
+      [self](workers_changed_atom, const worker_schedule& workers) {
+        // From a step no worker has started: the batches' deal and this
+        // worker's last step follow the new schedule.
+        auto& st = self->state;
+        if (auto err = workers.check(st.cfg.num_workers))
+          return caf::result<caf::ok_atom>(std::move(err));
+        st.cfg.schedule = workers;
+        auto span = workers.span(st.cfg.core.worker);
+        if (st.core.step() >= reserve_step && span.begin < reserve_step) {
+          // Held in reserve until now, and done: the next incarnation starts
+          // at the join, from the shards' seqs.
+          self->quit(make_error(errc::shutting_down, "it joins at step " + std::to_string(span.begin)));
+          return caf::result<caf::ok_atom>(caf::ok_atom::value);
+        }
+        st.core.end_at(span.end);
+        return caf::result<caf::ok_atom>(caf::ok_atom::value);
+      },
       [self](score_atom, slice_task& t) { return score_slice(self, std::move(t)); },
       [self](client_wake_atom) { client_wake(self); },
       [self](link_release_atom, uint64_t id) { self->state.links.release(id); },

@@ -104,3 +104,44 @@ TEST_CASE("under SSP the slowest worker is the slowest taking part: one that lef
   CHECK(s.can_serve(7));  // worker 0 stopped at 4 for good; only worker 1 (at 6) counts
   CHECK_FALSE(s.can_serve(8));
 }
+
+TEST_CASE("a worker held in reserve joins when the job changes the schedule: its seqs start at its join, and restores agree") {
+  shard_config c;
+  c.shard = 0;
+  c.num_workers = 2;
+  c.dense = {10, 14};
+  c.rule = {consistency_kind::bsp, 0};
+  c.optimizer.kind = optimizer_kind::sgd;
+  c.optimizer.lr = 1.0f;
+  auto reserve = worker_schedule::parse("reserve:worker:1", 2, 10);
+  REQUIRE_MESSAGE(reserve, describe(reserve.error()));
+  c.workers = *reserve;
+  auto made = shard_core::make(c, std::vector<float>(4, 0.0f));
+  REQUIRE_MESSAGE(made, describe(made.error()));
+  auto s = std::move(*made);
+  CHECK(s.applied(1) == reserve_step);  // never pushes while in reserve
+  CHECK(s.offer(push_of(0, 0, -1)).steps_applied == 1);  // worker 0 alone
+  auto before = snapshot_of(s, 1, 0);  // a checkpoint from before the change
+  REQUIRE(before);
+  auto joined = reserve->changed("join:worker:1", 2, 10);
+  REQUIRE_MESSAGE(joined, describe(joined.error()));
+  s.change_workers(*joined);
+  CHECK(s.applied(1) == 2);
+  CHECK(s.received(1) == 2);
+  CHECK(s.worker_clock(1) == 2);
+  CHECK(s.offer(push_of(0, 1, -1)).steps_applied == 1);
+  CHECK(s.offer(push_of(0, 2, -1)).steps_applied == 0);  // step 2 waits for worker 1 now
+  CHECK(s.offer(push_of(1, 2, -1)).steps_applied == 1);
+  // A restore of the checkpoint from before the change, under the changed
+  // schedule: worker 1 never pushed, so its seqs are its join's.
+  c.workers = *joined;
+  auto d = decode(*before);
+  REQUIRE_MESSAGE(d, describe(d.error()));
+  auto restored = restore_shard(c, d->root());
+  REQUIRE_MESSAGE(restored, describe(restored.error()));
+  CHECK(restored->applied(1) == 2);
+  CHECK(restored->worker_clock(1) == 2);
+  CHECK(restored->offer(push_of(0, 1, -1)).steps_applied == 1);
+  CHECK(restored->offer(push_of(1, 2, -1)).steps_applied == 0);  // step 2 waits for worker 0
+  CHECK(restored->offer(push_of(0, 2, -1)).steps_applied == 1);
+}

@@ -95,3 +95,41 @@ TEST_CASE("a worker schedule refuses a change that names no worker, no step, an 
   refused("leave:worker:0@10", 1, "no worker is active at step 10");
   refused("join:worker:0@10,join:worker:1@5", 2, "no worker is active at step 0");
 }
+
+TEST_CASE("a worker schedule holds workers in reserve and changes at runtime from a step on, refusing what cannot be") {
+  auto s = worker_schedule::parse("reserve:worker:2,leave:worker:1@50", 3, 100);
+  REQUIRE_MESSAGE(s, describe(s.error()));
+  CHECK(s->reserved(2));
+  CHECK_FALSE(s->active(2, 99));
+  CHECK(s->count(10) == 2);
+  CHECK(s->worker_steps(100) == 150);
+  CHECK(s->to_string() == "leave:worker:1@50,reserve:worker:2");
+  auto back = worker_schedule::parse(s->to_string(), 3, 100);
+  REQUIRE(back);
+  CHECK(back->to_string() == s->to_string());
+  // Worker 2 joins and worker 0 leaves at step 30, together.
+  auto c = s->changed("join:worker:2,leave:worker:0", 30, 100);
+  REQUIRE_MESSAGE(c, describe(c.error()));
+  CHECK(c->to_string() == "leave:worker:0@30,join:worker:2@30,leave:worker:1@50");
+  CHECK(c->count(29) == 2);
+  CHECK(c->count(30) == 2);
+  CHECK(c->count(50) == 1);
+  // A schedule without changes gets its first at runtime.
+  auto plain = worker_schedule(2).changed("leave:worker:1", 10, 20);
+  REQUIRE_MESSAGE(plain, describe(plain.error()));
+  CHECK(plain->to_string() == "leave:worker:1@10");
+  auto refused = [&](const worker_schedule& from, const std::string& items, uint64_t at, const std::string& why) {
+    auto r = from.changed(items, at, 100);
+    REQUIRE(!r);
+    CHECK_MESSAGE(describe(r.error()).find(why) != std::string::npos, describe(r.error()));
+  };
+  refused(*s, "join:worker:0", 30, "is not held in reserve");
+  refused(*s, "leave:worker:1", 60, "has left already");
+  refused(*s, "leave:worker:2", 30, "has not joined by step 30");
+  refused(*s, "leave:worker:0", 60, "no worker is active at step 60");
+  refused(*s, "join:worker:9", 30, "the job has workers 0 to 2");
+  refused(*s, "grow", 30, "expected join:worker:W or leave:worker:W");
+  CHECK(!worker_schedule::parse("reserve:worker:x", 3, 100));
+  CHECK(s->check(3) == caf::error{});
+  CHECK(s->check(4) != caf::error{});
+}

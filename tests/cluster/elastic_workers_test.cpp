@@ -76,5 +76,5 @@ TEST_CASE("keel train refuses a worker change that names no worker of the job, n
   refused("join:worker:5@50", "worker change 'join:worker:5@50': the job has workers 0 to 1");
   refused("leave:worker:0@100", "worker change 'leave:worker:0@100': the step must be between 1 and 99");
   refused("leave:worker:0@50,leave:worker:1@60", "no worker is active at step 60");
-  refused("drop:worker:0@5", "worker change 'drop:worker:0@5': expected join:worker:W@STEP or leave:worker:W@STEP");
+  refused("drop:worker:0@5", "worker change 'drop:worker:0@5': expected join:worker:W@STEP, leave:worker:W@STEP or reserve:worker:W");
 }

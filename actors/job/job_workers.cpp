@@ -1,0 +1,151 @@
+// Workers changed while the job runs (job::change_workers): a reserved
+// worker joins, or a worker leaves, at the first step no worker may have
+// started, the checkpoint window's edge (worker_schedule::changed). The
+// controller
+//   1. computes the new schedule from that step on and writes it to the
+//      checkpoint directory (worker_changes_file, durable before any step
+//      it decides runs: a resume reads it back, job.cpp);
+//   2. holds the window at that step (send_window, job_tree.cpp) and tells
+//      every shard and worker the new schedule, waiting for each (one that
+//      is down restarts with it: the specs read workers_now);
+//   3. lets the window move. A joining worker's incarnation held in reserve
+//      ends itself when told (worker.cpp); its next one starts at its join,
+//      from the shards' seqs. An incarnation that comes up after the change
+//      began is told it as it comes (on_directory, job_tree.cpp).
+// A run with the same changes planned from the start (--worker-changes) is
+// the same run, bit for bit.
+#include <fcntl.h>
+
+#include "actors/core/atoms.hpp"
+#include "actors/job/job_controller.hpp"
+#include "messages/errors.hpp"
+#include "storage/file_io.hpp"
+
+namespace keel {
+
+namespace {
+
+// Each shard and worker has this long to take a change (one that does not
+// answer is down or restarting, and its next incarnation reads the new
+// schedule).
+constexpr auto change_timeout = std::chrono::seconds(10);
+
+void changed(controller_actor* self, const worker_schedule& before, uint64_t at, caf::response_promise rp) {
+  auto& st = self->state;
+  auto& now = st.cfg.training.schedule;
+  for (uint32_t w = 0; w < now.slots(); ++w) {
+    auto name = to_string(actor_id::worker(w));
+    if (before.reserved(w) && !now.reserved(w)) {
+      st.progress.done.erase(w);
+      st.progress.joined_said.insert(w);
+      if (w < st.progress.worker_step.size())
+        st.progress.worker_step[w] = at;
+      auto e = make_job_event(event_kind::membership, name,
+                              "joins at step " + std::to_string(at) + " (changed at runtime): " +
+                                std::to_string(now.count(at)) + " workers from then on");
+      e.step = at;
+      record(self, std::move(e));
+    } else if (before.span(w).end != now.span(w).end) {
+      st.progress.left_said.insert(w);
+      auto e = make_job_event(event_kind::membership, name,
+                              "leaves after step " + std::to_string(at - 1) + " (changed at runtime): " +
+                                std::to_string(now.count(at)) + " workers from step " + std::to_string(at));
+      e.step = at;
+      record(self, std::move(e));
+    }
+  }
+  st.progress.change_at.reset();
+  widen_window(self);
+  rp.deliver(at);
+  follow_up(self);
+}
+
+}  // namespace
+
+caf::error write_worker_changes(const std::filesystem::path& dir, const worker_schedule& workers) {
+  auto io = posix_io();
+  auto tmp = dir / (std::string(worker_changes_file) + ".tmp");
+  auto text = workers.to_string() + "\n";
+  auto f = io->create(tmp);
+  if (!f)
+    return f.error();
+  if (auto err = (*f)->write_at(0, text.data(), text.size()))
+    return err;
+  if (auto err = (*f)->sync())
+    return err;
+  f->reset();
+  if (auto err = io->rename(tmp, dir / worker_changes_file))
+    return err;
+  return io->sync_dir(dir);
+}
+
+caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::filesystem::path& dir, uint32_t slots,
+                                                                  uint64_t steps) {
+  auto path = dir / worker_changes_file;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return std::optional<worker_schedule>();
+  auto f = posix_io()->open(path);
+  if (!f)
+    return f.error();
+  auto size = (*f)->size();
+  if (!size)
+    return size.error();
+  if (*size > (uint64_t{1} << 20))
+    return make_error(errc::invalid_field, path.string() + ": " + std::to_string(*size) + " bytes, not a worker schedule");
+  std::string text(*size, '\0');
+  if (auto err = (*f)->read_at(0, text.data(), text.size()))
+    return err;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.pop_back();
+  auto s = text.empty() ? caf::expected<worker_schedule>(worker_schedule(slots))
+                        : worker_schedule::parse(text, slots, steps);
+  if (!s)
+    return make_error(errc::invalid_field, path.string() + ": " + describe(s.error()));
+  return std::optional<worker_schedule>(std::move(*s));
+}
+
+void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp) {
+  if (held(self, [=] { change_workers_request(self, items, rp); }))
+    return;
+  auto& st = self->state;
+  if (st.run.now != run_phase::running)
+    return rp.deliver(not_running());
+  auto bad = [&](const std::string& why) { rp.deliver(make_error(errc::invalid_argument, "change_workers: " + why)); };
+  auto& window = *st.progress.checkpoints;
+  if (!window.windowed())
+    return bad("workers change at the checkpoint window's edge, and this job takes no checkpoints "
+               "(checkpoint_config::every)");
+  if (st.cfg.application_loop)
+    return bad("an application's own loops (application_loop) run every worker's steps");
+  if (st.progress.change_at)
+    return bad("a change from step " + std::to_string(*st.progress.change_at) + " is under way");
+  const uint64_t at = window.window();
+  if (at >= st.cfg.training.steps)
+    return bad("the run's last step " + std::to_string(st.cfg.training.steps - 1) +
+               " comes before step " + std::to_string(at) + ", the first a change can take");
+  auto next = st.cfg.training.schedule.changed(items, at, st.cfg.training.steps);
+  if (!next)
+    return rp.deliver(next.error());
+  if (auto err = write_worker_changes(st.cfg.checkpoints.dir, *next))
+    return rp.deliver(make_error(errc::io_error, "change_workers: cannot record the change in " +
+                                                   st.cfg.checkpoints.dir.string() + ": " + describe(err)));
+  auto before = st.cfg.training.schedule;
+  st.cfg.training.schedule = *next;
+  st.workers_now->set(*next);
+  st.workers_changed = true;
+  st.progress.change_at = at;
+  std::vector<caf::actor> told;
+  for (auto& [id, h] : st.run.handles)
+    if (id.is(actor_kind::shard) || id.is(actor_kind::worker))
+      told.push_back(h);
+  auto left = std::make_shared<size_t>(told.size());
+  if (told.empty())
+    return changed(self, before, at, rp);
+  for (auto& h : told)
+    self->request(h, change_timeout, workers_changed_atom::value, *next)
+      .then([=](caf::ok_atom) mutable { if (--*left == 0) changed(self, before, at, rp); },
+            [=](caf::error&) mutable { if (--*left == 0) changed(self, before, at, rp); });
+}
+
+}  // namespace keel
