@@ -1,4 +1,4 @@
-// `keel admin --at HOST:PORT [--secret-file FILE] status|drain NODE|move CHILD NODE|add HOST:PORT`:
+// `keel admin --at HOST:PORT [--secret-file FILE] status|drain NODE|move CHILD NODE|add HOST:PORT|join W|leave W`:
 // an operator's requests to a running keel cluster (--admin-port), and the
 // endpoint's server side for keel cluster. Exit status: 0 the cluster
 // answered yes, 1 it refused (the reason printed) or could not be reached,
@@ -143,6 +143,9 @@ int admin(const args& a) {
                "  move CHILD node:N      move shard:S or worker:W to node N (queued after other moves)\n"
                "  add HOST:PORT          add the keel node listening there to the job (NAME@HOST:PORT\n"
                "                         with TLS), then balance onto it\n"
+               "  join worker:W          worker W, held in reserve (--worker-changes reserve:worker:W),\n"
+               "                         joins the job at the first step it can take\n"
+               "  leave worker:W         worker W leaves the job at the first step it can take\n"
                "Each request proves the cluster secret (HMAC over the request and the time).\n"
                "Exit status: 0 done or accepted, 1 refused or unreachable, 2 bad usage.",
                flags.visible);
@@ -158,15 +161,18 @@ int admin(const args& a) {
   if (g.words.empty())
     return usage_error("admin", "", "no request: status, drain NODE, move CHILD NODE or add HOST:PORT");
   const auto& verb = g.words[0];
-  const std::vector<std::pair<std::string, size_t>> arity{{"status", 1}, {"drain", 2}, {"move", 3}, {"add", 2}};
+  const std::vector<std::pair<std::string, size_t>> arity{{"status", 1}, {"drain", 2}, {"move", 3}, {"add", 2},
+                                                          {"join", 2},   {"leave", 2}};
   auto known = std::find_if(arity.begin(), arity.end(), [&](auto& v) { return v.first == verb; });
   if (known == arity.end())
-    return usage_error("admin", "", "unknown request '" + verb + "': status, drain NODE, move CHILD NODE or add HOST:PORT");
+    return usage_error("admin", "", "unknown request '" + verb + "': status, drain NODE, move CHILD NODE, add HOST:PORT, join WORKER or leave WORKER");
   if (g.words.size() != known->second)
     return usage_error("admin", "", verb + " takes " + std::to_string(known->second - 1) + " operand" +
                                        (known->second == 2 ? "" : "s") + ", not " + std::to_string(g.words.size() - 1));
   std::string method = verb == "status" ? "GET" : "POST", target = "/admin/" + verb;
-  if (verb == "drain")
+  if (verb == "join" || verb == "leave")
+    target = "/admin/workers?" + verb + "=" + g.words[1];
+  else if (verb == "drain")
     target += "?node=" + g.words[1];
   else if (verb == "move")
     target += "?child=" + g.words[1] + "&to=" + g.words[2];
@@ -221,6 +227,8 @@ std::unique_ptr<metrics_http_server> serve_admin(std::shared_ptr<cluster_placeme
     return "node:" + std::to_string(placement->nodes() - 1) + " at " + a.host + ":" + std::to_string(a.port) +
            " joined the job; the moves that balance it follow (keel admin status shows them)";
   };
+  // The job's timeline has the change (membership worker:W: joins at step S ...).
+  ops.workers = [placement](const std::string& item) { return placement->change_workers(item); };
   auto admin = std::make_shared<cluster_admin>(std::move(secret), std::move(ops));
   metrics_http_options o;
   o.name = "admin";

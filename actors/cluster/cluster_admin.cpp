@@ -99,9 +99,11 @@ std::string cluster_admin::respond(const std::string& head, int64_t now) {
   auto question = target.find('?');
   auto path = target.substr(0, question);
   auto query = question == std::string::npos ? std::string() : target.substr(question + 1);
-  const bool known = path == "/admin/status" || path == "/admin/drain" || path == "/admin/move" || path == "/admin/add";
+  const bool known = path == "/admin/status" || path == "/admin/drain" || path == "/admin/move" ||
+                     path == "/admin/add" || path == "/admin/workers";
   if (!known)
-    return http_plain("404 Not Found", "the admin endpoint serves /admin/status, /admin/drain, /admin/move and /admin/add");
+    return http_plain("404 Not Found",
+                      "the admin endpoint serves /admin/status, /admin/drain, /admin/move, /admin/add and /admin/workers");
   const char* allowed = path == "/admin/status" ? "GET" : "POST";
   if (method != allowed)
     return http_plain("405 Method Not Allowed", path + " answers " + allowed + " only",
@@ -160,6 +162,20 @@ std::string cluster_admin::respond(const std::string& head, int64_t now) {
       return refused(err);
     return http_plain("202 Accepted", "the move of " + to_string(*child) + " to node:" + std::to_string(node) +
                                         " is queued: it runs after the moves queued before it");
+  }
+  if (path == "/admin/workers") {
+    auto join = arg("join"), leave = arg("leave");
+    auto who = join ? join : leave;
+    auto worker = who ? parse_actor_id(*who) : std::nullopt;
+    if (!worker || !worker->is(actor_kind::worker) || (join && leave))
+      return http_plain("400 Bad Request", "workers needs join=worker:W or leave=worker:W");
+    auto item = std::string(join ? "join:" : "leave:") + to_string(*worker);
+    auto at = ops_.workers(item);
+    if (!at)
+      return refused(at.error());
+    return http_plain("200 OK", to_string(*worker) + (join ? " joins" : " leaves") + " at step " + std::to_string(*at) +
+                                  (join ? "" : " (its last step is " + std::to_string(*at - 1) + ")") +
+                                  ": every shard and worker holds the new schedule");
   }
   std::string why;
   auto address = arg("address") ? parse_node_address(*arg("address"), why) : std::nullopt;

@@ -8,6 +8,9 @@
 //   POST /admin/move?child=shard:S&to=node:N  202: the move is queued
 //   POST /admin/add?address=HOST:PORT[&name=TLSNAME]
 //                                             200: the keel node there joined the job
+//   POST /admin/workers?join=worker:W   (or leave=worker:W)
+//                                             200: the job's workers changed from the step named
+//                                             (job::change_workers; W held in reserve to join)
 // Every request proves it knows the cluster secret, as nodes do: header
 // `X-Keel-Admin: <unix seconds> <nonce> <hex HMAC-SHA256>` over the method
 // and the target (path and query) with the time and a random nonce as the
@@ -43,6 +46,8 @@ struct cluster_admin_ops {
   std::function<caf::error(actor_id child, uint32_t node)> move;
   // The reply's text on success (which node it became, the moves planned).
   std::function<caf::expected<std::string>(const node_address& address)> add;
+  // "join:worker:W" or "leave:worker:W": the step the change takes effect at.
+  std::function<caf::expected<uint64_t>(const std::string& item)> workers;
 };
 
 // The value of the X-Keel-Admin header for `method` `target` at

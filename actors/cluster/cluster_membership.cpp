@@ -460,6 +460,32 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
   return {};
 }
 
+caf::expected<uint64_t> cluster_placement::change_workers(const std::string& item) {
+  // As add_node: the discoverer asks the job, and leaves the answer in the
+  // state (a request from a thread of no actor kept the system from
+  // shutting down).
+  caf::actor discoverer;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> guard(state_->mtx);
+    if (state_->detached || !state_->discoverer)
+      return make_error(errc::shutting_down, "the job is not running");
+    discoverer = state_->discoverer;
+    ticket = ++state_->last_add_ticket;
+  }
+  caf::anon_send(discoverer, ask_workers_atom::value, ticket, item);
+  std::unique_lock<std::mutex> lock(state_->mtx);
+  if (!state_->changed.wait_for(lock, std::chrono::minutes(2),
+                                [&] { return state_->workers_changed.count(ticket) > 0 || state_->detached; }))
+    return make_error(errc::timeout, "the job did not answer the change of workers '" + item + "' within 2 minutes");
+  auto it = state_->workers_changed.find(ticket);
+  if (it == state_->workers_changed.end())
+    return make_error(errc::shutting_down, "the job ended before it changed its workers");
+  auto out = std::move(it->second);
+  state_->workers_changed.erase(it);
+  return out;
+}
+
 void cluster_placement::note(uint32_t node, std::string detail) {
   tell_job(state_, event_kind::membership, node, std::move(detail));
 }

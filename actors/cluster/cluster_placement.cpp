@@ -9,6 +9,7 @@
 
 #include "actors/cluster/cluster_placement_state.hpp"
 #include "actors/cluster/placement_policy.hpp"
+#include "actors/core/atoms.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/core/update_rules.hpp"
 #include "messages/errors.hpp"
@@ -275,6 +276,24 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
       [self, st](discover_atom) {
         discover_joined(st);
         self->delayed_send(self, st->cfg.discover_every, discover_atom::value);
+      },
+      [self, st](ask_workers_atom, uint64_t ticket, const std::string& item) {
+        caf::actor job;
+        {
+          std::lock_guard<std::mutex> guard(st->mtx);
+          job = st->job;
+        }
+        auto answer = [st, ticket](caf::expected<uint64_t> at) {
+          {
+            std::lock_guard<std::mutex> guard(st->mtx);
+            st->workers_changed.emplace(ticket, std::move(at));
+          }
+          st->changed.notify_all();
+        };
+        if (!job)
+          return answer(make_error(errc::shutting_down, "the job has ended"));
+        self->request(job, std::chrono::minutes(1), workers_atom::value, item)
+          .then([answer](uint64_t at) { answer(at); }, [answer](caf::error& err) { answer(std::move(err)); });
       },
       [st](add_node_atom, uint64_t ticket, const std::string& host, uint16_t port, const std::string& tls_name) {
         auto err = add_node_to(st, node_address{host, port, tls_name});

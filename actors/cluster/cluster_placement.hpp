@@ -117,6 +117,10 @@ class cluster_placement final : public child_placement {
   // Queues a move of `child` (a shard or worker) to `node`, which must take
   // children; it runs as a rebalance's moves do, after those queued before.
   caf::error move(actor_id child, uint32_t node);
+  // An operator's change of the job's workers ("join:worker:W" or
+  // "leave:worker:W", keel admin): asks the job (job::change_workers) and
+  // returns the step it takes effect at. Any thread.
+  caf::expected<uint64_t> change_workers(const std::string& item);
   // A membership event about `node` in the job's timeline.
   void note(uint32_t node, std::string detail);
   // Every node (address, state: live, lost, draining, waiting to drain,

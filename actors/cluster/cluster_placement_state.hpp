@@ -29,6 +29,7 @@ using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent):
 using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for nodes that joined a member
 using add_node_atom = caf::atom_constant<caf::atom("addnode")>;      // (ticket, host, port, tls name): add_node_to
 using pre_copy_done_atom = caf::atom_constant<caf::atom("precopied")>;  // (child, why): stop it for its move
+using ask_workers_atom = caf::atom_constant<caf::atom("askwrkrs")>;     // (ticket, item): change_workers
 
 // A child to stop so that it starts elsewhere: on `to` (a rebalance), or
 // wherever the policy says (a drain).
@@ -81,6 +82,8 @@ struct cluster_placement::state {
   // is notified when one is in).
   uint64_t last_add_ticket = 0;
   std::map<uint64_t, caf::error> added;
+  // change_workers' requests to the job, through the discoverer, and their answers.
+  std::map<uint64_t, caf::expected<uint64_t>> workers_changed;
   bool detached = false;  // the job ended: nothing joins any more
   // For pre-copies: each shard's last spawn request (without its initial
   // values) and its newest committed snapshot.

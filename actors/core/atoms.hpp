@@ -29,6 +29,8 @@ using score_atom = caf::atom_constant<caf::atom("score")>;        // (slice_task
 using write_atom = caf::atom_constant<caf::atom("write")>;        // (snapshot, tag): a shard's writer writes it
 using move_atom = caf::atom_constant<caf::atom("move")>;          // (child, why): the job stops a child to run it elsewhere
 using client_wake_atom = caf::atom_constant<caf::atom("clientwake")>;  // an application's loop asked its worker something
+// (items) -> uint64_t: a job's workers changed while it runs (job::change_workers, keel admin join/leave)
+using workers_atom = caf::atom_constant<caf::atom("job_wrkrs")>;
 // (worker_schedule): the job changed its workers at runtime (worker_schedule::changed)
 using workers_changed_atom = caf::atom_constant<caf::atom("wchanged")>;
 using seal_atom = caf::atom_constant<caf::atom("seal")>;          // (streamed file): a shard's writer makes it durable

@@ -83,7 +83,6 @@ using inject_atom = caf::atom_constant<caf::atom("job_inject")>;
 using job_status_atom = caf::atom_constant<caf::atom("job_status")>;
 using rows_atom = caf::atom_constant<caf::atom("job_rows")>;
 using table_atom = caf::atom_constant<caf::atom("job_table")>;
-using workers_atom = caf::atom_constant<caf::atom("job_wrkrs")>;
 // The controller's own timers.
 using job_tick_atom = caf::atom_constant<caf::atom("job_tick")>;      // a timed fault or window deadline
 using reread_atom = caf::atom_constant<caf::atom("job_reread")>;      // read the final parameters again

@@ -41,31 +41,6 @@ void fail(worker_actor* self, caf::error err) {
 
 void on_pulled(worker_actor* self, uint32_t shard, schema::PullReply::Reader r);
 
-// Backpressure (worker_core.hpp): the step waits for a checkpoint; the job
-// hears it once, when the pause begins and when it ends.
-void emit_pause(worker_actor* self, bool begins) {
-  auto& st = self->state;
-  auto step = st.core.step();
-  auto bytes = st.core.log().bytes();
-  auto now = std::chrono::steady_clock::now();
-  std::string detail;
-  if (begins) {
-    st.paused_since = now;
-    detail = "replay log holds " + std::to_string(bytes) + " bytes, over its bound of " +
-             std::to_string(st.cfg.core.log_bound) + ": paused before step " + std::to_string(step) +
-             " until a checkpoint at step " + std::to_string(step) + " commits";
-  } else {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - st.paused_since).count();
-    detail = "resumed at step " + std::to_string(step) + " after " + std::to_string(ms) +
-             " ms: a checkpoint committed, replay log now " + std::to_string(bytes) + " bytes";
-    st.waiting_since = now;  // the window's wait, if any, starts now
-  }
-  auto e = make_job_event(begins ? event_kind::backpressure : event_kind::resumed, {}, detail);
-  e.step = step;
-  e.count = bytes;
-  emit(self, std::move(e));
-}
-
 // Starts the step in progress if the core lets it: builds its batch and asks
 // every shard for what it needs.
 void start_step(worker_actor* self) {
@@ -383,17 +358,6 @@ void on_retry(worker_actor* self, uint64_t gen, uint32_t shard, uint32_t attempt
   }
 }
 
-// The job widened the checkpoint window: a step waiting at it starts.
-void on_window(worker_actor* self, uint64_t limit) {
-  auto& st = self->state;
-  if (!st.core.widen_window(limit))
-    return;
-  auto waited = std::chrono::steady_clock::now() - st.waiting_since;
-  st.core.waited_at_window(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
-  start_step(self);
-}
-
 caf::behavior running(worker_actor* self) {
   return {
       [self](retry_atom, uint64_t gen, uint32_t shard, uint32_t attempt, bool push) {
@@ -442,23 +406,7 @@ caf::behavior running(worker_actor* self) {
       },
       [self](replay_atom, uint32_t shard, uint32_t attempt) { replay_to(self, shard, attempt); },
       [self](window_atom, uint64_t limit) { on_window(self, limit); },
-      [self](workers_changed_atom, const worker_schedule& workers) {
-        // From a step no worker has started: the batches' deal and this
-        // worker's last step follow the new schedule.
-        auto& st = self->state;
-        if (auto err = workers.check(st.cfg.num_workers))
-          return caf::result<caf::ok_atom>(std::move(err));
-        st.cfg.schedule = workers;
-        auto span = workers.span(st.cfg.core.worker);
-        if (st.core.step() >= reserve_step && span.begin < reserve_step) {
-          // Held in reserve until now, and done: the next incarnation starts
-          // at the join, from the shards' seqs.
-          self->quit(make_error(errc::shutting_down, "it joins at step " + std::to_string(span.begin)));
-          return caf::result<caf::ok_atom>(caf::ok_atom::value);
-        }
-        st.core.end_at(span.end);
-        return caf::result<caf::ok_atom>(caf::ok_atom::value);
-      },
+      [self](workers_changed_atom, const worker_schedule& workers) { return take_workers(self, workers); },
       [self](score_atom, slice_task& t) { return score_slice(self, std::move(t)); },
       [self](client_wake_atom) { client_wake(self); },
       [self](link_release_atom, uint64_t id) { self->state.links.release(id); },

@@ -63,6 +63,10 @@ void fail(worker_actor* self, caf::error err);
 
 // worker.cpp: the training loop.
 void start_step(worker_actor* self);
+// worker_flow.cpp: the window, backpressure's events, workers changed at runtime.
+void emit_pause(worker_actor* self, bool begins);
+void on_window(worker_actor* self, uint64_t limit);
+caf::result<caf::ok_atom> take_workers(worker_actor* self, const worker_schedule& workers);
 // worker_client.cpp: the steps of an application's loop (worker_env::channel).
 void attach_client(worker_actor* self);
 void client_keys(worker_actor* self);      // the step waits for its keys

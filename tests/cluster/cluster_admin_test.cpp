@@ -49,6 +49,12 @@ cluster_admin make_admin(asked& a) {
       return a.refuse;
     return std::string("node:3 joined");
   };
+  ops.workers = [&a](const std::string& item) -> caf::expected<uint64_t> {
+    a.calls.push_back("workers " + item);
+    if (a.refuse)
+      return a.refuse;
+    return uint64_t{40};
+  };
   return cluster_admin(secret(), std::move(ops));
 }
 
@@ -117,6 +123,25 @@ TEST_CASE("the admin endpoint's drain, move and add reach the cluster with their
   CHECK(status_of(refused) == "409");
   CHECK(refused.find("node:9 is not a node of this job") != std::string::npos);
   CHECK(status_of(admin.respond(signed_head("POST", "/admin/add?address=h:1", now + 1), now)) == "409");
+}
+
+TEST_CASE("the admin endpoint's join and leave of a worker reach the job, naming the step, and its refusals come back as 409") {
+  asked a;
+  auto admin = make_admin(a);
+  const int64_t now = 1'800'000'000;
+  auto join = admin.respond(signed_head("POST", "/admin/workers?join=worker:2", now), now);
+  CHECK(status_of(join) == "200");
+  CHECK(join.find("worker:2 joins at step 40") != std::string::npos);
+  auto leave = admin.respond(signed_head("POST", "/admin/workers?leave=worker:0", now), now);
+  CHECK(leave.find("worker:0 leaves at step 40 (its last step is 39)") != std::string::npos);
+  CHECK(a.calls == std::vector<std::string>{"workers join:worker:2", "workers leave:worker:0"});
+  for (auto bad : {"/admin/workers?join=shard:1", "/admin/workers", "/admin/workers?join=worker:1&leave=worker:0"})
+    CHECK(status_of(admin.respond(signed_head("POST", bad, now + 1), now)) == "400");
+  CHECK(a.calls.size() == 2);
+  a.refuse = make_error(errc::invalid_argument, "worker change 'join:worker:1': worker 1 is not held in reserve");
+  auto refused = admin.respond(signed_head("POST", "/admin/workers?join=worker:1", now + 2), now);
+  CHECK(status_of(refused) == "409");
+  CHECK(refused.find("not held in reserve") != std::string::npos);
 }
 
 TEST_CASE("the admin endpoint names a malformed request, a wrong method and an unknown path without asking the cluster") {
@@ -231,4 +256,44 @@ KEEL_RELEASE_TEST_CASE("an operator drains a node, moves a shard and adds a node
   CHECK(acked == applied);
   CHECK(sha_in(*result) == sha);
   REQUIRE(cluster->wait_exit(60s) == 0);
+}
+
+KEEL_RELEASE_TEST_CASE("an operator lets a reserved worker join and a worker leave a running keel cluster with keel admin: the run is the one that planned them") {
+  using namespace keel::test;
+  using namespace std::chrono_literals;
+  const std::string base = "--model probe --shards 2 --workers 3 --steps 4000 --checkpoint-every 20";
+  std::vector<std::string> argv{"--nodes", "2", "--admin-port", "0"};
+  std::istringstream words(base + " --worker-changes reserve:worker:2");
+  for (std::string w; words >> w;) argv.push_back(w);
+  auto cluster = node_process::launch(argv, "cluster");
+  auto admin_line = cluster->wait_stdout("keel cluster: admin on http://", 120s);
+  REQUIRE(admin_line);
+  auto at = word_after(*admin_line, "keel admin --at ");
+  auto secret_file = word_after(*admin_line, "--secret-file ");
+  auto admin = [&](const std::string& request) {
+    return run_keel("admin --at " + at + " --secret-file " + secret_file + " " + request);
+  };
+  REQUIRE(cluster->wait_stdout("placed worker:2: on node:", 120s));
+  auto refused = admin("join worker:1");
+  CHECK(refused.status == 1);
+  CHECK_MESSAGE(refused.out.find("worker 1 is not held in reserve") != std::string::npos, refused.out);
+  auto step_of = [](const std::string& out, const std::string& before) -> uint64_t {
+    auto at = out.find(before);
+    REQUIRE_MESSAGE(at != std::string::npos, out);
+    return std::stoull(out.substr(at + before.size()));
+  };
+  auto join = admin("join worker:2");
+  REQUIRE_MESSAGE(join.status == 0, join.out);
+  auto joined = step_of(join.out, "worker:2 joins at step ");
+  auto leave = admin("leave worker:0");
+  REQUIRE_MESSAGE(leave.status == 0, leave.out);
+  auto left = step_of(leave.out, "worker:0 leaves at step ");
+  auto result = cluster->wait_stdout("params_sha256 ", 120s);
+  REQUIRE_MESSAGE(result, "keel cluster gave no result");
+  auto [acked, applied] = acked_applied(*result);
+  CHECK(acked == applied);
+  REQUIRE(cluster->wait_exit(60s) == 0);
+  auto planned = reference_sha(base + " --worker-changes join:worker:2@" + std::to_string(joined) + ",leave:worker:0@" +
+                               std::to_string(left));
+  CHECK(sha_in(*result) == planned);
 }
