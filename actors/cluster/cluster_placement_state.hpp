@@ -138,6 +138,11 @@ std::optional<std::string> move_started(const state_ptr& st, actor_id child);
 // (blocks for the connection; any thread but the watcher's own requests).
 caf::error add_node_to(const state_ptr& st, const node_address& address);
 
+// cluster_watcher.cpp: the watcher actor's behavior: every node's agent
+// monitored, lost nodes tried again, membership moves run (detached:
+// reconnecting blocks).
+caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st);
+
 // On the watcher's thread: asks a live node which nodes joined it (keel node
 // --join) and adds every one the job does not know yet; one that cannot be
 // added is an event and is not asked about again.
