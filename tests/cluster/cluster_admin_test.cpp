@@ -177,6 +177,26 @@ std::string word_after(const std::string& line, const std::string& label) {
   return line.substr(at, line.find_first_of(" )", at) - at);
 }
 
+// `keel cluster --nodes N --admin-port 0 TRAIN` and keel admin against it.
+struct admin_cluster {
+  std::unique_ptr<keel::test::node_process> cluster;
+  std::string at, secret_file;
+
+  admin_cluster(int nodes, const std::string& train) {
+    std::vector<std::string> argv{"--nodes", std::to_string(nodes), "--admin-port", "0"};
+    std::istringstream words(train);
+    for (std::string w; words >> w;) argv.push_back(w);
+    cluster = keel::test::node_process::launch(argv, "cluster");
+    auto line = cluster->wait_stdout("keel cluster: admin on http://", std::chrono::seconds(120));
+    REQUIRE(line);
+    at = word_after(*line, "keel admin --at ");
+    secret_file = word_after(*line, "--secret-file ");
+  }
+  keel::test::keel_run admin(const std::string& request) const {
+    return keel::test::run_keel("admin --at " + at + " --secret-file " + secret_file + " " + request);
+  }
+};
+
 }  // namespace
 
 KEEL_RELEASE_TEST_CASE("an operator drains a node, moves a shard and adds a node to a running keel cluster with keel admin: nothing lost, bit-identical") {
@@ -184,17 +204,11 @@ KEEL_RELEASE_TEST_CASE("an operator drains a node, moves a shard and adds a node
   using namespace std::chrono_literals;
   const std::string train = "--model probe --shards 4 --workers 4 --steps 6000 --checkpoint-every 20";
   auto sha = reference_sha(train);
-  std::vector<std::string> argv{"--nodes", "3", "--admin-port", "0"};
-  std::istringstream words(train);
-  for (std::string w; words >> w;) argv.push_back(w);
-  auto cluster = node_process::launch(argv, "cluster");
-  auto admin_line = cluster->wait_stdout("keel cluster: admin on http://", 120s);
-  REQUIRE(admin_line);
-  auto at = word_after(*admin_line, "keel admin --at ");
-  auto secret_file = word_after(*admin_line, "--secret-file ");
-  auto admin = [&](const std::string& request) {
-    return run_keel("admin --at " + at + " --secret-file " + secret_file + " " + request);
-  };
+  admin_cluster c(3, train);
+  auto& cluster = c.cluster;
+  auto& secret_file = c.secret_file;
+  auto& at = c.at;
+  auto admin = [&](const std::string& request) { return c.admin(request); };
   REQUIRE(cluster->wait_stdout("placed worker:3: on node:", 120s));
   // The status names every node, live, with what it holds.
   auto status = admin("status");
@@ -262,17 +276,9 @@ KEEL_RELEASE_TEST_CASE("an operator lets a reserved worker join and a worker lea
   using namespace keel::test;
   using namespace std::chrono_literals;
   const std::string base = "--model probe --shards 2 --workers 3 --steps 4000 --checkpoint-every 20";
-  std::vector<std::string> argv{"--nodes", "2", "--admin-port", "0"};
-  std::istringstream words(base + " --worker-changes reserve:worker:2");
-  for (std::string w; words >> w;) argv.push_back(w);
-  auto cluster = node_process::launch(argv, "cluster");
-  auto admin_line = cluster->wait_stdout("keel cluster: admin on http://", 120s);
-  REQUIRE(admin_line);
-  auto at = word_after(*admin_line, "keel admin --at ");
-  auto secret_file = word_after(*admin_line, "--secret-file ");
-  auto admin = [&](const std::string& request) {
-    return run_keel("admin --at " + at + " --secret-file " + secret_file + " " + request);
-  };
+  admin_cluster c(2, base + " --worker-changes reserve:worker:2");
+  auto& cluster = c.cluster;
+  auto admin = [&](const std::string& request) { return c.admin(request); };
   REQUIRE(cluster->wait_stdout("placed worker:2: on node:", 120s));
   auto refused = admin("join worker:1");
   CHECK(refused.status == 1);

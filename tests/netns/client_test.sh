@@ -13,16 +13,7 @@ set -euo pipefail
 keel="$1"
 pythonpath="$2"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-harness="$here/../../scripts/netns-cluster.sh"
-
-if ! why="$(bash "$harness" available)"; then
-  if [ "${CI:-}" = true ]; then
-    echo "FAIL: $why (CI must run the network-namespace tests)"
-    exit 1
-  fi
-  echo "SKIPPED: $why"
-  exit 77
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/require_netns.sh"  # sets $harness, or skips
 
 flags=(--model probe --lr 1 --steps 300 --workers 2 --shards 3 --checkpoint-every 20 --quiet)
 keep="$(mktemp -d /tmp/keel-netns-client-XXXXXX)"

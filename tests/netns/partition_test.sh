@@ -16,16 +16,7 @@
 set -euo pipefail
 scenario="$1"
 keel="$2"
-harness="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)/netns-cluster.sh"
-
-if ! why="$(bash "$harness" available)"; then
-  if [ "${CI:-}" = true ]; then
-    echo "FAIL: $why (CI must run the network-namespace tests)"
-    exit 1
-  fi
-  echo "SKIPPED: $why"
-  exit 77
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/require_netns.sh"  # sets $harness, or skips
 
 # Long enough to span the faults, short enough for CI's two cores.
 flags=(--model sparse-lr --steps 300 --seed 11 --quiet)
