@@ -28,7 +28,7 @@ import threading
 import keel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mnist_own_loop import load_mnist, run_worker  # noqa: E402
+from mnist_own_loop import load_mnist, run_on_threads, run_worker  # noqa: E402
 
 
 class _ClusterWorkers:
@@ -50,23 +50,10 @@ def run_loops(join, secret_file, workers, of_workers, batch=32, seed=1, data_dir
     the job), runs their loops on threads and waits until the job lets them
     go. Returns the loops' log (steps a restart or rollback moved)."""
     x, y = load_mnist(data_dir, "train")
-    log, errors = [], []
+    log = []
     with keel.connect(join, workers=workers, secret_file=secret_file) as cluster:
         job = _ClusterWorkers(cluster, timeout)
-
-        def loop(w):
-            try:
-                run_worker(job, w, of_workers, x, y, batch, seed, None, log, timeout)
-            except Exception as e:  # say why; the coordinator restarts the worker in a client that joins again
-                errors.append("worker:%d: %r" % (w, e))
-
-        threads = [threading.Thread(target=loop, args=(w,)) for w in workers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise RuntimeError("; ".join(errors))
+        run_on_threads(lambda w: run_worker(job, w, of_workers, x, y, batch, seed, None, log, timeout), workers)
         cluster.wait_released(timeout)
     return log
 

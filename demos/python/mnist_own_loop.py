@@ -102,6 +102,29 @@ def run_worker(job, worker, workers, x, y, batch, seed, kill_at, log, timeout):
         step = client.next_step().wait(timeout)
 
 
+def run_on_threads(loop, workers, on_error=None):
+    """Runs loop(w) for each worker w on a thread of its own and waits for
+    them all; a loop that raises is named in the RuntimeError raised at the
+    end (`on_error` is called first, e.g. to stop what the others wait for)."""
+    errors = []
+
+    def guarded(w):
+        try:
+            loop(w)
+        except Exception as e:  # noqa: BLE001 - reported below, naming the worker
+            errors.append("worker:%d: %r" % (w, e))
+            if on_error:
+                on_error()
+
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+
+
 def train(steps=None, epochs=3, workers=2, shards=2, batch=32, lr=0.1, seed=1, kill_shard=True,
           data_dir=None, train_limit=0, test_limit=0, checkpoint_dir=None, timeout=120):
     """Runs the job and returns (keel's result dict, the loops' log)."""
@@ -112,22 +135,11 @@ def train(steps=None, epochs=3, workers=2, shards=2, batch=32, lr=0.1, seed=1, k
     checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="keel-python-")
     job = keel.Job("mnist-mlp", steps, checkpoint_dir=checkpoint_dir, shards=shards, workers=workers,
                    batch_size=batch, lr=lr, seed=seed, data_dir=data_dir, test_examples=test_limit)
-    log, errors = [], []
-
-    def loop(w):
-        try:
-            run_worker(job, w, workers, x, y, batch, seed, steps // 2 if kill_shard else None, log, timeout)
-        except Exception as e:  # the job goes on without this worker: say why, stop it
-            errors.append("worker:%d: %r" % (w, e))
-            job.stop()
-
-    threads = [threading.Thread(target=loop, args=(w,)) for w in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError("; ".join(errors))
+    log = []
+    # A loop that fails stops the job: the others would wait for it.
+    run_on_threads(lambda w: run_worker(job, w, workers, x, y, batch, seed, steps // 2 if kill_shard else None,
+                                        log, timeout),
+                   range(workers), on_error=job.stop)
     result = job.wait(timeout)
     if own_dir:
         import shutil
