@@ -48,9 +48,21 @@ void pre_copy_on(caf::event_based_actor* h, const state_ptr& st, const pending_m
   }
   if (!agent)
     return done();
-  auto began = std::chrono::steady_clock::now();
   auto copied = req.shard.restore_from[0];
   auto what = to_string(m.child) + " (checkpoint " + std::to_string(copied.checkpoint) + ")";
+  if (attempt == 1) {
+    // A node lost mid-prepare never answers (its connection is gone): the
+    // move goes on at once, not after pre_copy_timeout, which could
+    // outlast the run and leave a drained node never released.
+    h->monitor(agent);
+    h->set_down_handler([st, what, node, done](caf::down_msg&) {
+      tell_job(st, event_kind::membership, node,
+               "pre-copy of " + what + " failed: " + st->node_name(node) +
+                 " was lost; the move restores from the directory");
+      done();
+    });
+  }
+  auto began = std::chrono::steady_clock::now();
   h->request(agent, st->cfg.pre_copy_timeout, node_prepare_atom::value, req)
     .then(
       [h, st, m, node, req, began, what, attempt, copied, watcher, done](uint64_t bytes) mutable {

@@ -192,6 +192,22 @@ TEST_CASE("a drain whose own node or whose receiving node is killed with kill -9
   CHECK_MESSAGE(where["node:2"].size() == 12, r.out);
 }
 
+TEST_CASE("a drain whose pre-copy's node hangs mid-prepare goes on once that node is lost, and releases the drained node") {
+  // node:1 (the pre-copy's target for shard:0: the next node after node:0
+  // at equal loads) is stopped with SIGSTOP as the drain begins, so its
+  // prepare never answers; once node:1 is lost the move must go on from the
+  // directory, not wait for the pre-copy's timeout (60 s, past the run's
+  // end: node:0 was then never released).
+  const std::string train = "--model probe --shards 6 --workers 6 --steps 400 --checkpoint-every 20";
+  auto sha = reference_sha(train);
+  auto r = run_keel("cluster --nodes 3 --node-timeout-ms 600 " + train +
+                    " --faults cut:node:1@100+3000ms,drain:node:0@100");
+  check_promises(r, sha);
+  check_every_planned_fault_fired("cut:node:1@100+3000ms,drain:node:0@100", r.out);
+  CHECK_MESSAGE(r.out.find("released node:0: drained") != std::string::npos, r.out);
+  CHECK_MESSAGE(where_children_ran(r.out).count("node:0") == 0, r.out);
+}
+
 TEST_CASE("a drain without pre-copies (--no-pre-copy) restores each moved shard on its new node from the directory, bit-identical") {
   const std::string train = "--model probe --shards 4 --workers 4 --steps 300 --checkpoint-every 20";
   auto sha = reference_sha(train);
