@@ -268,6 +268,7 @@ int cluster(const args& a) {
     pc.model.options = mo;
     pc.peer_copy = flags->peer_copy;
     pc.node_wait = std::chrono::milliseconds(flags->node_wait_ms);
+    pc.worker_slots = flags->worker_slots;
     pc.pre_copy = flags->pre_copy;
     cfg.checkpoints.peer_copy = pc.peer_copy;
     if (flags->application_loop) {

@@ -25,7 +25,14 @@ const char* cluster_help =
   "  --node-heartbeat-ms MS (=200)  the middleman's heartbeat between processes\n"
   "  --node-timeout-ms MS (=800)    a silent (stopped) node counts as lost after this\n"
   "  --node-wait-ms MS (=30000)     with every node lost, how long the job waits for one\n"
-  "                                 (respawned, restarted, added) before it fails\n"
+  "                                 (respawned, restarted, added) before it fails; a worker\n"
+  "                                 as long for a free slot (or its client) before it leaves\n"
+  "                                 the job, with --workers MIN:MAX, or fails it\n"
+  "  --worker-slots N (=0)          at most N workers on a node (0: no bound): after a node's\n"
+  "                                 loss its workers take free slots on the others, and with\n"
+  "                                 --workers MIN:MAX (e.g. 2:4) those left without one leave\n"
+  "                                 the job, which rolls back to its newest checkpoint and goes\n"
+  "                                 on with fewer workers, never fewer than MIN\n"
   "  --connect [NAME@]HOST:PORT,... use running keel node processes; start none\n"
   "                                 (node faults are then yours to send); with TLS,\n"
   "                                 NAME (default HOST) is what the node's certificate states\n"
@@ -103,6 +110,8 @@ caf::expected<cluster_flags> parse_cluster_flags(const args& a) {
       f.timeout_ms = *n;
     else if (x == "--node-wait-ms" && (n = number(x, a, i, 0, 3600000)))
       f.node_wait_ms = *n;
+    else if (x == "--worker-slots" && (n = number(x, a, i, 0, 1024)))
+      f.worker_slots = *n;
     else if (x == "--admin-port" && (n = number(x, a, i, 0, 65535)))
       f.admin_port = static_cast<uint16_t>(*n);
     else if (x == "--respawn-nodes")
@@ -141,7 +150,7 @@ caf::expected<cluster_flags> parse_cluster_flags(const args& a) {
     else if (x == "--tls-ca")
       f.tls.ca = a[++i];
     else if (x == "--nodes" || x == "--node-heartbeat-ms" || x == "--node-timeout-ms" || x == "--node-wait-ms" ||
-             x == "--admin-port" || x == "--client-wait-ms")
+             x == "--admin-port" || x == "--client-wait-ms" || x == "--worker-slots")
       return n.error();
     else
       f.rest.push_back(x);

@@ -25,6 +25,7 @@ struct cluster_flags {
   uint32_t heartbeat_ms = 200;
   uint32_t timeout_ms = 800;
   uint32_t node_wait_ms = 30000;
+  uint32_t worker_slots = 0;  // 0: no bound
   std::vector<node_address> connect;  // use these nodes, start none
   std::string secret_file;            // with --connect
   std::string fault_command;          // carries out node faults (else signals, for started nodes)

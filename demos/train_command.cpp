@@ -43,6 +43,7 @@ struct train_flags {
   placed_job_config cfg;  // the fields flags set directly: shards, workers, batch, seed, ...
   std::string kills_text, faults_text, report_path, plot_path, checkpoint_dir, data_dir, resume_dir;
   std::string worker_changes;
+  std::string workers = "2";  // N or MIN:MAX
   std::string mix_text = "all";
   std::string scorers = "workers";
   std::string combine = "sum";
@@ -62,7 +63,9 @@ void add_train_flags(po::options_description& d, train_flags& f) {
   d.add_options()("help", "show this help")
     ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe | ctr-lr | ctr-fm")
     ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
-    ("workers", number_flag<uint32_t>(&c.training.workers, "N", 1, 1024), "workers")
+    ("workers", text_flag(&f.workers, "N|MIN:MAX"),
+     "workers; MIN:MAX (keel cluster): the job starts MAX and goes on with fewer, down to MIN, when no node "
+     "can run a worker (keel cluster --worker-slots, --node-wait-ms) instead of failing")
     ("worker-changes", text_flag(&f.worker_changes, "PLAN", false),
      "elastic workers: join:worker:W@STEP (worker W takes part from STEP on), leave:worker:W@STEP "
      "(its last step is STEP-1) and reserve:worker:W (W takes part only once an application lets it "
@@ -280,6 +283,38 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
   return std::nullopt;
 }
 
+// --workers: N, or MIN:MAX (keel cluster only: nodes may run out of room
+// for a worker, training_config::min_workers). An exit status when refused.
+std::optional<int> parse_workers(train_flags& f) {
+  const auto npos = std::string::npos;
+  auto bad = [&](const std::string& why) { return usage_error(f.command, "--workers", "'" + f.workers + "' " + why); };
+  std::string why;
+  auto num = [&](const std::string& t) -> std::optional<uint32_t> {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != npos)
+      why = "is not N or MIN:MAX";
+    else if (std::stoul(t) < 1)
+      why = "is too small (at least 1)";
+    else if (std::stoul(t) > 1024)
+      why = "is too large (at most 1024)";
+    else
+      return static_cast<uint32_t>(std::stoul(t));
+    return std::nullopt;
+  };
+  auto colon = f.workers.find(':');
+  auto max = num(colon == npos ? f.workers : f.workers.substr(colon + 1));
+  auto min = colon == npos ? max : num(f.workers.substr(0, colon));
+  if (!max || !min)
+    return bad(why);
+  if (*min > *max)
+    return bad("puts the minimum above the maximum");
+  if (colon != npos && f.command != "cluster")
+    return bad("has a minimum, which is for keel cluster (whose nodes may have no room left for a worker); "
+               "a job in one process always runs every worker");
+  f.cfg.training.workers = *max;
+  f.cfg.training.min_workers = colon == npos || *min == *max ? 0 : *min;
+  return std::nullopt;
+}
+
 // The job_config of keel train's flags: the model, rule and optimizer by
 // name (demos/job_builder.hpp), the run's length, a cluster's placement
 // (`setup`), and the fault plan. An exit status when something is refused.
@@ -289,6 +324,8 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   if (vm.count("lr"))
     f.choices.lr = f.lr;
   apply_model_defaults(f, vm);
+  if (auto status = parse_workers(f))
+    return status;
   if (auto status = check_conflicts(f, vm))
     return status;
   if (auto status = check_output_paths(f))

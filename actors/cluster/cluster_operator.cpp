@@ -46,6 +46,11 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
 }
 
 caf::expected<uint64_t> cluster_placement::change_workers(const std::string& item) {
+  return ask_job_workers(state_, item, std::chrono::minutes(2));
+}
+
+caf::expected<uint64_t> ask_job_workers(const state_ptr& state_, const std::string& item,
+                                        std::chrono::milliseconds timeout) {
   // As add_node: the discoverer asks the job, and leaves the answer in the
   // state (a request from a thread of no actor kept the system from
   // shutting down).
@@ -60,9 +65,10 @@ caf::expected<uint64_t> cluster_placement::change_workers(const std::string& ite
   }
   caf::anon_send(discoverer, ask_workers_atom::value, ticket, item);
   std::unique_lock<std::mutex> lock(state_->mtx);
-  if (!state_->changed.wait_for(lock, std::chrono::minutes(2),
+  if (!state_->changed.wait_for(lock, timeout,
                                 [&] { return state_->workers_changed.count(ticket) > 0 || state_->detached; }))
-    return make_error(errc::timeout, "the job did not answer the change of workers '" + item + "' within 2 minutes");
+    return make_error(errc::timeout, "the job did not answer the change of workers '" + item + "' within " +
+                                       std::to_string(timeout.count()) + " ms");
   auto it = state_->workers_changed.find(ticket);
   if (it == state_->workers_changed.end())
     return make_error(errc::shutting_down, "the job ended before it changed its workers");

@@ -173,6 +173,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->replicas = std::move(replicas);
     state_->policy = placement_policy(static_cast<uint32_t>(state_->handles.size()));
     state_->policy.set_client_loops(cfg_.client_workers > 0);
+    state_->policy.set_worker_slots(cfg_.worker_slots);
     for (uint32_t i = 0; i < state_->handles.size(); ++i)
       state_->policy.set_client(i, state_->handles[i].client_workers);
     state_->released.assign(state_->handles.size(), false);
@@ -316,9 +317,11 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
     }
     std::unique_lock<std::mutex> lock(state_->mtx);
-    // A worker whose loop runs in a client waits for a client serving it;
-    // any other child for a node.
-    const bool client_loop = name.is(actor_kind::worker) && state_->policy.client_loops();
+    // A worker whose loop runs in a client waits for a client serving it,
+    // one of keel's own workers with worker slots for a node with a free
+    // one; any other child for a node.
+    const bool client_loop = name.is(actor_kind::worker) &&
+                             (state_->policy.client_loops() || state_->policy.worker_slots() > 0);
     if (!order.empty()) {
       if (client_loop)
         state_->no_client_since.erase(name);
@@ -339,10 +342,26 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
     auto given_up = since + cfg_.node_wait;
     if (now >= given_up) {
       auto ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count());
-      tried = client_loop ? "no client process running its loop has been live for " + ms +
-                              " ms (keel cluster --node-wait-ms)"
-                          : "none has taken children for " + ms + " ms: every node of the job is lost or "
-                            "draining (keel cluster --node-wait-ms)";
+      tried = !client_loop ? "none has taken children for " + ms + " ms: every node of the job is lost or "
+                             "draining (keel cluster --node-wait-ms)"
+              : state_->policy.client_loops()
+                ? "no client process running its loop has been live for " + ms + " ms (keel cluster --node-wait-ms)"
+                : "no live node has had a free worker slot for " + ms + " ms (keel cluster --worker-slots " +
+                    std::to_string(state_->policy.worker_slots()) + ", --node-wait-ms)";
+      if (name.is(actor_kind::worker)) {
+        // It may leave the job instead (training_config::min_workers).
+        lock.unlock();
+        auto left = ask_job_workers(state_, "lost:" + to_string(name), cfg_.spawn_timeout);
+        if (!left)
+          tried += "; " + describe(left.error());
+        if (left) {
+          std::lock_guard<std::mutex> guard(state_->mtx);
+          state_->policy.forget(name);          // it runs nowhere now
+          state_->no_client_since.erase(name);
+        }
+        if (left)
+          return make_error(errc::not_found, to_string(name) + " leaves the job: " + tried);
+      }
       break;
     }
     if (now >= deadline)

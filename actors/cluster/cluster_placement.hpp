@@ -85,6 +85,13 @@ struct cluster_placement_config {
   // again (node_wait bounds the wait, as for nodes). 0: keel's own workers.
   uint32_t client_workers = 0;
   std::chrono::milliseconds client_wait{120000};
+  // At most this many of keel's own workers on a node (0: no bound;
+  // keel cluster --worker-slots). A worker with no free slot on any node
+  // (after a node's loss, say) waits for one for `node_wait`, as for a
+  // node, and then asks the job whether it may leave instead
+  // (training_config::min_workers, keel cluster --workers MIN:MAX); a
+  // worker whose client is lost likewise.
+  uint32_t worker_slots = 0;
 };
 
 class cluster_placement final : public child_placement {

@@ -48,6 +48,7 @@ struct cluster_placement::state {
   std::optional<std::chrono::steady_clock::time_point> none_live_since;
   // The same for a worker whose loop runs in a client process: since when
   // no client serving it has been live (node_wait again).
+  // Likewise for a worker with no free slot on any live node (worker_slots).
   std::map<actor_id, std::chrono::steady_clock::time_point> no_client_since;
   uint32_t discover_next = 0;  // the member the discoverer asks next (they take turns)
   cluster_placement_config cfg;     // cfg.nodes grows with joins
@@ -123,6 +124,12 @@ void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string d
 std::vector<data_route> routes_of(const state_ptr& st);
 // Tells every live node where the others' data planes are now.
 void tell_routes(caf::actor_system& sys, const state_ptr& st);
+
+// Asks the job, through the discoverer, to change its workers (`item` as
+// job::change_workers takes it, or "lost:worker:W": no node can run W),
+// waiting up to `timeout` for its answer (any thread but the discoverer's).
+caf::expected<uint64_t> ask_job_workers(const state_ptr& st, const std::string& item,
+                                        std::chrono::milliseconds timeout);
 
 // cluster_membership.cpp: on the watcher's thread, starts the next pending
 // move unless one runs (it asks the job to stop the child; the child's next

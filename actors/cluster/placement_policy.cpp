@@ -76,7 +76,14 @@ bool placement_policy::takes(uint32_t node, actor_id child) const {
     return false;
   if (child.is(actor_kind::worker) && client_loops_)
     return serves(node, child.index);
-  return !client(node);
+  if (client(node))
+    return false;
+  if (child.is(actor_kind::worker) && worker_slots_ > 0) {
+    auto at = node_of(child);
+    auto here = load(node).workers - (at && *at == node ? 1 : 0);
+    return here < worker_slots_;
+  }
+  return true;
 }
 
 std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
@@ -129,6 +136,10 @@ std::vector<std::pair<actor_id, uint32_t>> placement_policy::rebalance() const {
 
 void placement_policy::place(actor_id child, uint32_t node) {
   placed_[child] = node;
+}
+
+void placement_policy::forget(actor_id child) {
+  placed_.erase(child);
 }
 
 void placement_policy::weigh(actor_id shard, uint64_t bytes) {

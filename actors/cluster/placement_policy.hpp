@@ -64,8 +64,14 @@ class placement_policy {
   // Every worker of the job runs an application's loop in a client process.
   void set_client_loops(bool on) { client_loops_ = on; }
   bool client_loops() const { return client_loops_; }
-  // Whether `node` takes `child` now: eligible, and of the right kind (above).
+  // Whether `node` takes `child` now: eligible, of the right kind (above),
+  // and for a worker a free worker slot.
   bool takes(uint32_t node, actor_id child) const;
+  // At most `slots` workers on a node (0: no bound; clients run theirs):
+  // a worker no node has a slot for waits, and may leave the job
+  // (cluster_placement, training_config::min_workers).
+  void set_worker_slots(uint32_t slots) { worker_slots_ = slots; }
+  uint32_t worker_slots() const { return worker_slots_; }
   // Whether `node` takes children: live and not draining.
   bool eligible(uint32_t node) const { return alive(node) && !draining_[node]; }
   bool draining(uint32_t node) const { return node < draining_.size() && draining_[node]; }
@@ -81,6 +87,8 @@ class placement_policy {
 
   // `child` now runs on `node` (it leaves the node it ran on).
   void place(actor_id child, uint32_t node);
+  // `child` runs nowhere any more (a worker that left the job).
+  void forget(actor_id child);
   // What a shard weighs from now on (its newest committed checkpoint's bytes).
   void weigh(actor_id shard, uint64_t bytes);
   // What a shard weighs until weigh() says (its config's estimate).
@@ -106,6 +114,7 @@ class placement_policy {
   std::vector<bool> draining_;
   std::vector<std::vector<uint32_t>> serves_;  // by node: the workers a client runs (empty: a node)
   bool client_loops_ = false;
+  uint32_t worker_slots_ = 0;
   std::map<actor_id, uint32_t> placed_;  // child -> node
   std::map<actor_id, uint64_t> bytes_;   // shard -> its weight
 };

@@ -82,6 +82,15 @@ caf::error check(const placed_job_config& c) {
                    "client_workers)"
                  : "job: the placement starts the workers in client processes, but the job runs its model's own "
                    "loop (set job_config::application_loop)");
+  if (c.training.min_workers > c.training.workers)
+    return bad("job: at least " + std::to_string(c.training.min_workers) + " workers of " +
+               std::to_string(c.training.workers) + ": the minimum must not pass the number of workers");
+  if (c.training.min_workers > 0 && c.training.min_workers < c.training.workers && c.checkpoints.every == 0)
+    return bad("job: a minimum of workers (--workers MIN:MAX) needs checkpoints: a worker that leaves does so "
+               "at the newest checkpoint's step (--checkpoint-every)");
+  if (c.training.min_workers > 0 && c.training.min_workers < c.training.workers && c.application_loop)
+    return bad("job: a minimum of workers (--workers MIN:MAX) with an application's own loops: its loops run "
+               "every worker's steps");
   if (c.application_loop && c.training.schedule.elastic())
     return bad("job: an application's own loop (application_loop) with an elastic worker schedule: "
                "its workers run every step");

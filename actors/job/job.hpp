@@ -64,6 +64,15 @@ struct training_config {
   // Under `combine` mean a step's gradients are divided by that step's
   // workers. keel train --worker-changes join:worker:W@STEP,leave:worker:W@STEP.
   worker_schedule schedule{0};
+  // The fewest workers the job may go on with (as torchrun's --nnodes
+  // MIN:MAX; keel cluster --workers MIN:MAX), 0: `workers` always. A worker
+  // no node can run (its placement waited --node-wait-ms for a node, a free
+  // worker slot or its client) then leaves instead of failing the job: the
+  // job rolls back to its newest checkpoint and the worker leaves at that
+  // checkpoint's step (job_workers.cpp), while at least `min_workers` stay.
+  // Needs checkpoints. Not part of the run's identity: a run that shrank is
+  // the run with that leave planned (--worker-changes), bit for bit.
+  uint32_t min_workers = 0;
   uint64_t seed = 1;
   // Update rules by parameter: a dense tensor's or an embedding table's name
   // (of the model's layout) to the rule that updates it instead of

@@ -327,7 +327,10 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     },
     [=](workers_atom, const std::string& items) -> caf::result<uint64_t> {
       auto rp = promise();
-      change_workers_request(self, items, rp);
+      if (items.rfind("lost:", 0) == 0)
+        lost_worker_request(self, items, rp);
+      else
+        change_workers_request(self, items, rp);
       return rp;
     },
     [=](job_status_atom) { return progress_text(self->state); },

@@ -130,6 +130,12 @@ struct run_state {
   caf::actor replica;
   std::shared_ptr<replica_store> replicas;
   std::vector<std::function<void()>> deferred;  // requests waiting for the tree to run
+  // Workers no node could run, leaving at the step of the checkpoint the
+  // rollback under way restores (training_config::min_workers).
+  std::set<uint32_t> leaving;
+  // The step the current tree starts from (a rollback's or a resume's
+  // checkpoint; 0: the start): a worker that left by then is not started.
+  uint64_t first_step = 0;
   caf::response_promise begun;                  // job::start's, until the first tree is up
   std::vector<caf::response_promise> stoppers;  // job::stop's, answered at the end
 };
@@ -179,6 +185,7 @@ struct parameters_read {
   std::vector<float> dense;
   std::vector<float> sparse;   // key k at k
   uint64_t pushes_applied = 0; // the shards' applied seqs, summed
+  std::vector<uint64_t> applied_by_worker;  // the same, by worker
   bool complete = true;        // every shard has applied every worker's last push
   std::vector<table_digest> table_digests;  // each shard's tables' content_sha256, shard by shard
   std::vector<table_counters> table_counts; // by table, summed over the shards
@@ -331,6 +338,14 @@ caf::error write_worker_changes(const std::filesystem::path& dir, const worker_s
 caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::filesystem::path& dir, uint32_t slots,
                                                                   uint64_t steps);
 void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp);
+// "lost:worker:W" (from the placement, through workers_atom): no node could
+// run worker W for --node-wait-ms. With a minimum of workers that allows
+// it, W leaves: answered at once (0), then the job rolls back and W leaves
+// at the restored checkpoint's step; otherwise an error says why not.
+void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp);
+// A rollback's checkpoint at `step` is read: the leaving workers leave
+// there (the schedule recorded as a change at runtime is). Errors end the job.
+caf::error apply_leaving(controller_actor* self, uint64_t step);
 
 // job_storage.cpp: failing checkpoints.
 // A checkpoint failed: the window moves past it; the event reaches the

@@ -88,6 +88,9 @@ void restart_from_checkpoint(controller_actor* self) {
   if (!step)
     return end_job(self, step.error());
   st.progress.checkpoints->rolled_back(*step);
+  st.run.first_step = *step;
+  if (auto err = apply_leaving(self, *step))  // workers no node could run leave here
+    return end_job(self, err);
   if (auto id = st.run.restored_checkpoint; id > 0) {
     auto e = make_job_event(event_kind::restored, "root",
                             "rolling back to checkpoint " + std::to_string(id) + " at step " +
@@ -129,6 +132,7 @@ caf::error resume_from_newest_checkpoint(controller_actor* self) {
   self->state.progress.checkpoints->start_at(*step);
   self->state.faults->skip_through(*step);
   run.resumed_step = *step;
+  run.first_step = *step;
   // Progress points up to the resumed step were the first run's: the next
   // one is the first this run reaches (else it reported the step it resumed
   // at, with no steps run: "samples/s 0").

@@ -130,9 +130,16 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
     // A worker still held in reserve took part in no step.
     if (!workers.elastic() || !workers.reserved(w)) {
       r.out.pushes_applied += a.getSeq();
+      if (r.out.applied_by_worker.size() <= w)
+        r.out.applied_by_worker.resize(w + 1, 0);
+      r.out.applied_by_worker[w] += a.getSeq();
       // Each worker's last push: the run's last step, or the one before it left.
       auto end = workers.elastic() ? std::min(st.cfg.training.steps, workers.span(w).end) : st.cfg.training.steps;
-      r.out.complete = r.out.complete && a.getSeq() == end;
+      // One that left when no node could run it may have pushed past its
+      // leave step under SSP or ASP, where a checkpoint's shards stand at
+      // steps of their own (job_workers.cpp): those pushes stay.
+      bool left = end < st.cfg.training.steps && st.cfg.training.rule.kind != consistency_kind::bsp;
+      r.out.complete = r.out.complete && (left ? a.getSeq() >= end : a.getSeq() == end);
     }
     ++w;
   }
@@ -263,6 +270,11 @@ void finish(controller_actor* self, parameters_read read) {
     result.steps = std::min(result.steps, r.steps >= end ? cfg.training.steps : r.steps);
     result.window_wait_seconds += static_cast<double>(r.window_wait_us) / 1e6;
   }
+  // A worker that left before the last tree started was not started again
+  // (job_tree.cpp): its acknowledged pushes are the ones the shards hold.
+  for (auto w : st.progress.done)
+    if (!st.progress.reports.count(w) && w < read.applied_by_worker.size())
+      result.pushes_acked += read.applied_by_worker[w];
   result.pushes_acked -= std::min(result.pushes_acked, not_pushed);
 
   result.params_sha256 = read.table_digests.empty()

@@ -38,6 +38,11 @@ namespace keel {
 
 namespace {
 
+// Whether worker `w` left before step `first` (its span ends there or before).
+bool left_before(const worker_schedule& s, uint32_t w, uint64_t first) {
+  return s.elastic() && w < s.slots() && !s.reserved(w) && s.span(w).end <= first;
+}
+
 // Accepts a snapshot ref whose files (a delta's chain too) are there with
 // the lengths committed. The
 // coordinator reads no snapshot bytes: the shard reads its file (every
@@ -214,7 +219,8 @@ supervision::supervisor_spec root_spec(controller_actor* self) {
   workers.max_restarts = cfg.recovery.max_restarts;
   workers.period = cfg.recovery.restart_period;
   for (uint32_t i = 0; i < cfg.training.workers; ++i)
-    workers.children.push_back(worker_spec(j, job, i));
+    if (!left_before(cfg.training.schedule, i, j.run.first_step))
+      workers.children.push_back(worker_spec(j, job, i));
 
   supervision::child_spec ckpt;
   ckpt.id = to_string(actor_id::checkpointer());
@@ -284,6 +290,13 @@ void launch_tree(controller_actor* self) {
   if (auto& s = st.cfg.training.schedule; s.elastic())  // a worker that joins later has no step before it
     for (uint32_t w = 0; w < st.progress.worker_step.size() && w < s.slots(); ++w)
       st.progress.worker_step[w] = s.span(w).begin;
+  // A worker that left before the tree's first step has nothing to run: it
+  // is not started (a node for it may be what the job lacks), and is done.
+  for (uint32_t w = 0; w < st.progress.worker_step.size(); ++w)
+    if (left_before(st.cfg.training.schedule, w, st.run.first_step)) {
+      st.progress.done.insert(w);
+      st.progress.worker_step[w] = st.cfg.training.steps;
+    }
   st.run.now = run_phase::starting;
   st.run.tree.emplace(supervision::tree::launch(self->system(), root_spec(self)));
   st.run.root_down = false;

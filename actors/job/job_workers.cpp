@@ -148,4 +148,98 @@ void change_workers_request(controller_actor* self, const std::string& items, ca
             [=](caf::error&) mutable { if (--*left == 0) changed(self, before, at, rp); });
 }
 
+// Workers no node can run (training_config::min_workers): the placement,
+// having waited --node-wait-ms for a node, a free worker slot or a client
+// for worker W, asks whether W may leave. It leaves at a step every shard
+// and worker can go back to, the newest checkpoint's: the job rolls back
+// there (as after any loss it cannot mend in place) and the tree it starts
+// again holds the schedule with W's leave at that step, recorded as a
+// change at runtime (a resume keeps it). W's acknowledged pushes before
+// the checkpoint stay; those after it are undone with the rollback, as
+// every worker's are, and W does not make them again. The run is the one
+// with that leave planned, bit for bit.
+void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp) {
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto id = parse_actor_id(item.substr(5));
+  if (!id || !id->is(actor_kind::worker) || id->index >= cfg.training.workers)
+    return rp.deliver(make_error(errc::invalid_argument, "'" + item + "' names no worker of the job"));
+  const uint32_t w = id->index;
+  const auto name = to_string(*id);
+  auto refuse = [&](const std::string& why) {
+    rp.deliver(make_error(errc::invalid_argument, name + " cannot leave instead: " + why));
+  };
+  auto now = st.run.now;
+  if (now != run_phase::starting && now != run_phase::running && now != run_phase::rolling_back)
+    return rp.deliver(not_running());
+  const uint32_t min = cfg.training.min_workers;
+  if (min == 0 || min >= cfg.training.workers)
+    return refuse("the job's " + std::to_string(cfg.training.workers) +
+                  " workers are fixed (keel cluster --workers MIN:MAX lets it go on with fewer)");
+  if (st.run.leaving.count(w))
+    return rp.deliver(uint64_t{0});
+  auto& s = cfg.training.schedule;
+  if (s.elastic() && s.reserved(w))
+    return refuse("it is held in reserve");
+  if (st.storage.last_good_step == 0)
+    return refuse("no checkpoint has committed yet, and a worker leaves at the newest checkpoint's step");
+  uint32_t staying = 0;
+  for (uint32_t v = 0; v < cfg.training.workers; ++v)
+    staying += v != w && !st.run.leaving.count(v) &&
+               (!s.elastic() || (!s.reserved(v) && s.span(v).end >= cfg.training.steps));
+  if (staying < min)
+    return refuse("the job would go on with " + std::to_string(staying) + " workers, fewer than its minimum " +
+                  std::to_string(min) + " (--workers " + std::to_string(min) + ":" +
+                  std::to_string(cfg.training.workers) + ")");
+  st.run.leaving.insert(w);
+  rp.deliver(uint64_t{0});
+  if (now == run_phase::rolling_back)
+    return;  // the rollback under way takes it
+  roll_back(self, name + " leaves: no node could run it; the job goes on with " + std::to_string(staying) +
+                    " workers (at least " + std::to_string(min) + ") from its newest checkpoint");
+}
+
+caf::error apply_leaving(controller_actor* self, uint64_t step) {
+  auto& st = self->state;
+  auto& cfg = st.cfg;
+  auto leaving = std::move(st.run.leaving);
+  st.run.leaving.clear();
+  auto s = cfg.training.schedule.elastic() ? cfg.training.schedule : worker_schedule(cfg.training.workers);
+  std::string items;
+  for (auto w : leaving)
+    if (s.span(w).end > step)
+      items += (items.empty() ? "" : ",") + to_string(actor_id::worker(w));
+  if (items.empty())
+    return {};
+  if (step == 0)
+    return make_error(errc::invalid_argument, items + ": no node could run it, and no checkpoint validates to "
+                                                      "leave at (the rollback restarts from step 0)");
+  std::string plan;
+  for (auto w : leaving)
+    if (s.span(w).end > step)
+      plan += (plan.empty() ? "" : ",") + std::string("leave:") + to_string(actor_id::worker(w));
+  auto next = s.changed(plan, step, cfg.training.steps);
+  if (!next)
+    return next.error();
+  if (auto err = write_worker_changes(cfg.checkpoints.dir, *next))
+    return make_error(errc::io_error, "cannot record that " + items + " left in " + cfg.checkpoints.dir.string() +
+                                        ": " + describe(err));
+  cfg.training.schedule = *next;
+  st.workers_now->set(*next);
+  st.workers_changed = true;
+  for (auto w : leaving) {
+    if (s.span(w).end <= step)
+      continue;
+    st.progress.left_said.insert(w);
+    auto e = make_job_event(event_kind::membership, to_string(actor_id::worker(w)),
+                            "leaves after step " + std::to_string(step - 1) +
+                              " (no node could run it): " + std::to_string(next->count(step)) +
+                              " workers from step " + std::to_string(step) + ", at least " +
+                              std::to_string(cfg.training.min_workers));
+    e.step = step;
+    record(self, std::move(e));
+  }
+  return {};
+}
+
 }  // namespace keel

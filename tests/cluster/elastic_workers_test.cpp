@@ -78,3 +78,72 @@ TEST_CASE("keel train refuses a worker change that names no worker of the job, n
   refused("leave:worker:0@50,leave:worker:1@60", "no worker is active at step 60");
   refused("drop:worker:0@5", "worker change 'drop:worker:0@5': expected join:worker:W@STEP, leave:worker:W@STEP or reserve:worker:W");
 }
+
+namespace {
+
+// 3 nodes with one worker slot each, one shard and one worker on each:
+// node:2 killed with kill -9 at step 100 leaves worker:2 without a slot.
+const std::string slotted = "cluster --nodes 3 --worker-slots 1 --node-wait-ms 1000 --model probe --shards 3 "
+                            "--steps 300 --checkpoint-every 20";
+
+// The step a "membership worker:W: leaves after step S (no node could run
+// it)" line names, plus one: where the worker left (0: no such line).
+long left_at(const std::string& out, const std::string& worker) {
+  auto lines = lines_with(out, "membership " + worker + ": leaves after step ");
+  if (lines.empty())
+    return 0;
+  return number_after(lines.front(), "leaves after step ") + 1;
+}
+
+}  // namespace
+
+TEST_CASE("keel cluster --workers 2:3: a worker no node has a slot for leaves at the newest checkpoint and the job goes on, bit-identical to that leave planned") {
+  auto r = run_keel(slotted + " --workers 2:3 --faults kill9:node:2@100");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  auto at = left_at(r.out, "worker:2");
+  // It leaves at a checkpoint's step at or before the kill.
+  REQUIRE_MESSAGE(at > 0, r.out);
+  CHECK(at <= 100);
+  CHECK(at % 20 == 0);
+  CHECK_MESSAGE(r.out.find("rollback root: worker:2 leaves: no node could run it") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("2 workers from step " + std::to_string(at) + ", at least 2") != std::string::npos, r.out);
+  // The run is the one with that leave planned from the start, bit for bit,
+  // every push once; worker:2 runs nowhere at the end.
+  auto sha = reference_sha("--model probe --shards 3 --workers 3 --steps 300 --checkpoint-every 20 "
+                           "--worker-changes leave:worker:2@" + std::to_string(at));
+  check_promises(r, sha);
+  auto [acked, applied] = acked_applied(r.out);
+  CHECK(acked == (at + 300 * 2) * 3);  // worker:2 pushed until it left, the others every step
+  CHECK_MESSAGE(lines_with(r.out, "where the children ran last: ").front().find("worker:2@") == std::string::npos,
+                r.out);
+}
+
+TEST_CASE("keel cluster with fixed workers, or at its minimum, fails naming why a worker no node can run cannot leave") {
+  // Fixed: the job fails once the worker has waited --node-wait-ms.
+  auto r = run_keel(slotted + " --workers 3 --faults kill9:node:2@100");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.out.find("worker:2 cannot leave instead: the job's 3 workers are fixed") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("no live node has had a free worker slot") != std::string::npos, r.out);
+  // At its minimum: worker:2 leaves (3 -> 2), then worker:1 may not (2 -> 1).
+  r = run_keel(slotted + " --workers 2:3 --faults kill9:node:2@100,kill9:node:1@200");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(left_at(r.out, "worker:2") > 0, r.out);
+  CHECK_MESSAGE(r.out.find("worker:1 cannot leave instead: the job would go on with 1 workers, fewer than its minimum 2") !=
+                  std::string::npos,
+                r.out);
+}
+
+TEST_CASE("--workers MIN:MAX is refused with its reason: in one process, a minimum above the maximum, without checkpoints") {
+  auto r = run_keel("train --model probe --workers 2:3 --steps 50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("--workers: '2:3' has a minimum, which is for keel cluster") != std::string::npos, r.out);
+  r = run_keel("cluster --nodes 1 --model probe --workers 3:2 --steps 50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("--workers: '3:2' puts the minimum above the maximum") != std::string::npos, r.out);
+  r = run_keel("cluster --nodes 1 --model probe --workers 0:2 --steps 50");
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("--workers: '0:2' is too small (at least 1)") != std::string::npos, r.out);
+  r = run_keel("cluster --nodes 1 --model probe --workers 1:2 --steps 50 --checkpoint-every 0");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.out.find("a minimum of workers (--workers MIN:MAX) needs checkpoints") != std::string::npos, r.out);
+}

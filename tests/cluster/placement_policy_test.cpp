@@ -235,3 +235,26 @@ TEST_CASE("client processes take only the workers whose loops they run: no shard
     }
   }
 }
+
+TEST_CASE("with worker slots a node takes workers only while it has a free slot, shards anywhere, and a forgotten worker frees its slot") {
+  auto p = started(3, 3, 3, 1000);  // one shard and one worker on each node
+  p.set_worker_slots(1);
+  p.set_alive(2, false);
+  // worker:2's node died: the survivors' slots are taken, so no node takes it.
+  CHECK(p.candidates(actor_id::worker(2), 2, 2).empty());
+  CHECK(!p.takes(0, actor_id::worker(2)));
+  // A worker already on a node keeps its own slot there.
+  CHECK(p.takes(0, actor_id::worker(0)));
+  // Shards still go anywhere live.
+  CHECK(p.candidates(actor_id::shard(2), 2, 2).size() == 2);
+  // Two slots a node: worker:2 fits on either survivor.
+  p.set_worker_slots(2);
+  CHECK(p.candidates(actor_id::worker(2), 2, 2).size() == 2);
+  // worker:0 leaves the job: its slot on node:0 is free again.
+  p.set_worker_slots(1);
+  p.forget(actor_id::worker(0));
+  CHECK(!p.node_of(actor_id::worker(0)));
+  auto order = p.candidates(actor_id::worker(2), 2, 2);
+  REQUIRE(order.size() == 1);
+  CHECK(order.front() == 0);
+}
