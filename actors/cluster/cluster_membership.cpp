@@ -261,6 +261,20 @@ caf::error cluster_placement::drain(uint32_t node) {
       state_->pending_drains.insert(node);
       return {};
     }
+    if (auto slots = p.worker_slots(); slots > 0 && p.alive(node)) {
+      // Its workers need free slots elsewhere: else each would wait for one
+      // and then leave the job (or fail it), for a drain.
+      uint32_t workers = p.load(node).workers, free = 0;
+      for (uint32_t i = 0; i < p.nodes(); ++i)
+        if (i != node && p.eligible(i) && !p.client(i))
+          free += slots - std::min(slots, p.load(i).workers);
+      if (workers > free)
+        return make_error(errc::invalid_argument,
+                          "cannot drain " + state_->node_name(node) + ": it runs " + std::to_string(workers) +
+                            (workers == 1 ? " worker" : " workers") + " and the other live nodes have " +
+                            std::to_string(free) + " free worker slot" + (free == 1 ? "" : "s") +
+                            " (keel cluster --worker-slots " + std::to_string(slots) + "; add a node first)");
+    }
     begin_drain(*state_, node);
     watcher = state_->watcher;
   }

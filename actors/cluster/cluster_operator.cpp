@@ -24,6 +24,11 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
     if (!p.eligible(node))
       return make_error(errc::invalid_argument, state_->node_name(node) + " takes no children now (" +
                                                   (p.draining(node) ? "draining" : "lost") + ")");
+    if (child.is(actor_kind::worker) && p.worker_slots() > 0 && !p.client(node) && !p.client(*at) &&
+        !p.takes(node, child))
+      return make_error(errc::invalid_argument, to_string(child) + " cannot move to " + state_->node_name(node) +
+                                                  ": it has no free worker slot (keel cluster --worker-slots " +
+                                                  std::to_string(p.worker_slots()) + ")");
     if (!p.takes(node, child) || p.client(*at))
       return make_error(errc::invalid_argument,
                         to_string(child) + " cannot move " + (p.client(*at) ? "off " : "to ") +

@@ -116,6 +116,14 @@ TEST_CASE("keel cluster --workers 2:3: a worker no node has a slot for leaves at
   CHECK(acked == (at + 300 * 2) * 3);  // worker:2 pushed until it left, the others every step
   CHECK_MESSAGE(lines_with(r.out, "where the children ran last: ").front().find("worker:2@") == std::string::npos,
                 r.out);
+  // Under ASP, whose checkpoints' shards stand at steps of their own, the
+  // worker's pushes past its leave step stay, counted once.
+  r = run_keel(slotted + " --workers 2:3 --consistency asp --faults kill9:node:2@100");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  CHECK_MESSAGE(left_at(r.out, "worker:2") > 0, r.out);
+  auto [asp_acked, asp_applied] = acked_applied(r.out);
+  CHECK_MESSAGE(asp_acked == asp_applied, r.out);
+  CHECK_MESSAGE(r.out.find("exactly once: every parameter equals") != std::string::npos, r.out);
 }
 
 TEST_CASE("keel cluster with fixed workers, or at its minimum, fails naming why a worker no node can run cannot leave") {
@@ -146,4 +154,14 @@ TEST_CASE("--workers MIN:MAX is refused with its reason: in one process, a minim
   r = run_keel("cluster --nodes 1 --model probe --workers 1:2 --steps 50 --checkpoint-every 0");
   CHECK(r.status != 0);
   CHECK_MESSAGE(r.out.find("a minimum of workers (--workers MIN:MAX) needs checkpoints") != std::string::npos, r.out);
+}
+
+TEST_CASE("with worker slots a drain whose workers have no free slot elsewhere is refused, naming the slots, and the run goes on") {
+  auto r = run_keel(slotted + " --workers 3 --faults drain:node:0@50");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  CHECK_MESSAGE(r.out.find("not injected: drain:node:0@50: invalid_argument: cannot drain node:0: it runs 1 worker "
+                           "and the other live nodes have 0 free worker slots (keel cluster --worker-slots 1") !=
+                  std::string::npos,
+                r.out);
+  CHECK_MESSAGE(r.out.find("released node:0") == std::string::npos, r.out);
 }
