@@ -120,7 +120,8 @@ caf::error apply_dense(const shard_config& cfg, schema::ShardSnapshot::Reader d,
 
 caf::error apply_tables(const shard_config& cfg, schema::ShardSnapshot::Reader d, shard_core::state& s) {
   return for_each_table(cfg, d, where(cfg, d), [&](uint32_t i, std::vector<unsigned char>& bytes) -> caf::error {
-    if (auto e = apply_table_delta(s.tables[i], bytes.data(), bytes.size()))
+    // Its bytes' CRC was checked with the delta's (verify_mode, apply_delta).
+    if (auto e = apply_table_delta(s.tables[i], bytes.data(), bytes.size(), table_crc::covered))
       return make_error(is_damage(e.code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where(cfg, d) + ": " + describe(e));
     return {};

@@ -189,11 +189,12 @@ caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader
   }
   for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
     auto name = t_table_prefix + cfg.tables[i].name;
-    std::vector<unsigned char> bytes;
+    uint64_t size = 0;  // what load checks the tensor against (not a zero-filled vector: load fills it)
     for (auto t : snap.getTensors())
       if (t.getName() == name.c_str() && t.getShape().size() == 1)
-        bytes.resize(t.getShape()[0]);
-    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {bytes.size()}, &bytes))
+        size = t.getShape()[0];
+    std::vector<unsigned char> bytes;
+    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {size}, &bytes))
       return err;
     if (auto err = each(i, bytes))
       return err;
@@ -297,7 +298,9 @@ caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader sn
   return for_each_table(cfg, snap, where, [&](uint32_t i, std::vector<unsigned char>& bytes) -> caf::error {
     table_row_source from = rows ? rows : [](uint32_t, uint64_t, float* v, uint32_t d) { std::fill(v, v + d, 0.0f); };
     auto init = [from, i](uint64_t key, float* v, uint32_t d) { from(i, key, v, d); };
-    auto table = decode_table(bytes.data(), bytes.size(), shard_table_config(cfg, i), init);
+    // Its bytes' CRC was checked with the snapshot's (verify_mode: the
+    // tensor's CRC, or the file's payload CRC, before any of this).
+    auto table = decode_table(bytes.data(), bytes.size(), shard_table_config(cfg, i), init, table_crc::covered);
     if (!table)
       return make_error(is_damage(table.error().code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where + ": " + describe(table.error()));

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "actors/core/embedding_table.hpp"
+#include "actors/core/table_snapshot.hpp"
 #include "storage/byte_span.hpp"
 
 namespace keel {
@@ -79,7 +80,9 @@ uint32_t encode_table_delta_into(const embedding_table& table, const table_delta
 std::vector<unsigned char> encode_table_delta(const embedding_table& table);
 
 // Applies the delta in the `n` bytes at `data` to `table` (see above).
-table_error apply_table_delta(embedding_table& table, const unsigned char* data, size_t n);
+// `crc`: table_snapshot.hpp's table_crc.
+table_error apply_table_delta(embedding_table& table, const unsigned char* data, size_t n,
+                              table_crc crc = table_crc::check);
 
 // What a delta holds, read from its header (for reports): changed rows,
 // removed keys, rows after. Damage as apply_table_delta finds it in the

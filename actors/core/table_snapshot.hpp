@@ -73,11 +73,19 @@ uint32_t encode_table_into(const embedding_table& table, span_source& out);
 // The same snapshot as a vector of its own.
 std::vector<unsigned char> encode_table(const embedding_table& table);
 
+// Whether a table's (or a delta's) bytes are checked against their own
+// trailing CRC32C: `check`, unless a CRC over the very same bytes has just
+// been checked (`covered`: the snapshot tensor's CRC, or its file's payload
+// CRC; a shard's restore, actors/core/shard_snapshot.cpp). Every other check
+// runs either way.
+enum class table_crc { check, covered };
+
 // The table the `n` bytes at `data` hold, for a shard whose table is
 // configured as `expected` (its rates, capacity and admission too) and whose
 // rows start from `init`. Errors: see above.
 table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
-                                           const table_config& expected, row_initializer init);
+                                           const table_config& expected, row_initializer init,
+                                           table_crc crc = table_crc::check);
 
 using table_digest = std::array<unsigned char, 32>;
 
