@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,11 @@ inline size_t committed_checkpoints(const std::filesystem::path& dir) {
 }
 
 // Runs `argv` (argv[0] is the program's path), waits (at most `patience`)
-// until `dir` holds `checkpoints` committed checkpoints, then kills the
+// until `ready()` holds (`what` says what it waits for), then kills the
 // process with SIGKILL and reaps it. Fails the test if the process ended
-// by itself first, or the checkpoints never came.
-inline void kill9_after_checkpoints(std::vector<std::string> argv_s, const std::filesystem::path& dir,
-                                    size_t checkpoints,
-                                    std::chrono::milliseconds patience = std::chrono::seconds(60)) {
+// by itself first, or `ready` never held.
+inline void kill9_when(std::vector<std::string> argv_s, const std::function<bool()>& ready, const std::string& what,
+                       std::chrono::milliseconds patience = std::chrono::seconds(60)) {
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -48,7 +48,7 @@ inline void kill9_after_checkpoints(std::vector<std::string> argv_s, const std::
   bool checkpointed = wait_until(
     [&] {
       exited = exited || ::waitpid(pid, &status, WNOHANG) == pid;
-      return exited || committed_checkpoints(dir) >= checkpoints;
+      return exited || ready();
     },
     patience, std::chrono::milliseconds(2));
   if (!exited) {
@@ -57,10 +57,18 @@ inline void kill9_after_checkpoints(std::vector<std::string> argv_s, const std::
   }
   REQUIRE_MESSAGE(!exited, argv_s[0] << " ended (status " << status
                                      << ") before it could be killed; raise --steps");
-  REQUIRE_MESSAGE(checkpointed, "no " << checkpoints << " checkpoints in " << dir << " within "
-                                      << patience.count() << " ms");
+  REQUIRE_MESSAGE(checkpointed, "no " << what << " within " << patience.count() << " ms");
   REQUIRE(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
+}
+
+// kill9_when `dir` holds `checkpoints` committed checkpoints.
+inline void kill9_after_checkpoints(std::vector<std::string> argv_s, const std::filesystem::path& dir,
+                                    size_t checkpoints,
+                                    std::chrono::milliseconds patience = std::chrono::seconds(60)) {
+  kill9_when(
+    std::move(argv_s), [&] { return committed_checkpoints(dir) >= checkpoints; },
+    std::to_string(checkpoints) + " checkpoints in " + dir.string(), patience);
 }
 
 }  // namespace keel::test

@@ -4,10 +4,14 @@
 // run: through actor kills in one process, and across `keel node`
 // processes through kill -9 of a node, it ends with the same parameters,
 // every push its workers made applied once.
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <doctest/doctest.h>
 
+#include "cluster_fixture.hpp"
 #include "cluster_run.hpp"
 
 using namespace keel::test;
@@ -124,6 +128,58 @@ TEST_CASE("keel cluster --workers 2:3: a worker no node has a slot for leaves at
   auto [asp_acked, asp_applied] = acked_applied(r.out);
   CHECK_MESSAGE(asp_acked == asp_applied, r.out);
   CHECK_MESSAGE(r.out.find("exactly once: every parameter equals") != std::string::npos, r.out);
+}
+
+TEST_CASE("a job that shrank keeps its leave through the coordinator's kill -9 and --resume, bit-identical") {
+  auto tmp = make_temp_dir();
+  struct removed {
+    std::filesystem::path p;
+    ~removed() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } cleanup{tmp};
+  auto dir = tmp / "run";
+  std::vector<std::string> argv = {KEEL_BINARY};
+  std::istringstream words("cluster --nodes 3 --worker-slots 1 --node-wait-ms 1000 --model probe --shards 3 "
+                           "--steps 3000 --checkpoint-every 20 --workers 2:3 --faults kill9:node:2@100 --quiet "
+                           "--checkpoint-dir " + dir.string());
+  for (std::string w; words >> w;)
+    argv.push_back(w);
+  // Killed once a checkpoint has committed after worker:2 left (its leave
+  // is in the directory's worker-changes by then).
+  std::set<std::string> before_leave;
+  bool left = false;
+  kill9_when(
+    argv,
+    [&] {
+      std::error_code ec;
+      if (!left) {
+        left = std::filesystem::exists(dir / "worker-changes", ec);
+        for (auto& e : std::filesystem::directory_iterator(dir, ec))
+          if (e.path().extension() == ".manifest")
+            before_leave.insert(e.path().filename().string());
+        return false;
+      }
+      for (auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().extension() == ".manifest" && !before_leave.count(e.path().filename().string()))
+          return true;
+      return false;
+    },
+    "a checkpoint after worker:2's leave in " + dir.string());
+  std::ifstream file(dir / "worker-changes");
+  std::string changes;
+  std::getline(file, changes);
+  REQUIRE_MESSAGE(changes.rfind("leave:worker:2@", 0) == 0, changes);
+  auto at = std::stol(changes.substr(std::string("leave:worker:2@").size()));
+  // Three nodes again (the recorded plan names node:2): worker:2 would find
+  // a slot, and must not be started, since it left.
+  auto r = run_keel("cluster --nodes 3 --worker-slots 1 --node-wait-ms 1000 --resume " + dir.string());
+  auto sha = reference_sha("--model probe --shards 3 --workers 3 --steps 3000 --checkpoint-every 20 "
+                           "--worker-changes leave:worker:2@" + std::to_string(at));
+  check_promises(r, sha);
+  CHECK(number_after(r.out, "rollbacks, resumed at step ") > at);
+  CHECK_MESSAGE(lines_with(r.out, "placed worker:2").empty(), r.out);
 }
 
 TEST_CASE("keel cluster with fixed workers, or at its minimum, fails naming why a worker no node can run cannot leave") {
