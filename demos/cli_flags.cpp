@@ -138,6 +138,23 @@ std::optional<std::string> parse_number(const std::string& text, uint64_t min, u
   return std::nullopt;
 }
 
+std::optional<std::string> parse_number_range(const std::string& text, uint64_t min, uint64_t max, uint64_t& low,
+                                              uint64_t& high) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    auto why = parse_number(text, min, max, low);
+    high = low;
+    return why;
+  }
+  if (auto why = parse_number(text.substr(0, colon), min, max, low))
+    return why;
+  if (auto why = parse_number(text.substr(colon + 1), min, max, high))
+    return why;
+  if (low > high)
+    return "'" + text + "' puts the minimum above the maximum";
+  return std::nullopt;
+}
+
 std::optional<std::string> parse_number(const std::string& text, double min, double max,
                                         double& out) {
   double v = 0;

@@ -32,6 +32,10 @@ std::optional<std::string> parse_number(const std::string& text, uint64_t min, u
                                         uint64_t& out);
 std::optional<std::string> parse_number(const std::string& text, double min, double max,
                                         double& out);
+// "N" (low = high = N) or "LOW:HIGH", each in [min, max] and low <= high:
+// why not, or nullopt.
+std::optional<std::string> parse_number_range(const std::string& text, uint64_t min, uint64_t max, uint64_t& low,
+                                              uint64_t& high);
 
 // A Boost.ProgramOptions value that stores a number in [min, max] into
 // `*target`, read strictly (see parse_number); `name` is how the help shows
