@@ -258,6 +258,7 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
   auto deadline = std::chrono::steady_clock::now() + cfg_.spawn_timeout;
   std::string tried;
   for (;;) {
+    bool only_gone = true;  // every node tried was gone (its loss not yet seen by the watcher)
     std::vector<uint32_t> order;
     std::optional<uint32_t> was;
     {
@@ -315,8 +316,16 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
         return child;
       }
       tried += (tried.empty() ? "" : "; ") + state_->node_name(i) + ": " + describe(child.error());
+      only_gone = only_gone && is(child.error(), errc::shutting_down);
     }
     std::unique_lock<std::mutex> lock(state_->mtx);
+    if (!order.empty() && only_gone && std::chrono::steady_clock::now() < deadline) {
+      // Its loss is about to be seen (the watcher monitors it too): the
+      // next round's candidates leave it out, or wait for a node as below.
+      state_->changed.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+      tried.clear();
+      continue;
+    }
     // A worker whose loop runs in a client waits for a client serving it,
     // one of keel's own workers with worker slots for a node with a free
     // one; any other child for a node.
