@@ -333,7 +333,7 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
                              (state_->policy.client_loops() || state_->policy.worker_slots() > 0);
     if (!order.empty()) {
       if (client_loop)
-        state_->no_client_since.erase(name);
+        state_->unplaced_since.erase(name);
       else
         state_->none_live_since.reset();
       break;
@@ -345,7 +345,7 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       return false;
     };
     auto now = std::chrono::steady_clock::now();
-    auto& since = client_loop ? state_->no_client_since.try_emplace(name, now).first->second
+    auto& since = client_loop ? state_->unplaced_since.try_emplace(name, now).first->second
                               : (state_->none_live_since ? *state_->none_live_since
                                                          : state_->none_live_since.emplace(now));
     auto given_up = since + cfg_.node_wait;
@@ -361,15 +361,14 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
         // It may leave the job instead (training_config::min_workers).
         lock.unlock();
         auto left = ask_job_workers(state_, "lost:" + to_string(name), cfg_.spawn_timeout);
-        if (!left)
+        if (!left) {
           tried += "; " + describe(left.error());
-        if (left) {
-          std::lock_guard<std::mutex> guard(state_->mtx);
-          state_->policy.forget(name);          // it runs nowhere now
-          state_->no_client_since.erase(name);
+          break;
         }
-        if (left)
-          return make_error(errc::not_found, to_string(name) + " leaves the job: " + tried);
+        std::lock_guard<std::mutex> guard(state_->mtx);
+        state_->policy.forget(name);  // it runs nowhere now
+        state_->unplaced_since.erase(name);
+        return make_error(errc::not_found, to_string(name) + " leaves the job: " + tried);
       }
       break;
     }

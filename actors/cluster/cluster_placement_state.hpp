@@ -47,9 +47,10 @@ struct cluster_placement::state {
   // cluster_placement_config::node_wait.
   std::optional<std::chrono::steady_clock::time_point> none_live_since;
   // The same for a worker whose loop runs in a client process: since when
-  // no client serving it has been live (node_wait again).
-  // Likewise for a worker with no free slot on any live node (worker_slots).
-  std::map<actor_id, std::chrono::steady_clock::time_point> no_client_since;
+  // no client serving it has been live (node_wait again); and for one of
+  // keel's own workers with worker_slots, since when no live node has had
+  // a free slot for it.
+  std::map<actor_id, std::chrono::steady_clock::time_point> unplaced_since;
   uint32_t discover_next = 0;  // the member the discoverer asks next (they take turns)
   cluster_placement_config cfg;     // cfg.nodes grows with joins
   std::vector<node_handle> handles;  // by node index

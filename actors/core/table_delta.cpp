@@ -328,11 +328,13 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
   table_delta_counts c;
   if (auto e = read_delta_header(data, n, h, c))
     return e;
-  uint32_t stored;
-  std::memcpy(&stored, data + n - 4, 4);
-  if (uint32_t actual = crc == table_crc::covered ? stored : crc32c(data, n - 4); stored != actual)
-    return damage(table_errc::crc_mismatch, "delta: CRC32C " + std::to_string(actual) + " of its bytes, " +
-                                                std::to_string(stored) + " stored");
+  if (crc == table_crc::check) {
+    uint32_t stored;
+    std::memcpy(&stored, data + n - 4, 4);
+    if (uint32_t actual = crc32c(data, n - 4); stored != actual)
+      return damage(table_errc::crc_mismatch, "delta: CRC32C " + std::to_string(actual) + " of its bytes, " +
+                                                  std::to_string(stored) + " stored");
+  }
   reader in{data + table_delta_header_bytes};
   std::string name(reinterpret_cast<const char*>(in.at), h.name_bytes);
   in.at += h.name_bytes;

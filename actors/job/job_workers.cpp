@@ -202,22 +202,22 @@ void lost_worker_request(controller_actor* self, const std::string& item, caf::r
 caf::error apply_leaving(controller_actor* self, uint64_t step) {
   auto& st = self->state;
   auto& cfg = st.cfg;
-  auto leaving = std::move(st.run.leaving);
-  st.run.leaving.clear();
   auto s = cfg.training.schedule.elastic() ? cfg.training.schedule : worker_schedule(cfg.training.workers);
-  std::string items;
-  for (auto w : leaving)
+  std::vector<uint32_t> leaving;  // those that have not left by `step` already
+  for (auto w : st.run.leaving)
     if (s.span(w).end > step)
-      items += (items.empty() ? "" : ",") + to_string(actor_id::worker(w));
-  if (items.empty())
+      leaving.push_back(w);
+  st.run.leaving.clear();
+  if (leaving.empty())
     return {};
+  std::string items, plan;
+  for (auto w : leaving) {
+    items += (items.empty() ? "" : ",") + to_string(actor_id::worker(w));
+    plan += (plan.empty() ? "" : ",") + std::string("leave:") + to_string(actor_id::worker(w));
+  }
   if (step == 0)
     return make_error(errc::invalid_argument, items + ": no node could run it, and no checkpoint validates to "
                                                       "leave at (the rollback restarts from step 0)");
-  std::string plan;
-  for (auto w : leaving)
-    if (s.span(w).end > step)
-      plan += (plan.empty() ? "" : ",") + std::string("leave:") + to_string(actor_id::worker(w));
   auto next = s.changed(plan, step, cfg.training.steps);
   if (!next)
     return next.error();
@@ -228,8 +228,6 @@ caf::error apply_leaving(controller_actor* self, uint64_t step) {
   st.workers_now->set(*next);
   st.workers_changed = true;
   for (auto w : leaving) {
-    if (s.span(w).end <= step)
-      continue;
     st.progress.left_said.insert(w);
     auto e = make_job_event(event_kind::membership, to_string(actor_id::worker(w)),
                             "leaves after step " + std::to_string(step - 1) +
