@@ -156,22 +156,26 @@ caf::expected<evaluation> probe_model::do_evaluate(const full_parameters& params
 }
 
 caf::error probe_model::check(const full_parameters& params, uint64_t acknowledged_pushes) const {
-  const auto want = static_cast<float>(acknowledged_pushes);
-  auto differs = [&](const char* space, size_t key, float got) {
+  return check(params, [acknowledged_pushes](uint64_t) { return acknowledged_pushes; });
+}
+
+caf::error probe_model::check(const full_parameters& params,
+                              const std::function<uint64_t(uint64_t)>& acknowledged) const {
+  auto differs = [&](const char* space, size_t key, float got, uint64_t want) {
     return make_error(errc::invalid_argument,
                       std::string("probe: ") + space + " key " + std::to_string(key) + " is " +
-                          std::to_string(got) + ", expected " +
-                          std::to_string(acknowledged_pushes) + " (the acknowledged pushes)");
+                          std::to_string(got) + ", expected " + std::to_string(want) +
+                          " (the acknowledged pushes)");
   };
   if (params.dense.size() != layout_.dense_size() ||
       params.sparse.size() != layout_.sparse_key_count())
     return make_error(errc::invalid_argument, "probe: full_parameters do not match the layout");
   for (size_t k = 0; k < params.dense.size(); ++k)
-    if (params.dense[k] != want)
-      return differs("dense", k, params.dense[k]);
+    if (uint64_t want = acknowledged(k); params.dense[k] != static_cast<float>(want))
+      return differs("dense", k, params.dense[k], want);
   for (size_t k = 0; k < params.sparse.size(); ++k)
-    if (params.sparse[k] != want)
-      return differs("sparse", k, params.sparse[k]);
+    if (uint64_t want = acknowledged(params.dense.size() + k); params.sparse[k] != static_cast<float>(want))
+      return differs("sparse", k, params.sparse[k], want);
   return {};
 }
 

@@ -23,6 +23,7 @@
 // that touched it, and table_touches() counts those from the schedule alone.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -55,6 +56,9 @@ class probe_model final : public model {
   // else an invalid_argument error naming the first key that differs, its
   // value and the expected one.
   caf::error check(const full_parameters& params, uint64_t acknowledged_pushes) const;
+  // The same where the count may differ by key: `acknowledged(k)` for the
+  // shard of global key k (dense keys first, then the sparse ones).
+  caf::error check(const full_parameters& params, const std::function<uint64_t(uint64_t)>& acknowledged) const;
 
   // True when the probe has its table (probe_config::table_keys > 0).
   bool has_table() const { return config_.table_keys > 0; }

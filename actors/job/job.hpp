@@ -237,6 +237,10 @@ struct job_result {
   evaluation quality;                            // on the model's held-out set
   uint64_t steps = 0;                            // global steps each worker completed
   uint64_t pushes_acked = 0;                     // distinct (worker, shard, seq) acknowledged
+  // The same by shard. Equal at every shard unless a worker left for good
+  // in the middle of an SSP or ASP step: its pushes of that step stay at
+  // the shards that had acknowledged them (job_workers.cpp).
+  std::vector<uint64_t> pushes_acked_by_shard;
   uint64_t pushes_applied = 0;                   // the shards' applied seqs, summed
   std::map<std::string, uint64_t> restarts;      // per actor name
   uint64_t rollbacks = 0;

@@ -186,6 +186,7 @@ struct parameters_read {
   std::vector<float> sparse;   // key k at k
   uint64_t pushes_applied = 0; // the shards' applied seqs, summed
   std::vector<uint64_t> applied_by_worker;  // the same, by worker
+  std::vector<std::vector<uint64_t>> applied_seqs;  // [shard][worker]: each shard's applied seqs
   bool complete = true;        // every shard has applied every worker's last push
   std::vector<table_digest> table_digests;  // each shard's tables' content_sha256, shard by shard
   std::vector<table_counters> table_counts; // by table, summed over the shards

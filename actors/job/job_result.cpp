@@ -126,6 +126,10 @@ caf::error take_shard(shard_read& r, const shard_snapshot_msg& m) {
   }
   uint32_t w = 0;
   auto& workers = st.cfg.training.schedule;
+  if (r.out.applied_seqs.size() <= r.shard)
+    r.out.applied_seqs.resize(r.shard + 1);
+  r.out.applied_seqs[r.shard].clear();  // a second attempt at this shard reads it anew
+  for (auto a : s.getApplied()) r.out.applied_seqs[r.shard].push_back(a.getSeq());
   for (auto a : s.getApplied()) {
     // A worker still held in reserve took part in no step.
     if (!workers.elastic() || !workers.reserved(w)) {
@@ -236,6 +240,27 @@ std::vector<table_stats> table_results(const job_config& cfg, const std::vector<
   return out;
 }
 
+// The pushes each shard acknowledged: a reporting worker's spread evenly
+// (each of its steps pushes to every shard), a worker that left before the
+// last tree started the ones each shard holds of it, less the seqs a
+// worker that joined at step S starts from.
+std::vector<uint64_t> acked_by_shard(const job_config& cfg, const progress_state& progress,
+                                     const parameters_read& read) {
+  const uint32_t shards = cfg.training.shards;
+  std::vector<uint64_t> out(shards, 0);
+  for (auto& [worker, r] : progress.reports)
+    for (auto& n : out) n += r.pushes_acked / shards;
+  for (auto w : progress.done)
+    if (!progress.reports.count(w))
+      for (uint32_t s = 0; s < shards && s < read.applied_seqs.size(); ++s)
+        out[s] += w < read.applied_seqs[s].size() ? read.applied_seqs[s][w] : 0;
+  const auto& schedule = cfg.training.schedule;
+  for (uint32_t w = 0; w < schedule.slots() && schedule.elastic(); ++w)
+    if (!schedule.reserved(w))
+      for (auto& n : out) n -= std::min(n, schedule.span(w).begin);
+  return out;
+}
+
 // Completes the result from the final read, evaluates, stops the tree and
 // ends the job with the result.
 void finish(controller_actor* self, parameters_read read) {
@@ -276,6 +301,7 @@ void finish(controller_actor* self, parameters_read read) {
     if (!st.progress.reports.count(w) && w < read.applied_by_worker.size())
       result.pushes_acked += read.applied_by_worker[w];
   result.pushes_acked -= std::min(result.pushes_acked, not_pushed);
+  result.pushes_acked_by_shard = acked_by_shard(cfg, st.progress, read);
 
   result.params_sha256 = read.table_digests.empty()
                            ? params_sha256(result.dense, result.sparse)

@@ -86,6 +86,26 @@ TEST_CASE("a lost or duplicated probe push shows in check, naming the key") {
   CHECK(describe(twice).find("sparse key 5") != std::string::npos);
 }
 
+TEST_CASE("the probe's check holds each key to its own shard's count when shards acknowledged different counts") {
+  auto m = probe_model::make({});
+  REQUIRE(m);
+  auto s = push_n(**m, 10, 1.0f);
+  const size_t dense = s.dense.size();
+  // A worker that left mid-step: its last push reached the second half of
+  // the keys (one shard) and not the first.
+  for (size_t k = dense / 2; k < dense; ++k) s.dense[k] += 1.0f;
+  for (auto& v : s.sparse) v += 1.0f;
+  auto by_shard = [&](uint64_t k) -> uint64_t { return k < dense / 2 ? 10 : 11; };
+  CHECK(!(*m)->check({s.dense, s.sparse}, by_shard));
+  CHECK(describe((*m)->check({s.dense, s.sparse}, 10)).find("dense key " + std::to_string(dense / 2) + " is 11") !=
+        std::string::npos);
+  s.dense[3] += 1.0f;  // a push applied twice at the first shard
+  CHECK(describe((*m)->check({s.dense, s.sparse}, by_shard)).find("dense key 3 is 11") != std::string::npos);
+  s.dense[3] -= 1.0f;
+  s.sparse[2] -= 1.0f;  // one lost at the second
+  CHECK(describe((*m)->check({s.dense, s.sparse}, by_shard)).find("sparse key 2 is 10") != std::string::npos);
+}
+
 TEST_CASE("a probe lr that is not a power of two is refused") {
   probe_config c;
   c.lr = 0.3f;
