@@ -10,6 +10,7 @@
 
 #include <caf/error.hpp>
 
+#include "messages/finite.hpp"
 #include "messages/protocol.capnp.h"
 
 namespace keel {
@@ -45,12 +46,5 @@ caf::error validate(schema::NodeJoin::Reader m, const decode_limits& limits);
 
 // Size in bytes of one element of a dtype; 0 for a value this build does not know.
 size_t dtype_size(schema::DType t);
-
-// True if every one of the `n` little-endian float32 values at `p` is finite.
-bool all_finite(const void* p, size_t n);
-
-// Copies `n` float32 values from `src` to `dst` (not overlapping) and says
-// whether all are finite, in one pass over the bytes.
-bool copy_all_finite(void* dst, const void* src, size_t n);
 
 }  // namespace keel

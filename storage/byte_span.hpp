@@ -19,6 +19,14 @@ struct byte_span {
   size_t size = 0;
 };
 
+// `size` readable bytes at `data` that someone else owns: one of the parts
+// a consumer reads in order (e.g. the chunks of a snapshot tensor), so that
+// it reads them where they are instead of from a gathered copy.
+struct byte_view {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+};
+
 class span_source {
  public:
   virtual ~span_source() = default;

@@ -177,7 +177,7 @@ caf::error full_parts(const shard_core& core, uint64_t checkpoint, int64_t creat
 
 
 caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader snap, const std::string& where,
-                          const std::function<caf::error(uint32_t, std::vector<unsigned char>&)>& each) {
+                          const std::function<caf::error(uint32_t, const std::vector<byte_view>&)>& each) {
   for (auto t : snap.getTensors()) {
     std::string name = t.getName().cStr();
     if (name.compare(0, t_table_prefix.size(), t_table_prefix) != 0)
@@ -189,14 +189,17 @@ caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader
   }
   for (uint32_t i = 0; i < cfg.tables.size(); ++i) {
     auto name = t_table_prefix + cfg.tables[i].name;
-    uint64_t size = 0;  // what load checks the tensor against (not a zero-filled vector: load fills it)
+    uint64_t size = 0;  // what load checks the tensor against
+    std::vector<byte_view> parts;  // its chunks, read where they lie
     for (auto t : snap.getTensors())
-      if (t.getName() == name.c_str() && t.getShape().size() == 1)
+      if (t.getName() == name.c_str() && t.getShape().size() == 1) {
         size = t.getShape()[0];
-    std::vector<unsigned char> bytes;
-    if (auto err = load(snap, name.c_str(), schema::DType::UINT8, {size}, &bytes))
+        parts.clear();
+        for (auto c : t.getChunks()) parts.push_back({c.begin(), c.size()});
+      }
+    if (auto err = load<unsigned char>(snap, name.c_str(), schema::DType::UINT8, {size}, nullptr))
       return err;
-    if (auto err = each(i, bytes))
+    if (auto err = each(i, parts))
       return err;
   }
   return {};
@@ -295,12 +298,12 @@ class background_crcs {
 caf::error load_tables(const shard_config& cfg, schema::ShardSnapshot::Reader snap,
                        const table_row_source& rows, std::vector<embedding_table>& out) {
   auto where = "snapshot of shard " + std::to_string(cfg.shard);
-  return for_each_table(cfg, snap, where, [&](uint32_t i, std::vector<unsigned char>& bytes) -> caf::error {
+  return for_each_table(cfg, snap, where, [&](uint32_t i, const std::vector<byte_view>& parts) -> caf::error {
     table_row_source from = rows ? rows : [](uint32_t, uint64_t, float* v, uint32_t d) { std::fill(v, v + d, 0.0f); };
     auto init = [from, i](uint64_t key, float* v, uint32_t d) { from(i, key, v, d); };
     // Its bytes' CRC was checked with the snapshot's (verify_mode: the
     // tensor's CRC, or the file's payload CRC, before any of this).
-    auto table = decode_table(bytes.data(), bytes.size(), shard_table_config(cfg, i), init, table_crc::covered);
+    auto table = decode_table(parts, shard_table_config(cfg, i), init, table_crc::covered);
     if (!table)
       return make_error(is_damage(table.error().code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where + ": " + describe(table.error()));

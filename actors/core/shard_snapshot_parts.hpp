@@ -130,9 +130,10 @@ caf::error delta_parts(const shard_core& core, uint64_t checkpoint, int64_t crea
 
 // Checks that every "table.<name>" tensor of `snap` is a table of `cfg`'s
 // layout, then hands each layout table's bytes to `each` in layout order (a
-// missing one is shape_mismatch); `where` names the snapshot in errors.
+// missing one is shape_mismatch): the chunks of its tensor, where they lie,
+// checked to hold the tensor's length; `where` names the snapshot in errors.
 caf::error for_each_table(const shard_config& cfg, schema::ShardSnapshot::Reader snap, const std::string& where,
-                          const std::function<caf::error(uint32_t, std::vector<unsigned char>&)>& each);
+                          const std::function<caf::error(uint32_t, const std::vector<byte_view>&)>& each);
 
 // Reads those parts of `snap` into `s` (sparse scalars, clocks, counters,
 // applied), checked against `cfg`.

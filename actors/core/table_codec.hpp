@@ -18,6 +18,7 @@
 #include "actors/core/embedding_table.hpp"
 #include "actors/core/table_delta.hpp"
 #include "actors/core/table_snapshot.hpp"
+#include "messages/finite.hpp"
 #include "storage/crc32c.hpp"
 
 namespace keel {
@@ -122,6 +123,34 @@ struct reader {
   }
 };
 
+// Reads bytes in consecutive parts front to back; the caller checked that
+// they hold what it reads.
+class parts_reader {
+ public:
+  explicit parts_reader(const std::vector<byte_view>& parts) : parts_(parts) {}
+  void copy(void* dst, size_t n) {
+    auto* out = static_cast<unsigned char*>(dst);
+    while (n > 0) {
+      const byte_view& p = parts_[part_];
+      const size_t k = std::min(n, p.size - at_);
+      std::memcpy(out, p.data + at_, k);
+      out += k, n -= k, at_ += k;
+      if (at_ == p.size)
+        ++part_, at_ = 0;
+    }
+  }
+  template <class T>
+  T get() {
+    T v;
+    copy(&v, sizeof v);
+    return v;
+  }
+
+ private:
+  const std::vector<byte_view>& parts_;
+  size_t part_ = 0, at_ = 0;
+};
+
 inline void put_header(span_writer& w, const header& h) {
   w.put(h.magic), w.put(h.version), w.put(h.dtype), w.put(h.optimizer);
   w.put(h.dim), w.put(h.state_slots), w.put(h.slot_count), w.put(h.rows);
@@ -148,8 +177,13 @@ struct body_sizes {
   uint64_t bitmap = 0, row = 0, rows = 0, sketch = 0, total = 0;
 };
 
+static_assert(table_snapshot_arena_version == table_delta_arena_version,
+              "one version number says, in both formats, that rows lie in the table's order");
 static_assert(table_snapshot_lfu_version == table_delta_lfu_version,
               "one version number says, in both formats, that rows carry update counts");
+
+// Whether the rows lie in the table's own order (a table without a capacity).
+inline bool in_arena_order(const header& h) { return h.version == table_snapshot_arena_version; }
 
 // Whether the rows carry an update count (a table with LFU eviction).
 inline bool has_counts(const header& h) { return h.version == table_snapshot_lfu_version; }
@@ -159,9 +193,10 @@ inline uint64_t row_prefix_bytes(const header& h) {
   return 8 + (h.capacity_rows > 0 ? 4 : 0) + (has_counts(h) ? 4 : 0);
 }
 
-// The version is one this build reads (`base` or the LFU one), and LFU
-// comes with a capacity.
-table_error check_version(const header& h, uint16_t base, const char* what);
+// The version is one this build reads (`base`, the LFU one, or with
+// `arena_order` a table's own order's), LFU comes with a capacity and the
+// table's own order without one.
+table_error check_version(const header& h, uint16_t base, const char* what, bool arena_order = false);
 
 inline body_sizes sizes_of(const header& h, size_t available) {
   body_sizes s;
@@ -184,13 +219,6 @@ inline table_error damage(table_errc code, std::string what) {
 inline table_error mismatch(table_errc code, const std::string& what, uint64_t has, uint64_t expected) {
   return table_error(code, "table snapshot: " + what + " " + std::to_string(has) +
                                ", the shard's table has " + std::to_string(expected));
-}
-
-inline bool all_finite(const float* v, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i]))
-      return false;
-  return true;
 }
 
 
@@ -253,8 +281,13 @@ class table_codec {
 
   static uint64_t encoded_bytes(const embedding_table& t);
   static uint32_t encode(const embedding_table& t, span_source& out);
+  // The rows of a snapshot: version 3's block by block, the others' sorted by key.
+  static void put_blocks(const embedding_table& t, table_wire::span_writer& w);
+  static void put_rows_by_key(const embedding_table& t, const table_wire::header& h, table_wire::span_writer& w);
   static table_error restore_rows(embedding_table& t, table_wire::reader& in, uint64_t rows);
-  static table_error restore_rest(embedding_table& t, table_wire::reader& in, const table_wire::header& h);
+  // Version 3: rows in the table's order, copied a block at a time.
+  static table_error restore_arena_rows(embedding_table& t, table_wire::parts_reader& in, uint64_t rows);
+  static void restore_rest(embedding_table& t, table_wire::parts_reader& in, const table_wire::header& h);
 
   // Incremental snapshots (actors/core/table_delta.cpp).
   static std::vector<uint32_t> changed_row_numbers(const embedding_table& t);

@@ -105,7 +105,9 @@ std::vector<uint32_t> changed_in_tiers(const embedding_table& t) {
 header delta_header_of(const embedding_table& t) {
   header h = header_of(t);
   h.magic = table_delta_magic;
-  h.version = table_codec::lfu(t) ? table_delta_lfu_version : table_delta_version;
+  h.version = table_codec::lfu(t)                 ? table_delta_lfu_version
+              : t.config().capacity_rows == 0 ? table_delta_arena_version
+                                              : table_delta_version;
   h.evictions = table_codec::stats(t).evictions;
   h.admissions_refused = table_codec::stats(t).admissions_refused;
   h.full_refused = table_codec::stats(t).full_refused;
@@ -135,6 +137,13 @@ table_delta_plan plan_table_delta(const embedding_table& t) {
   }
   std::vector<uint64_t> keys(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) keys[i] = table_codec::key_at(t, rows[i]);
+  if (t.config().capacity_rows == 0) {  // in the table's order: the rows' own, ascending
+    plan.changed.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) plan.changed[i] = {keys[i], rows[i]};
+    plan.bytes = table_delta_header_bytes +
+                 delta_sizes_of(delta_header_of(t), plan.changed.size(), 0, UINT64_MAX).total + 4;
+    return plan;  // nothing is removed from a table without a capacity
+  }
   plan.changed = sorted_by_key(keys);  // (key, position in `rows`)
   if (t.config().capacity_rows > 0)
     for (auto& [key, at] : plan.changed) plan.ranks.push_back(at);  // the position is the rank
@@ -210,12 +219,15 @@ table_error read_delta_header(const unsigned char* data, size_t n, header& h, ta
   h = get_header(in);
   if (h.magic != table_delta_magic)
     return damage(table_errc::malformed, "not a table delta (magic " + std::to_string(h.magic) + ")");
-  if (auto e = check_version(h, table_delta_version, "delta format"))
+  if (auto e = check_version(h, table_delta_version, "delta format", true))
     return e;
   if (auto e = check_header_fields(h))
     return e;
   c.changed = in.get<uint64_t>();
   c.removed = in.get<uint64_t>();
+  if (in_arena_order(h) && c.removed > 0)
+    return damage(table_errc::malformed, "delta of a table without a capacity that removes " +
+                                             std::to_string(c.removed) + " keys (only eviction removes rows)");
   c.rows_after = h.rows;
   const uint64_t body = n - table_delta_header_bytes - 4;
   auto s = delta_sizes_of(h, c.changed, c.removed, body);
@@ -244,7 +256,7 @@ table_error check_rows(reader& in, const header& h, const table_delta_counts& c,
   std::vector<float> row(floats);
   for (uint64_t i = 0; i < c.changed; ++i) {
     uint64_t key = in.get<uint64_t>();
-    if (i > 0 && key <= out.keys.back())
+    if (i > 0 && !in_arena_order(h) && key <= out.keys.back())
       return key == out.keys.back() ? damage(table_errc::duplicate_key, "delta: key " + std::to_string(key) + " twice")
                                     : damage(table_errc::malformed, "delta: changed row " + std::to_string(i) +
                                                                         "'s key is not above the one before it");
@@ -284,6 +296,26 @@ table_error check_rows(reader& in, const header& h, const table_delta_counts& c,
     if (out.counts[out.by_rank[j]] < out.counts[out.by_rank[j - 1]])
       return damage(table_errc::count_mismatch, "delta: update count " + std::to_string(out.counts[out.by_rank[j]]) +
                                                     " at rank " + std::to_string(j) + " is below the one before it");
+  return {};
+}
+
+// A delta in the table's order: whether a key comes twice, found as a row
+// of the table twice (`at`) or as a new key twice.
+table_error check_repeats(const std::vector<uint64_t>& keys, const std::vector<uint32_t>& at, uint32_t rows) {
+  std::vector<bool> seen(rows);
+  std::vector<uint64_t> fresh;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (at[i] == table_codec::no_row) {
+      fresh.push_back(keys[i]);
+    } else if (seen[at[i]]) {
+      return damage(table_errc::duplicate_key, "delta: key " + std::to_string(keys[i]) + " twice");
+    } else {
+      seen[at[i]] = true;
+    }
+  }
+  std::sort(fresh.begin(), fresh.end());
+  if (auto twice = std::adjacent_find(fresh.begin(), fresh.end()); twice != fresh.end())
+    return damage(table_errc::duplicate_key, "delta: key " + std::to_string(*twice) + " twice");
   return {};
 }
 
@@ -357,6 +389,9 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
     after += at[i] == table_codec::no_row;
   }
   for (uint64_t key : body.removed) after -= table_codec::find(t, key) != table_codec::no_row;
+  if (in_arena_order(h))  // keys in the rows' order, not ascending: repeats are looked for here
+    if (auto e = check_repeats(keys, at, table_codec::rows(t)))
+      return e;
   if (after != h.rows)
     return damage(table_errc::count_mismatch, "delta: the table would have " + std::to_string(after) +
                                                   " rows once it is applied, the delta says " + std::to_string(h.rows) +

@@ -5,29 +5,33 @@
 // one (actors/core/shard_snapshot.hpp), and applying it to the table as it
 // was at that mark (the parent's restored table). Pure functions.
 //
-// Layout (little-endian, fixed widths; format version 1, or 2 for a table
-// with least-frequently-updated eviction):
+// Layout (little-endian, fixed widths; format version 3 for a table
+// without a capacity, 1 with least-recently-updated eviction, 2 with
+// least-frequently-updated eviction):
 //   header, 104 bytes: the 88 bytes of a full table snapshot's header
 //     (table_snapshot.hpp) with magic "KEELTDLT", `rows` the table's row
 //     count once the delta is applied and the counters as of the delta;
 //     then 88 u64 changed rows, 96 u64 removed keys;
 //   the name; the owned-slot bitmap (as in a full snapshot);
-//   the changed rows (created or updated since the mark) in ascending key
-//   order, each: u64 key, with a capacity a u32 eviction rank among the
+//   the changed rows (created or updated since the mark), in version 3 in
+//   the table's own order (ascending row numbers: applied to its parent's
+//   table in that order, the new rows take the places they had, so a
+//   restored table lies in memory as the one it was taken from), else in
+//   ascending key order, each: u64 key, with a capacity a u32 eviction rank among the
 //   changed rows (0 = the first to go of them; with LRU the least recently
 //   updated: every changed row is more recent than every unchanged one), in
 //   version 2 a u32 update count (>= 1, not decreasing in rank order: a
 //   changed row follows the unchanged rows of its count), dim f32 values,
 //   then state slots x dim f32;
 //   the removed keys (evicted since the mark and without a row now),
-//   ascending, u64 each;
+//   ascending, u64 each (none in version 3);
 //   with admission (min_pushes > 1) the whole sketch, as in a full snapshot;
 //   last a u32 CRC32C of every byte before it.
 //
 // apply_table_delta checks everything in the bytes before it changes the
 // table: damage (malformed, count_mismatch, crc_mismatch), the shape against
 // the table's configuration (table_snapshot.hpp's errors), the rows (keys
-// ascending, duplicate_key, key_outside_slots, non_finite, ranks a
+// ascending but in version 3, duplicate_key, key_outside_slots, non_finite, ranks a
 // permutation, counts >= 1 and not decreasing in rank order), removed keys
 // ascending, in the slots and not among the changed rows, and that the
 // table would then hold the header's row count
@@ -52,12 +56,13 @@ namespace keel {
 constexpr uint64_t table_delta_magic = 0x4b45454c54444c54ULL;  // "KEELTDLT"
 constexpr uint16_t table_delta_version = 1;      // unbounded or LRU tables
 constexpr uint16_t table_delta_lfu_version = 2;  // LFU tables: rows carry update counts
+constexpr uint16_t table_delta_arena_version = 3;  // tables without a capacity: rows in the table's order
 constexpr size_t table_delta_header_bytes = 104;
 
 // What a delta of a table will hold, gathered once: its length is needed
 // before its bytes are written (into a snapshot message's chunks).
 struct table_delta_plan {
-  std::vector<std::pair<uint64_t, uint32_t>> changed;  // (key, row number), ascending keys
+  std::vector<std::pair<uint64_t, uint32_t>> changed;  // (key, row number), in the delta's order
   std::vector<uint32_t> ranks;                         // per changed row, with a capacity
   std::vector<uint32_t> counts;                        // per changed row, with LFU
   std::vector<uint64_t> removed;                       // ascending

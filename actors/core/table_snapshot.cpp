@@ -60,6 +60,8 @@ header header_of(const embedding_table& t) {
   header h;
   if (table_codec::lfu(t))
     h.version = table_snapshot_lfu_version;
+  else if (c.capacity_rows == 0)
+    h.version = table_snapshot_arena_version;
   h.optimizer = static_cast<uint8_t>(c.optimizer.kind);
   h.dim = c.dim;
   h.state_slots = t.state_slots();
@@ -80,15 +82,17 @@ uint64_t table_codec::encoded_bytes(const embedding_table& t) {
   return table_snapshot_header_bytes + sizes_of(header_of(t), SIZE_MAX).total + 4;
 }
 
-uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
-  header h = header_of(t);
-  h.evictions = t.stats_.evictions;
-  h.admissions_refused = t.stats_.admissions_refused;
-  h.full_refused = t.stats_.full_refused;
-  span_writer w{out};
-  put_header(w, h);
-  w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
-  for (uint64_t word : t.cfg_.slots.words()) w.put(word);
+void table_codec::put_blocks(const embedding_table& t, span_writer& w) {
+  // Each row as the table holds it (key, values, state): a block's rows
+  // are one run of bytes.
+  const size_t per_block = size_t{1} << t.block_shift_;
+  for (size_t b = 0; b * per_block < t.rows_; ++b) {
+    const size_t n = std::min<size_t>(per_block, t.rows_ - b * per_block);
+    w.put_bytes(t.blocks_[b].data(), n * t.stride_ * sizeof(float));
+  }
+}
+
+void table_codec::put_rows_by_key(const embedding_table& t, const header& h, span_writer& w) {
   const auto ranks = eviction_ranks(t);
   const bool counts = has_counts(h);
   const size_t row_bytes = size_t{t.cfg_.dim} * (1 + t.state_slots_) * sizeof(float);
@@ -104,6 +108,21 @@ uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
       w.put(update_count(t, r));
     w.put_bytes(values(t, r), row_bytes);
   }
+}
+
+uint32_t table_codec::encode(const embedding_table& t, span_source& out) {
+  header h = header_of(t);
+  h.evictions = t.stats_.evictions;
+  h.admissions_refused = t.stats_.admissions_refused;
+  h.full_refused = t.stats_.full_refused;
+  span_writer w{out};
+  put_header(w, h);
+  w.put_bytes(t.cfg_.name.data(), t.cfg_.name.size());
+  for (uint64_t word : t.cfg_.slots.words()) w.put(word);
+  if (in_arena_order(h))
+    put_blocks(t, w);
+  else
+    put_rows_by_key(t, h, w);
   if (h.min_pushes > 1)
     w.put_bytes(t.sketch_.counters().data(), t.sketch_.counters().size() * sizeof(uint16_t));
   w.put(w.crc());
@@ -204,31 +223,80 @@ table_error table_codec::restore_rows(embedding_table& t, reader& in, uint64_t r
   return {};
 }
 
-table_error table_codec::restore_rest(embedding_table& t, reader& in, const header& h) {
+table_error table_codec::restore_arena_rows(embedding_table& t, parts_reader& in, uint64_t rows) {
+  if (rows > embedding_table::max_rows)
+    return damage(table_errc::count_mismatch, std::to_string(rows) + " rows, more than a table holds (" +
+                                                  std::to_string(embedding_table::max_rows) + ")");
+  t.reserve_rows(rows);
+  const table_config& c = t.cfg_;
+  const size_t floats = size_t{c.dim} * (1 + t.state_slots_);
+  const size_t row_bytes = t.stride_ * sizeof(float);  // the key's 8 bytes, then the floats
+  const size_t per_block = size_t{1} << t.block_shift_;
+  const size_t mask = t.index_.size() - 1;
+  // A byte of each key's hash beside its bucket: a duplicate is looked for
+  // only among the keys of the bucket's run with the same byte, so the rows
+  // of other keys are not read (a cache miss each).
+  std::vector<uint8_t> tags(t.index_.size());
+  const auto tag_of = [](uint64_t key) { return static_cast<uint8_t>(mix64(key) >> 24); };
+  const auto key_of = [&](const float* block, size_t j) {
+    uint64_t key;
+    std::memcpy(&key, block + j * t.stride_, sizeof key);
+    return key;
+  };
+  constexpr size_t ahead = 16;
+  for (uint64_t first = 0; first < rows; first += per_block) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(per_block, rows - first));
+    t.blocks_.emplace_back(t.stride_ << t.block_shift_);
+    float* block = t.blocks_.back().data();
+    in.copy(block, n * row_bytes);
+    for (size_t j = 0; j < n; ++j) {
+      if (j + ahead < n) {  // the bucket of a key a few rows on, asked for now
+        const size_t b = t.bucket_of(key_of(block, j + ahead));
+        __builtin_prefetch(&t.index_[b]);
+        __builtin_prefetch(&tags[b]);
+      }
+      const uint64_t key = key_of(block, j);
+      if (!c.slots.contains_key(key))
+        return damage(table_errc::key_outside_slots,
+                      "key " + std::to_string(key) + " (slot " +
+                          std::to_string(slot_of(key, c.slots.slot_count())) + ") is outside the shard's slots");
+      if (!all_finite(block + j * t.stride_ + t.header_, floats))
+        return damage(table_errc::non_finite, "row of key " + std::to_string(key) + " holds NaN or Inf");
+      const uint8_t tag = tag_of(key);
+      size_t b = t.bucket_of(key);
+      for (; t.index_[b] != embedding_table::no_row; b = (b + 1) & mask)
+        if (tags[b] == tag && t.key_at(t.index_[b]) == key)
+          return damage(table_errc::duplicate_key, "key " + std::to_string(key) + " stored twice");
+      t.index_[b] = static_cast<uint32_t>(first + j);
+      tags[b] = tag;
+    }
+  }
+  t.rows_ = static_cast<uint32_t>(rows);
+  t.changed_bits_.assign(rows / 64 + 1, 0);
+  return {};
+}
+
+void table_codec::restore_rest(embedding_table& t, parts_reader& in, const header& h) {
   if (h.min_pushes > 1) {
     auto& counters = t.sketch_.counters();
-    std::memcpy(counters.data(), in.at, counters.size() * sizeof(uint16_t));
-    in.at += counters.size() * sizeof(uint16_t);
+    in.copy(counters.data(), counters.size() * sizeof(uint16_t));
   }
   t.stats_.evictions = h.evictions;
   t.stats_.admissions_refused = h.admissions_refused;
   t.stats_.full_refused = h.full_refused;
-  return {};
 }
 
 namespace {
 
-// Length, magic, version, counts and CRC: whether the bytes are intact.
-table_error check_intact(const unsigned char* data, size_t n, header& h, table_crc crc) {
-  if (n < table_snapshot_header_bytes + 4)
-    return damage(table_errc::malformed, std::to_string(n) + " bytes, shorter than a header (" +
-                                             std::to_string(table_snapshot_header_bytes + 4) + ")");
-  reader in{data};
+// Length, magic, version and counts of the `n` bytes whose first
+// table_snapshot_header_bytes are `head`: whether they can be a table.
+table_error check_header(const unsigned char* head, size_t n, header& h) {
+  reader in{head};
   h = get_header(in);
   if (h.magic != table_snapshot_magic)
     return damage(table_errc::malformed,
                   "not a table snapshot (magic " + std::to_string(h.magic) + ")");
-  if (auto e = check_version(h, table_snapshot_version, "format"))
+  if (auto e = check_version(h, table_snapshot_version, "format", true))
     return e;
   if (auto e = check_header_fields(h))
     return e;
@@ -241,11 +309,20 @@ table_error check_intact(const unsigned char* data, size_t n, header& h, table_c
     return damage(table_errc::count_mismatch, "its counts make " + std::to_string(s.total) +
                                                   " bytes after the header, it has " +
                                                   std::to_string(body));
-  if (crc == table_crc::covered)
-    return {};
-  uint32_t stored;
-  std::memcpy(&stored, data + n - 4, 4);
-  uint32_t actual = crc32c(data, n - 4);
+  return {};
+}
+
+// The trailing CRC32C against the bytes before it.
+table_error check_crc(const std::vector<byte_view>& parts, size_t n) {
+  uint32_t actual = crc32c_empty, stored = 0;
+  size_t before = 0;  // bytes of the parts before this one
+  for (const auto& p : parts) {
+    const size_t covered = std::min(p.size, n - 4 > before ? n - 4 - before : 0);
+    actual = crc32c_extend(actual, p.data, covered);
+    for (size_t i = covered; i < p.size; ++i)  // the stored CRC's bytes, wherever they lie
+      stored |= uint32_t{p.data[i]} << (8 * (before + i - (n - 4)));
+    before += p.size;
+  }
   if (stored != actual)
     return damage(table_errc::crc_mismatch, "CRC32C " + std::to_string(actual) + " of its bytes, " +
                                                 std::to_string(stored) + " stored");
@@ -256,11 +333,17 @@ table_error check_intact(const unsigned char* data, size_t n, header& h, table_c
 
 namespace table_wire {
 
-table_error check_version(const header& h, uint16_t base, const char* what) {
-  if (h.version != base && h.version != table_snapshot_lfu_version)
+table_error check_version(const header& h, uint16_t base, const char* what, bool arena_order) {
+  const bool arena = arena_order && in_arena_order(h);
+  if (h.version != base && h.version != table_snapshot_lfu_version && !arena)
+    return damage(table_errc::malformed,
+                  std::string(what) + " version " + std::to_string(h.version) + " (this build reads " +
+                      std::to_string(base) + (arena_order ? ", " : " and ") +
+                      std::to_string(table_snapshot_lfu_version) +
+                      (arena_order ? " and " + std::to_string(table_snapshot_arena_version) : "") + ")");
+  if (arena && h.capacity_rows > 0)
     return damage(table_errc::malformed, std::string(what) + " version " + std::to_string(h.version) +
-                                             " (this build reads " + std::to_string(base) + " and " +
-                                             std::to_string(table_snapshot_lfu_version) + ")");
+                                             " (rows in the table's order) with a capacity");
   if (has_counts(h) && h.capacity_rows == 0)
     return damage(table_errc::malformed, std::string(what) + " version " + std::to_string(h.version) +
                                              " (update counts for LFU eviction) without a capacity");
@@ -340,23 +423,53 @@ table_error check_shape(const header& h, const std::string& name,
 
 table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
                                            const table_config& expected, row_initializer init, table_crc crc) {
+  return decode_table(std::vector<byte_view>{{data, n}}, expected, std::move(init), crc);
+}
+
+table_result<embedding_table> decode_table(const std::vector<byte_view>& parts, const table_config& expected,
+                                           row_initializer init, table_crc crc) {
+  size_t n = 0;
+  for (const auto& p : parts) n += p.size;
+  if (n < table_snapshot_header_bytes + 4)
+    return damage(table_errc::malformed, std::to_string(n) + " bytes, shorter than a header (" +
+                                             std::to_string(table_snapshot_header_bytes + 4) + ")");
+  parts_reader in(parts);
+  unsigned char head[table_snapshot_header_bytes];
+  in.copy(head, sizeof head);
   header h;
-  if (auto e = check_intact(data, n, h, crc))
+  if (auto e = check_header(head, n, h))
     return e;
+  if (!in_arena_order(h) && parts.size() > 1) {  // rows read in place: gathered first
+    std::vector<unsigned char> whole(n);
+    parts_reader(parts).copy(whole.data(), n);
+    return decode_table(whole.data(), n, expected, std::move(init), crc);
+  }
+  if (crc == table_crc::check)
+    if (auto e = check_crc(parts, n))
+      return e;
   auto t = embedding_table::make(expected, std::move(init));
   if (!t)
     return t.error();
-  reader in{data + table_snapshot_header_bytes};
-  std::string name(reinterpret_cast<const char*>(in.at), h.name_bytes);
-  in.at += h.name_bytes;
+  std::string name(h.name_bytes, '\0');
+  in.copy(name.data(), name.size());
   std::vector<uint64_t> bitmap((uint64_t{h.slot_count} + 63) / 64);
   for (auto& w : bitmap) w = in.get<uint64_t>();
   if (auto e = check_shape(h, name, bitmap, *t))
     return e;
-  if (auto e = table_codec::restore_rows(*t, in, h.rows))
+  if (in_arena_order(h)) {
+    if (auto e = table_codec::restore_arena_rows(*t, in, h.rows))
+      return e;
+    table_codec::restore_rest(*t, in, h);
+    return t;
+  }
+  // One part: the rows read where they lie.
+  const size_t at = table_snapshot_header_bytes + h.name_bytes + bitmap.size() * 8;
+  reader rows{parts[0].data + at};
+  if (auto e = table_codec::restore_rows(*t, rows, h.rows))
     return e;
-  if (auto e = table_codec::restore_rest(*t, in, h))
-    return e;
+  const std::vector<byte_view> rest{{rows.at, static_cast<size_t>(parts[0].data + n - rows.at)}};
+  parts_reader after(rest);
+  table_codec::restore_rest(*t, after, h);
   return t;
 }
 

@@ -6,8 +6,10 @@
 // Data under Cap'n Proto's 512 MiB limit; the section carries its own
 // CRC32C (storage/crc32c.hpp), so it is checked whatever carries it.
 //
-// Layout (little-endian, fixed widths; format version 1, or 2 for a table
-// with least-frequently-updated eviction, whose rows also carry a count):
+// Layout (little-endian, fixed widths; format version 3 for a table
+// without a capacity, 1 for one with least-recently-updated eviction, 2
+// for one with least-frequently-updated eviction, whose rows also carry a
+// count):
 //   header, 88 bytes:
 //     0 u64 magic "KEELTABL"   8 u16 version   10 u8 dtype (0 float32)
 //    11 u8 optimizer kind (0 sgd, 1 momentum, 2 adagrad, 3 adam)
@@ -17,7 +19,11 @@
 //    56 u64 sketch seed   64 u64 evictions   72 u64 admissions_refused
 //    80 u64 full_refused
 //   the name; the owned-slot bitmap (ceil(slots / 64) u64, as slot_set);
-//   the rows in ascending key order, each: u64 key, with a capacity a u32
+//   the rows, in version 3 in the table's own order (its arena's: the
+//   bytes of each row as the table holds them, so a snapshot is written
+//   block by block and restored into blocks, with no sort and no row
+//   copied alone; versions 1 and 2, and version 1 without a capacity as
+//   earlier builds wrote it, in ascending key order), each: u64 key, with a capacity a u32
 //   eviction rank (0 = the next victim: with LRU the least recently
 //   updated), in version 2 a u32 update count (>= 1, not decreasing in
 //   eviction order: LFU's order is by count, then recency), dim f32 values,
@@ -31,7 +37,7 @@
 // shard's table_config (dtype_mismatch, name_mismatch, dim_mismatch,
 // optimizer_mismatch, slots_mismatch: slot count or owned slots,
 // options_mismatch: capacity, eviction policy or admission), then the rows
-// (keys ascending, duplicate_key, key_outside_slots, non_finite values or
+// (keys ascending in versions 1 and 2, duplicate_key, key_outside_slots, non_finite values or
 // state, count_mismatch: ranks not a permutation, counts 0 or out of
 // order). It never
 // returns a table built from bytes that failed a check. Pure functions.
@@ -50,6 +56,7 @@ namespace keel {
 constexpr uint64_t table_snapshot_magic = 0x4b45454c5441424cULL;  // "KEELTABL"
 constexpr uint16_t table_snapshot_version = 1;      // unbounded or LRU tables
 constexpr uint16_t table_snapshot_lfu_version = 2;  // LFU tables: rows carry update counts
+constexpr uint16_t table_snapshot_arena_version = 3;  // tables without a capacity: rows in the table's order
 constexpr size_t table_snapshot_header_bytes = 88;
 
 // The length of `table`'s snapshot in bytes.
@@ -60,8 +67,9 @@ uint64_t encoded_table_bytes(const embedding_table& table);
 // buffer of its own. The spans must hold exactly encoded_table_bytes(table)
 // bytes between them (else std::invalid_argument, and nothing is written).
 // Returns the CRC32C of all the bytes written, the trailing table CRC
-// included (a tensor's CRC), computed while writing. Sorts the rows by key,
-// so it needs 16 bytes a row of scratch.
+// included (a tensor's CRC), computed while writing. A table with a
+// capacity has its rows sorted by key (16 bytes a row of scratch); one
+// without is written block by block as it lies in memory.
 uint32_t encode_table_into(const embedding_table& table, const std::vector<byte_span>& out);
 
 // The same into the spans `out` hands out one at a time (a file written
@@ -86,6 +94,12 @@ enum class table_crc { check, covered };
 table_result<embedding_table> decode_table(const unsigned char* data, size_t n,
                                            const table_config& expected, row_initializer init,
                                            table_crc crc = table_crc::check);
+
+// The same from bytes in consecutive parts (a snapshot tensor's chunks): a
+// table in its own order (version 3) is copied from them straight into its
+// blocks; the other versions are gathered first.
+table_result<embedding_table> decode_table(const std::vector<byte_view>& parts, const table_config& expected,
+                                           row_initializer init, table_crc crc = table_crc::check);
 
 using table_digest = std::array<unsigned char, 32>;
 

@@ -7,7 +7,7 @@
 //    rows are one read and one write of that size at the least);
 //  - the former path: the table encoded into a vector of its own, then
 //    copied into a message in fresh memory (every page faulted in anew).
-// Also the encoder alone into a warm buffer (sorting included), and the
+// Also the encoder alone into a warm buffer (the rows block by block, as the table holds them: format version 3), and the
 // content hash (the read-out's, also in key order). The table: d = 16 with
 // AdaGrad state, rows keyed by hashed IDs. Each figure is the median of
 // `reps`, in GB/s of encoded bytes. Checks that both paths give the same
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     std::printf("%-58s %8.2f %8.2f\n", what, gb / s, ceiling / s);
   };
   row("memcpy of the same bytes, warm buffers (ceiling)", ceiling);
-  row("encode_table_into a warm buffer (sort + rows + CRC)", encoder);
+  row("encode_table_into a warm buffer (rows + CRC)", encoder);
   row("snapshot: encoded into the message, memory reused", into_message);
   row("snapshot, former: vector, then copied into fresh memory", former);
   row("content_sha256 (the read-out's hash, key order)", hash);
