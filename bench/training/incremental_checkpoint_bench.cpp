@@ -16,115 +16,25 @@
 //           beside the same run without checkpoints (the ceiling; its
 //           replay logs bounded); alternating rounds, ranges over them
 //           (goal: incremental costs at most 2%).
-//  restore: a shard of about 1 GB (ctr-fm on one shard, a checkpoint every
-//           1/16 of the epoch), restored from its longest chain (most bytes
-//           among equals) as a restarted shard does
-//           (read_chain_link with verify_mode::payload, then restore_chain
-//           with structure: actors/ps/shard_restore.cpp's restore_ref), and its base
-//           alone, beside read(2) of the same files into a warm buffer plus
-//           their CRC32C (no keel decoding); best of `repeats` (goal: the
-//           chain within 1.2x).
+//  restore: a shard of about 1 GB restored from its chain and from its
+//           base alone (incremental_restore_bench.cpp; goal: the chain
+//           within 1.2x of read(2) + CRC32C of its files).
 // Usage: incremental_checkpoint_bench [what=all|bytes|cost|restore]
 //          [repeats=2] [cost_examples=1000000] [bytes_examples=500000]
 //          [cost_vocabulary=10000000] [seconds_between_checkpoints=1.5]
-#include <fcntl.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "actors/core/partition.hpp"
-#include "actors/core/shard_delta.hpp"
-#include "actors/job/job_controller.hpp"
-#include "actors/job/placed_job.hpp"
-#include "actors/keel.hpp"
-#include "actors/ps/parameter_shard.hpp"
-#include "bench/bench_common.hpp"
-#include "bench/bench_job.hpp"
-#include "messages/protocol.hpp"
-#include "models/ctr_model.hpp"
-#include "storage/checkpoint_files.hpp"
-#include "storage/crc32c.hpp"
-#include "storage/store_layout.hpp"
+#include "bench/training/incremental_bench.hpp"
 
 using namespace keel;
-namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
+using namespace keel::incremental_bench;
 
 namespace {
-
-[[noreturn]] void fail(const std::string& what, const caf::error& e) {
-  bench::fail("incremental_checkpoint_bench", what, e);
-}
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-// This process's CPU seconds so far (every thread's).
-double cpu_now() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-std::shared_ptr<const ctr_model> make_model(uint64_t vocabulary, uint64_t examples, bool fm) {
-  ctr_config c;
-  c.vocabulary = vocabulary;
-  c.train_examples = examples;
-  c.test_examples = 10000;
-  auto m = ctr_model::make(c, fm ? c.fm_factors : 0);
-  if (!m)
-    fail("the model", m.error());
-  return *m;
-}
-
-fs::path bench_dir(const std::string& what) {
-  return fs::temp_directory_path() / ("keel-incremental-bench-" + std::to_string(::getpid()) + "-" + what);
-}
-
-// ctr_training_bench's layout: 2 shards, 2 workers of batch 128, BSP,
-// AdaGrad, gradients averaged; one epoch.
-job_config config_of(const std::shared_ptr<const ctr_model>& m, uint64_t every, uint32_t full_every,
-                     const fs::path& dir, size_t keep) {
-  job_config cfg;
-  cfg.training_model = m;
-  cfg.training.workers = 2;
-  cfg.training.shards = 2;
-  cfg.training.batch_size = 128;
-  cfg.training.combine = gradient_combine::mean;
-  cfg.training.optimizer.kind = optimizer_kind::adagrad;
-  cfg.training.optimizer.lr = ctr_plain_lr(m->factors());
-  cfg.training.steps = steps_per_epoch(m->num_train_examples(), 2, cfg.training.batch_size);
-  cfg.checkpoints.every = every;
-  cfg.checkpoints.keep = keep;
-  cfg.checkpoints.dir = dir;
-  cfg.checkpoints.incremental.full_every = full_every;
-  // Without checkpoints nothing empties the replay logs: bound them.
-  if (every == 0)
-    cfg.checkpoints.max_log_bytes = uint64_t{64} << 20;
-  cfg.evaluation.on_workers = true;
-  return cfg;
-}
-
-job_result run_job(const job_config& cfg) {
-  fs::remove_all(cfg.checkpoints.dir);
-  return bench::run_job_to_end(cfg, "incremental_checkpoint_bench");
-}
-
-uint64_t model_bytes(const job_result& r) {
-  uint64_t b = 0;
-  for (auto& t : r.tables) b += t.parameter_bytes;
-  return b;
-}
 
 // --- bytes: what each checkpoint adds -----------------------------------
 
@@ -147,21 +57,6 @@ size_t part_size(const checkpoint_manifest& m, const manifest_entry& e) {
     set_entry(b.initShards(1)[0], e);
   });
   return part.frame()->encoded_size_bytes();
-}
-
-// Calls `each` with the path and contents of every manifest in `dir`.
-template <class Each>
-void for_each_manifest(const fs::path& dir, Each each) {
-  auto pool = buffer_pool::create();
-  for (auto& f : fs::directory_iterator(dir)) {
-    auto name = parse_store_file_name(f.path().filename().string());
-    if (!name || name->kind != store_file_kind::manifest)
-      continue;
-    auto m = read_manifest_file(*posix_io(), f.path(), *pool);
-    if (!m)
-      fail("reading " + f.path().string(), m.error());
-    each(f.path(), *m);
-  }
 }
 
 checkpoint_bytes scan(const fs::path& dir) {
@@ -297,14 +192,6 @@ void run_cost(cost_runs& c, const std::shared_ptr<const ctr_model>& m, int kind)
   fs::remove_all(cfg.checkpoints.dir);
 }
 
-std::string range(const std::vector<double>& v, double scale, const char* fmt) {
-  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  char a[64], b[64];
-  std::snprintf(a, sizeof a, fmt, *lo * scale);
-  std::snprintf(b, sizeof b, fmt, *hi * scale);
-  return v.size() == 1 ? std::string(a) : std::string(a) + "-" + b;
-}
-
 // Each round's ratio of `v` to the run without checkpoints of that round.
 std::vector<double> ratios(const std::vector<double>& v, const std::vector<double>& none) {
   std::vector<double> out;
@@ -360,184 +247,6 @@ void bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double s
 }
 
 }  // namespace
-
-namespace {
-
-// --- restore: a shard from its chain, beside read(2) + CRC32C ----------
-
-// The job's shard `s`, configured as the job configures it
-// (actors/job/job_shards.cpp).
-shard_config shard_config_of(const job_config& j, uint32_t s) {
-  placed_job_config p;
-  static_cast<job_config&>(p) = j;
-  auto& layout = j.training_model->layout();
-  return shard_configs(p, partition_keys(layout.dense_size(), layout.sparse_key_count(), j.training.shards)).at(s);
-}
-
-// The ref of the longest chain in `dir` (the most bytes among equals).
-snapshot_ref longest_chain(const fs::path& dir) {
-  snapshot_ref best;
-  uint64_t best_bytes = 0;
-  for_each_manifest(dir, [&](const fs::path&, const checkpoint_manifest& m) {
-    for (auto& ref : refs_of(dir, m)) {
-      uint64_t bytes = ref.entry.bytes;
-      for (auto& l : ref.entry.chain) bytes += l.bytes;
-      auto key = std::make_pair(ref.entry.chain.size(), bytes);
-      if (best.entry.file.empty() || key > std::make_pair(best.entry.chain.size(), best_bytes)) {
-        best = ref;
-        best_bytes = bytes;
-      }
-    }
-  });
-  if (best.entry.file.empty()) {
-    std::fprintf(stderr, "incremental_checkpoint_bench: no checkpoint in %s\n", dir.c_str());
-    std::exit(1);
-  }
-  return best;
-}
-
-// Wall and process CPU seconds of one timed piece.
-struct timing {
-  double wall = 0, cpu = 0;
-};
-
-template <class F>
-timing timed(F&& f) {
-  auto t0 = clock_type::now();
-  auto c0 = cpu_now();
-  f();
-  return {seconds_since(t0), cpu_now() - c0};
-}
-
-// read(2) of each file into `buf` (warm, big enough), then its CRC32C.
-timing read_and_crc(const std::vector<fs::path>& files, std::vector<char>& buf, uint32_t& sink) {
-  return timed([&] {
-    for (auto& p : files) {
-      int fd = ::open(p.c_str(), O_RDONLY);
-      if (fd < 0) {
-        std::fprintf(stderr, "incremental_checkpoint_bench: open %s: %s\n", p.c_str(), errno_text(errno).c_str());
-        std::exit(1);
-      }
-      size_t n = 0;
-      for (ssize_t got; (got = ::read(fd, buf.data() + n, buf.size() - n)) > 0;) n += static_cast<size_t>(got);
-      ::close(fd);
-      sink ^= crc32c(buf.data(), n);
-    }
-  });
-}
-
-// The same into memory allocated for it (each file its own, freed after):
-// what any restore that keeps the bytes in new memory pays, the page
-// faults of fresh pages included.
-timing read_fresh_and_crc(const std::vector<fs::path>& files, uint32_t& sink) {
-  return timed([&] {
-    for (auto& p : files) {
-      const size_t size = fs::file_size(p);
-      std::unique_ptr<char[]> buf(new char[size]);
-      int fd = ::open(p.c_str(), O_RDONLY);
-      if (fd < 0) {
-        std::fprintf(stderr, "incremental_checkpoint_bench: open %s: %s\n", p.c_str(), errno_text(errno).c_str());
-        std::exit(1);
-      }
-      size_t n = 0;
-      for (ssize_t got; n < size && (got = ::read(fd, buf.get() + n, size - n)) > 0;) n += static_cast<size_t>(got);
-      ::close(fd);
-      sink ^= crc32c(buf.get(), n);
-    }
-  });
-}
-
-timing restore_links(const shard_config& sc, const snapshot_ref& ref, size_t links, buffer_pool& pool,
-                     const table_row_source& rows, uint64_t& rows_restored) {
-  auto read = [&](size_t i) { return read_chain_link(*posix_io(), ref, i, pool, verify_mode::payload); };
-  caf::expected<shard_core> core{shard_core{}};
-  auto t = timed([&] { core = restore_chain(sc, links, read, verify_mode::structure, rows); });
-  if (!core)
-    fail("restoring " + ref.entry.file, core.error());
-  rows_restored = 0;
-  for (auto& table : core->tables()) rows_restored += table.rows();
-  return t;
-}
-
-struct restore_times {
-  std::vector<timing> ceiling, fresh, keel;
-};
-
-void print_restore_row(const char* name, const restore_times& r, uint64_t bytes) {
-  auto best = [](const std::vector<timing>& v, double timing::*field) {
-    double b = v[0].*field;
-    for (auto& t : v) b = std::min(b, t.*field);
-    return b;
-  };
-  std::vector<double> walls;
-  for (auto& t : r.keel) walls.push_back(t.wall);
-  const double kw = best(r.keel, &timing::wall), cw = best(r.ceiling, &timing::wall);
-  const double kc = best(r.keel, &timing::cpu), cc = best(r.ceiling, &timing::cpu);
-  const double fw = best(r.fresh, &timing::wall);
-  std::printf("%-16s %8.3f %6.2f %8.3f %6.2f %8.3f %8.3f %6.2f %8.3f %6.2f   (keel wall, all: %s)\n", name, kw,
-              bytes / kw / 1e9, cw, kw / cw, kc, cc, kc / cc, fw, kw / fw, range(walls, 1, "%.3f").c_str());
-}
-
-void bench_restore(const job_config& j, size_t repeats) {
-  auto ref = longest_chain(j.checkpoints.dir);
-  auto sc = shard_config_of(j, ref.entry.shard);
-  auto rows = model_table_rows(j.training_model, j.training.seed);
-  std::vector<fs::path> files;
-  uint64_t chain_bytes = 0, largest = 0;
-  for (auto& l : ref.entry.chain) {
-    files.push_back(fs::path(ref.dir) / l.file);
-    chain_bytes += l.bytes;
-    largest = std::max(largest, l.bytes);
-  }
-  files.push_back(fs::path(ref.dir) / ref.entry.file);
-  chain_bytes += ref.entry.bytes;
-  largest = std::max(largest, ref.entry.bytes);
-  std::vector<char> buf(largest + 4096, 1);
-  auto pool = buffer_pool::create(size_t{8} << 30);
-  uint32_t sink = 0;
-  uint64_t chain_rows = 0, base_rows = 0;
-  restore_times chain, base;
-  read_and_crc(files, buf, sink);  // the files in the page cache for both
-  for (size_t i = 0; i < std::max<size_t>(repeats, 3); ++i) {
-    chain.ceiling.push_back(read_and_crc(files, buf, sink));
-    chain.fresh.push_back(read_fresh_and_crc(files, sink));
-    chain.keel.push_back(restore_links(sc, ref, files.size(), *pool, rows, chain_rows));
-    base.ceiling.push_back(read_and_crc({files[0]}, buf, sink));
-    base.fresh.push_back(read_fresh_and_crc({files[0]}, sink));
-    base.keel.push_back(restore_links(sc, ref, 1, *pool, rows, base_rows));
-  }
-  std::printf("== restore of shard %u from its chain as a restarted shard reads it (%zu files: a base of %.0f MB "
-              "and %zu deltas, %.0f MB in all; %llu rows, the base %llu), page cache; best of %zu (crc %08x)\n",
-              ref.entry.shard, files.size(), fs::file_size(files[0]) / 1e6, files.size() - 1, chain_bytes / 1e6,
-              static_cast<unsigned long long>(chain_rows), static_cast<unsigned long long>(base_rows),
-              chain.keel.size(), sink);
-  std::printf("%-16s %8s %6s %8s %6s %8s %8s %6s %8s %6s\n", "restore", "keel s", "GB/s", "ceil s", "ratio",
-              "keel cpu", "ceil cpu", "ratio", "fresh s", "ratio");
-  print_restore_row("the chain", chain, chain_bytes);
-  print_restore_row("the base alone", base, fs::file_size(files[0]));
-  std::printf("(ceiling: read(2) of the same files into a warm buffer and their CRC32C, no decoding; keel: "
-              "read_chain_link (payload CRC) + restore_chain, a pool kept across repetitions; wall and this "
-              "process's CPU seconds, each the best of the repetitions. Goal: the chain <= 1.2x. fresh: the same read(2) + "
-              "CRC32C into memory allocated for each file, the page faults a restore's new memory takes included: "
-              "a second reference, not the goal's ceiling)\n\n");
-}
-
-}  // namespace
-
-// A shard of about 1 GB with a chain: ctr-fm on one shard, a checkpoint
-// every 1/16 of the epoch; its directory is left for the restore.
-job_config restore_source(uint64_t examples, uint64_t vocabulary) {
-  auto m = make_model(vocabulary, examples, true);
-  auto every = std::max<uint64_t>(1, steps_per_epoch(examples, 2, 128) / 16);
-  auto cfg = config_of(m, every, chain_options{}.full_every, bench_dir("restore"), 16);
-  cfg.training.shards = 1;
-  auto r = run_job(cfg);
-  std::printf("(the shard to restore: ctr-fm, vocabulary %.0e, %llu training rows, 1 shard, 2 workers, a "
-              "checkpoint every %llu steps; %.0f MB of values and AdaGrad state)\n",
-              static_cast<double>(vocabulary), static_cast<unsigned long long>(examples),
-              static_cast<unsigned long long>(every), model_bytes(r) / 1e6);
-  return cfg;
-}
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it comes
