@@ -59,9 +59,12 @@ size_t part_size(const checkpoint_manifest& m, const manifest_entry& e) {
   return part.frame()->encoded_size_bytes();
 }
 
-checkpoint_bytes scan(const fs::path& dir) {
+// The checkpoints from `first` on.
+checkpoint_bytes scan(const fs::path& dir, uint64_t first = 0) {
   checkpoint_bytes out;
   for_each_manifest(dir, [&](const fs::path& p, const checkpoint_manifest& m) {
+    if (m.checkpoint < first)
+      return;
     out.manifest_bytes += fs::file_size(p);
     for (auto& e : m.shards) {
       out.added[m.checkpoint] += e.bytes;
@@ -82,16 +85,21 @@ struct bytes_row {
   uint64_t every = 0;
 };
 
-bytes_row bytes_of(const std::shared_ptr<const ctr_model>& m, chain_options opts = {}) {
+// Over `epochs` epochs, 16 checkpoints an epoch, counting those of the last
+// epoch only: with 2, a model that has met every ID of its training rows
+// (it no longer grows: deltas hold updated rows, not new ones).
+bytes_row bytes_of(const std::shared_ptr<const ctr_model>& m, chain_options opts = {}, uint32_t epochs = 1) {
   bytes_row row;
   const uint64_t steps = steps_per_epoch(m->num_train_examples(), 2, 128);
   row.every = std::max<uint64_t>(1, steps / 16);
+  const uint64_t first = (epochs - 1) * steps / row.every + 1;  // the first checkpoint counted
   checkpoint_bytes full, inc;
   for (uint32_t full_every : {1u, opts.full_every}) {
     auto cfg = config_of(m, row.every, full_every, bench_dir("bytes"), 100000);
+    cfg.training.steps = steps * epochs;
     cfg.checkpoints.incremental.delta_fraction = opts.delta_fraction;
     auto r = run_job(cfg);
-    (full_every == 1 ? full : inc) = scan(cfg.checkpoints.dir);
+    (full_every == 1 ? full : inc) = scan(cfg.checkpoints.dir, first);
     row.model = model_bytes(r);
     fs::remove_all(cfg.checkpoints.dir);
   }
@@ -142,7 +150,11 @@ void bench_bytes(uint64_t examples) {
   // What a longer chain would write (restores then read more).
   auto fm = make_model(10'000'000, examples, true);
   print_bytes_row("fm 16/2", 10'000'000, bytes_of(fm, chain_options{16, 2.0}));
-  std::printf("(fm 16/2: ctr-fm with full_every 16, delta_fraction 2.0. ratio: incremental / full, goal <= 0.2; chain: mean files a restore of a checkpoint reads; "
+  // A model that has stopped growing: the second epoch's checkpoints.
+  print_bytes_row("fm ep 2", 10'000'000, bytes_of(fm, {}, 2));
+  print_bytes_row("16/2 ep2", 10'000'000, bytes_of(fm, chain_options{16, 2.0}, 2));
+  std::printf("(fm 16/2: ctr-fm with full_every 16, delta_fraction 2.0. fm ep 2: ctr-fm over 2 epochs, the second "
+              "epoch's checkpoints only (every ID of the training rows has its row by then); 16/2 ep2: both. ratio: incremental / full, goal <= 0.2; chain: mean files a restore of a checkpoint reads; "
               "bases: the share of files that are bases; part B: a shard's part sent to the coordinator, mean; "
               "manifst B: the manifest file, mean. Goal: part and manifest independent of the model's size)\n\n");
 }
