@@ -2,7 +2,8 @@
 // What incremental_checkpoint_bench's figures share (issue 20): the CTR
 // model and job of every run, timing, and the checkpoint directory's
 // manifests. The bytes and cost figures are incremental_checkpoint_bench.cpp,
-// the restore figure incremental_restore_bench.cpp.
+// the cost over a second epoch incremental_warm_bench.cpp, the restore
+// figure incremental_restore_bench.cpp.
 
 #include <fcntl.h>
 #include <time.h>
@@ -125,6 +126,18 @@ inline std::string range(const std::vector<double>& v, double scale, const char*
   std::snprintf(b, sizeof b, fmt, *hi * scale);
   return v.size() == 1 ? std::string(a) : std::string(a) + "-" + b;
 }
+
+// Each round's ratio of `v` to the run without checkpoints of that round.
+inline std::vector<double> ratios(const std::vector<double>& v, const std::vector<double>& none) {
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size() && i < none.size(); ++i) out.push_back(v[i] / none[i]);
+  return out;
+}
+
+// The checkpoint cost over the second of two epochs (a model that has
+// stopped growing), with the default chains and with longer ones, beside
+// the same epoch without checkpoints; `repeats` alternating rounds.
+void bench_cost_warm(uint64_t examples, uint64_t vocabulary, size_t repeats, double seconds);
 
 // A shard of about 1 GB with a chain (ctr-fm on one shard, a checkpoint
 // every 1/16 of the epoch); its directory is left for bench_restore.

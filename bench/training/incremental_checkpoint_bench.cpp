@@ -16,10 +16,12 @@
 //           beside the same run without checkpoints (the ceiling; its
 //           replay logs bounded); alternating rounds, ranges over them
 //           (goal: incremental costs at most 2%).
+//  warm:    the same cost over a second epoch, once the model has met every
+//           ID of its rows (incremental_warm_bench.cpp).
 //  restore: a shard of about 1 GB restored from its chain and from its
 //           base alone (incremental_restore_bench.cpp; goal: the chain
 //           within 1.2x of read(2) + CRC32C of its files).
-// Usage: incremental_checkpoint_bench [what=all|bytes|cost|restore]
+// Usage: incremental_checkpoint_bench [what=all|bytes|cost|warm|restore]
 //          [repeats=2] [cost_examples=1000000] [bytes_examples=500000]
 //          [cost_vocabulary=10000000] [seconds_between_checkpoints=1.5]
 #include <algorithm>
@@ -204,13 +206,6 @@ void run_cost(cost_runs& c, const std::shared_ptr<const ctr_model>& m, int kind)
   fs::remove_all(cfg.checkpoints.dir);
 }
 
-// Each round's ratio of `v` to the run without checkpoints of that round.
-std::vector<double> ratios(const std::vector<double>& v, const std::vector<double>& none) {
-  std::vector<double> out;
-  for (size_t i = 0; i < v.size() && i < none.size(); ++i) out.push_back(v[i] / none[i]);
-  return out;
-}
-
 void bench_cost(uint64_t examples, uint64_t vocabulary, size_t repeats, double seconds) {
   auto m = make_model(vocabulary, examples, true);
   cost_runs c;
@@ -268,8 +263,8 @@ int main(int argc, char** argv) {
   const uint64_t bytes_examples = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 500'000;
   const uint64_t vocabulary = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 10'000'000;
   const double seconds = argc > 6 ? std::strtod(argv[6], nullptr) : 1.5;
-  if (what != "all" && what != "bytes" && what != "cost" && what != "restore") {
-    std::fprintf(stderr, "incremental_checkpoint_bench: what must be all, bytes, cost or restore, not %s\n",
+  if (what != "all" && what != "bytes" && what != "cost" && what != "warm" && what != "restore") {
+    std::fprintf(stderr, "incremental_checkpoint_bench: what must be all, bytes, cost, warm or restore, not %s\n",
                  what.c_str());
     return 2;
   }
@@ -283,6 +278,8 @@ int main(int argc, char** argv) {
     bench_bytes(bytes_examples);
   if (what == "all" || what == "cost")
     bench_cost(cost_examples, vocabulary, repeats, seconds);
+  if (what == "all" || what == "warm")
+    bench_cost_warm(cost_examples, vocabulary, repeats, seconds);
   if (what == "all" || what == "restore") {
     auto source = restore_source(cost_examples, vocabulary);
     bench_restore(source, repeats);
