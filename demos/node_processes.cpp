@@ -8,13 +8,69 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstring>
+#include <fstream>
+#include <random>
 
 #include "messages/errors.hpp"
 
 extern char** environ;
 
 namespace keel::cli {
+
+namespace {
+
+// The first port of the range the kernel hands out to outgoing connections
+// (32768 unless configured otherwise).
+uint16_t ephemeral_low() {
+  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
+  unsigned low = 0;
+  if (!(f >> low) || low <= 1024 || low > 65535)
+    return 32768;
+  return static_cast<uint16_t>(low);
+}
+
+// Whether 127.0.0.1:port can be listened on now (as a node listens: with
+// SO_REUSEADDR).
+bool bindable(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A free port below the ephemeral range, from a random place in the 16384
+// ports before it (0, any, if none is free). A node keeps its port across
+// restarts (--respawn-nodes); an OS-picked port lies in the ephemeral range,
+// where an outgoing connection of any process may take it while the node
+// is down, and the restarted node could not listen again.
+uint16_t free_port_below_ephemeral() {
+  const unsigned high = ephemeral_low();
+  const unsigned low = high > 16384 + 1024 ? high - 16384 : 1024;
+  std::random_device seed;
+  std::mt19937 rng(seed());
+  const unsigned span = high - low;
+  const unsigned from = rng() % span;
+  for (unsigned k = 0; k < span; ++k) {
+    auto port = static_cast<uint16_t>(low + (from + k) % span);
+    if (bindable(port))
+      return port;
+  }
+  return 0;
+}
+
+}  // namespace
 
 node_processes::node_processes(std::string program, std::filesystem::path secret_file,
                                std::vector<std::string> extra)
@@ -67,6 +123,21 @@ caf::expected<uint16_t> node_processes::start(size_t i, std::chrono::millisecond
     return make_error(errc::invalid_argument, "node index " + std::to_string(i) + " skips a node");
   if (i == nodes_.size())
     nodes_.emplace_back();
+  if (nodes_[i].port != 0)
+    return start_on(i, timeout);
+  // A first start: a port of our choosing, another if someone took it
+  // between the check and the node's listen.
+  caf::expected<uint16_t> started = make_error(errc::io_error, "no free port");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    nodes_[i].port = free_port_below_ephemeral();
+    started = start_on(i, timeout);
+    if (started || nodes_[i].port == 0)
+      break;
+  }
+  return started;
+}
+
+caf::expected<uint16_t> node_processes::start_on(size_t i, std::chrono::milliseconds timeout) {
   auto& n = nodes_[i];
   stop(n);
   // Close-on-exec, so that no other node inherits these ends (dup2 clears

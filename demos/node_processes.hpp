@@ -1,7 +1,8 @@
 #pragma once
 // The node processes `keel cluster` runs on this machine: each is this very
-// program as `keel node --listen 127.0.0.1:PORT` (an OS-picked port the
-// first time, the same port when it is started again), with the cluster
+// program as `keel node --listen 127.0.0.1:PORT` (a free port below the
+// kernel's ephemeral range the first time, which no outgoing connection
+// takes, the same port when it is started again), with the cluster
 // secret in a file only this user can read. Faults reach them as real
 // signals: SIGKILL, SIGSTOP, SIGCONT. Every process still running is
 // terminated (SIGCONT, then SIGTERM, then SIGKILL after a grace period) and
@@ -67,6 +68,8 @@ class node_processes {
     int in = -1;   // its standard input, held open while it should live
   };
   void stop(node& n);
+  // Starts node i on its port (nodes_[i].port, 0: any).
+  caf::expected<uint16_t> start_on(size_t i, std::chrono::milliseconds timeout);
   // waitpid for node n's process (blocking or not), recording its peak RSS;
   // whether it was reaped.
   bool reap(node& n, bool block, bool killed);

@@ -88,6 +88,12 @@ KEEL_RELEASE_TEST_CASE("a node killed with kill -9 and started again on its port
   check_promises(r, sha);
   check_injected_then_lost(r, "kill9:node:0@100", "node:0");
   auto port = std::to_string(number_after(r.out, "node:0 listening on 127.0.0.1:"));
+  // Below the kernel's ephemeral range, where no outgoing connection of any
+  // process can take the port while the node is down.
+  unsigned ephemeral = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral;
+  CHECK_MESSAGE(std::stoul(port) < ephemeral, "node:0 listened on " << port << ", in the ephemeral range from "
+                                                                      << ephemeral);
   // Announced back at the same address, after it was lost.
   auto down = r.out.find("node_down node:0");
   auto up = r.out.find("node_up node:0: back at 127.0.0.1:" + port);
