@@ -4,8 +4,6 @@
 // take its tensors); progress events, scored by such a read when asked; and
 // the end of the run: the final read, retried until every shard holds every
 // push, then the result (hash, evaluation) and the tree stopped.
-#include <openssl/evp.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -20,33 +18,6 @@
 #include "supervision/directory.hpp"
 
 namespace keel {
-
-namespace {
-
-table_digest dense_sparse_digest(const std::vector<float>& dense, const std::vector<float>& sparse) {
-  table_digest md{};
-  unsigned len = 0;
-  auto* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, dense.data(), dense.size() * sizeof(float));
-  EVP_DigestUpdate(ctx, sparse.data(), sparse.size() * sizeof(float));
-  EVP_DigestFinal_ex(ctx, md.data(), &len);
-  EVP_MD_CTX_free(ctx);
-  return md;
-}
-
-}  // namespace
-
-std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse) {
-  return to_hex(dense_sparse_digest(dense, sparse));
-}
-
-std::string params_sha256(const std::vector<float>& dense, const std::vector<float>& sparse,
-                          const std::vector<std::array<unsigned char, 32>>& table_digests) {
-  std::vector<table_digest> parts = {dense_sparse_digest(dense, sparse)};
-  parts.insert(parts.end(), table_digests.begin(), table_digests.end());
-  return to_hex(combine_digests(parts));
-}
 
 namespace {
 
