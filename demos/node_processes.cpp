@@ -8,13 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstring>
 #include <fstream>
 #include <random>
 
+#include "actors/data_plane/data_plane_wire.hpp"
 #include "messages/errors.hpp"
 
 extern char** environ;
@@ -33,21 +31,9 @@ uint16_t ephemeral_low() {
   return static_cast<uint16_t>(low);
 }
 
-// Whether 127.0.0.1:port can be listened on now (as a node listens: with
-// SO_REUSEADDR).
+// Whether 127.0.0.1:port can be listened on now, as a node listens.
 bool bindable(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return false;
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
+  return static_cast<bool>(dp::listen_on("127.0.0.1", port, 1, "keel cluster"));
 }
 
 // A free port below the ephemeral range, from a random place in the 16384
