@@ -119,16 +119,9 @@ caf::error apply_dense(const shard_config& cfg, schema::ShardSnapshot::Reader d,
 }
 
 caf::error apply_tables(const shard_config& cfg, schema::ShardSnapshot::Reader d, shard_core::state& s) {
-  std::vector<unsigned char> gathered;
   return for_each_table(cfg, d, where(cfg, d), [&](uint32_t i, const std::vector<byte_view>& parts) -> caf::error {
-    byte_view bytes = parts.size() == 1 ? parts[0] : byte_view{};
-    if (parts.size() > 1) {  // a delta's rows are read in place: its chunks gathered first
-      gathered.clear();
-      for (const auto& p : parts) gathered.insert(gathered.end(), p.data, p.data + p.size);
-      bytes = {gathered.data(), gathered.size()};
-    }
     // Its bytes' CRC was checked with the delta's (verify_mode, apply_delta).
-    if (auto e = apply_table_delta(s.tables[i], bytes.data, bytes.size, table_crc::covered))
+    if (auto e = apply_table_delta(s.tables[i], parts, table_crc::covered))
       return make_error(is_damage(e.code) ? errc::damaged_snapshot : errc::shape_mismatch,
                         where(cfg, d) + ": " + describe(e));
     return {};

@@ -418,4 +418,14 @@ table_error apply_table_delta(embedding_table& t, const unsigned char* data, siz
   return {};
 }
 
+table_error apply_table_delta(embedding_table& t, const std::vector<byte_view>& parts, table_crc crc) {
+  if (parts.size() == 1)
+    return apply_table_delta(t, parts[0].data, parts[0].size, crc);
+  size_t n = 0;
+  for (const auto& p : parts) n += p.size;
+  std::vector<unsigned char> whole(n);
+  parts_reader(parts).copy(whole.data(), n);
+  return apply_table_delta(t, whole.data(), n, crc);
+}
+
 }  // namespace keel

@@ -89,6 +89,11 @@ std::vector<unsigned char> encode_table_delta(const embedding_table& table);
 table_error apply_table_delta(embedding_table& table, const unsigned char* data, size_t n,
                               table_crc crc = table_crc::check);
 
+// The same from bytes in consecutive parts (a snapshot tensor's chunks),
+// gathered first when there are several.
+table_error apply_table_delta(embedding_table& table, const std::vector<byte_view>& parts,
+                              table_crc crc = table_crc::check);
+
 // What a delta holds, read from its header (for reports): changed rows,
 // removed keys, rows after. Damage as apply_table_delta finds it in the
 // header and length (no CRC pass).
