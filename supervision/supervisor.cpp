@@ -283,20 +283,22 @@ void escalate(supervisor_actor* self, const std::string& id, const caf::error& l
 // Restarts `id` and, by strategy, its siblings: siblings in the set stop in
 // reverse start order (temporary ones are stopped and forgotten), then all
 // start in order, at once or when the backoff timer fires. The timer is set
-// before `down` is published, so whoever sees the event finds it running.
+// before the directory hears `restarting` and before `down` is published, so
+// whoever reacts to either (a test moving a manual clock on) finds it running.
 void restart(supervisor_actor* self, const std::string& id, clock::duration delay, event down) {
   auto& st = self->state;
   auto ids = restart_set(self, id);
   std::vector<std::string> to_stop(ids.rbegin(), ids.rend());
   to_stop.erase(std::remove(to_stop.begin(), to_stop.end(), id), to_stop.end());
   std::vector<std::string> to_start;
+  std::vector<child_record*> stopped;  // announced restarting below
   for (const auto& sib : ids) {
     auto* s = find(self, sib);
     if (s->spec.restart == restart_type::temporary && sib != id)
       continue;
     to_start.push_back(sib);
     if (s->status != child_status::running)
-      announce(self, *s, name_state::restarting);
+      stopped.push_back(s);
   }
   if (delay > clock::duration{0}) {
     auto ticket = st.next_ticket++;
@@ -305,6 +307,8 @@ void restart(supervisor_actor* self, const std::string& id, clock::duration dela
     st.services.clock->send_later(self, delay,
                                   caf::make_message(restart_timer_atom::value, ticket));
   }
+  for (auto* s : stopped)
+    announce(self, *s, name_state::restarting);
   // Published after the directory heard `restarting`: whoever reacts to the
   // event finds the name restarting, never still up.
   publish(self, std::move(down));

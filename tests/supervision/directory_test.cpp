@@ -63,6 +63,9 @@ TEST_CASE("a watcher is told the new handle after each restart and when the name
     u = next_update(f);
     CHECK(u.state == name_state::restarting);
     CHECK(!u.handle);
+    // The backoff timer is set before the watcher hears `restarting`, so
+    // moving the clock on now starts the next incarnation.
+    CHECK(f.clk->next_due_in().has_value());
     f.clk->advance(std::chrono::seconds(1 << (inc - 2)));
     u = next_update(f);
     CHECK(u.state == name_state::up);
