@@ -23,8 +23,9 @@
 // checkpoint, shard, step, reason)) and, for a snapshot in memory, tried
 // again after a backoff (retry_min, doubling up to retry_max) while no newer
 // snapshot replaces it. It finds the checkpointer
-// by watching its name in `directory` and reports its newest written part
-// again to a new checkpointer incarnation.
+// by watching its name in `directory`; failures while none is up are
+// reported once one is, and a new checkpointer incarnation gets its newest
+// written part again.
 // Its periodic snapshots are bases or deltas on the one before
 // (actors/core/snapshot_chain.hpp, `chain`): the part it reports names the
 // chain a delta applies on.

@@ -44,11 +44,15 @@ checkpoint_manifest_msg part_of(uint64_t checkpoint, uint64_t step, const manife
   });
 }
 
-// The checkpointer hears that checkpoint `id` (at `step`) failed here, and why.
+// The checkpointer hears that checkpoint `id` (at `step`) failed here, and
+// why; when none is up, once one is.
 void report_failed(shard_actor* self, uint64_t id, uint64_t step, const std::string& why) {
   auto& st = self->state;
   if (st.checkpointer)
-    self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step, why);
+    return self->send(st.checkpointer, write_failed_atom::value, id, st.core.config().shard, step, why);
+  if (st.unreported.size() == shard_state::max_unreported)
+    st.unreported.pop_front();
+  st.unreported.push_back({id, step, why});
 }
 
 // The write of checkpoint `id` (at `step`) failed: the checkpointer hears
@@ -228,8 +232,9 @@ void write_again(shard_actor* self, uint64_t id) {
   }
 }
 
-// The checkpointer's name changed hands: a new incarnation gets the newest
-// part again (its predecessor may have died before committing it).
+// The checkpointer's name changed hands: a new incarnation hears the write
+// failures no checkpointer was up for, then gets the newest part again (its
+// predecessor may have died before committing it).
 void on_checkpointer(shard_actor* self, const supervision::directory_update& u) {
   auto& st = self->state;
   if (u.name != "checkpointer")
@@ -241,6 +246,9 @@ void on_checkpointer(shard_actor* self, const supervision::directory_update& u) 
   if (st.checkpointer == u.handle)
     return;
   st.checkpointer = u.handle;
+  for (auto& f : st.unreported)
+    report_failed(self, f.id, f.step, f.why);
+  st.unreported.clear();
   send_part(self);
 }
 

@@ -70,6 +70,13 @@ struct last_reply {
   }
 };
 
+// A failed write of checkpoint `id` (at `step`), and why.
+struct write_failure {
+  uint64_t id = 0;
+  uint64_t step = 0;
+  std::string why;
+};
+
 struct shard_state {
   shard_core core;
   last_reply replied;
@@ -77,6 +84,11 @@ struct shard_state {
   uint64_t snapshot_every = 0;
   uint64_t last_snapshot_id = 0;  // the restored or last taken checkpoint id
   caf::actor checkpointer;        // its current incarnation (invalid while none is up)
+  // Write failures while no checkpointer was up (not yet heard of, or
+  // restarting): it hears them, in order, once one is (on_checkpointer).
+  // The newest max_unreported are kept.
+  std::deque<write_failure> unreported;
+  static constexpr size_t max_unreported = 256;
   caf::actor writer;              // its snapshot_writer (with snapshot_every)
   caf::actor peer_replica;        // where each written file's frame goes (may be invalid)
   // The newest periodic snapshot taken and not yet written (let go once its

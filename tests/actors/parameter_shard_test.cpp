@@ -1,10 +1,16 @@
 // The parameter_shard actor on the real message path: capnp pushes in, acks
 // and replies out.
+#include <cerrno>
 #include <cstring>
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 
+#include "cli_run.hpp"  // wait_until
+#include "job_fixture.hpp"  // temp_dir
+#include "storage/faulty_io.hpp"
+#include "supervision/directory.hpp"
+#include "supervision/protocol.hpp"
 #include "two_param_shard.hpp"
 
 using namespace keel;
@@ -96,4 +102,55 @@ TEST_CASE("pulls of the same keys at the same clock and shard version share one 
   CHECK(value0(a) == 0.0f);
   CHECK(value0(c) == 1.0f);
   CHECK(decode(c)->root().getShardVersion() == decode(a)->root().getShardVersion() + 1);
+}
+
+TEST_CASE("a checkpoint write that fails before the shard knows the checkpointer is reported once it does, before the part") {
+  test::two_param_shard f;
+  test::temp_dir dir;
+  auto directory = supervision::spawn_directory(*f.sys);
+  auto io = faulty_io::wrap();
+  io->arm(io_fault{io_op::write, 1, ENOSPC});
+  parameter_shard_config o;
+  o.core.num_workers = 1;
+  o.core.dense = {0, 2};
+  o.core.rule = {consistency_kind::asp, 0};
+  o.core.optimizer.lr = 1.0f;
+  o.initial_dense = {0.0f, 0.0f};
+  o.snapshot_every_steps = 1;
+  o.directory = directory;
+  o.checkpoint_dir = dir.path().string();
+  o.retry_min = o.retry_max = std::chrono::milliseconds(1);
+  parameter_shard_env env;
+  env.io = io;
+  auto shard = spawn_parameter_shard(*f.sys, std::move(o), std::move(env));
+  REQUIRE_MESSAGE(shard, describe(shard.error()));
+  caf::scoped_actor self{*f.sys};
+  // Checkpoint 1 (step 1): its write fails while no checkpointer is up.
+  self->request(*shard, std::chrono::seconds(10), test::two_param_push(0, 1, -1.0f))
+    .receive([](const push_ack_msg&) {}, [](caf::error& e) { FAIL(describe(e)); });
+  // Its second write (after the backoff) shows the shard has handled the
+  // failure: only then does a checkpointer come up.
+  REQUIRE(test::wait_until([&] { return io->counts().write >= 2; }, std::chrono::seconds(10)));
+  self->send(directory, supervision::register_atom::value,
+             supervision::directory_update{"checkpointer", 1, supervision::name_state::up,
+                                           caf::actor_cast<caf::actor>(self)});
+  std::string failure;
+  bool part = false;
+  self->receive_while([&] { return !part; })(
+    [&](write_failed_atom, uint64_t id, uint32_t shard_index, uint64_t, const std::string& why) {
+      CHECK(id == 1);
+      CHECK(shard_index == 0);
+      failure = why;
+    },
+    [&](const checkpoint_manifest_msg& m) {
+      auto d = decode(m);
+      REQUIRE(d);
+      CHECK(d->root().getCheckpoint() == 1);
+      CHECK_MESSAGE(!failure.empty(), "the part came before the failure, or without it");
+      part = true;
+    },
+    caf::after(std::chrono::seconds(10)) >> [&] { FAIL("neither the failure nor the part came"); });
+  CHECK(failure.find("No space left on device") != std::string::npos);
+  caf::anon_send_exit(*shard, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
 }
