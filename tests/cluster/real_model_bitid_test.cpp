@@ -292,11 +292,16 @@ std::pair<long, long> crashed_file(const std::string& out) {
 
 TEST_CASE("ctr-lr whose shards checkpoint incrementally: a node killed in the middle of writing a base, and of a delta, loses nothing and ends bit-identical") {
   // A base every 4 checkpoints (1, 5, 9, ...), deltas between; a checkpoint
-  // every 10 steps. Armed 8 steps after checkpoint 4 (and 5), node:1 dies
-  // in the middle of checkpoint 5's file (a base), then of 6's (a delta).
-  auto train = ctr_adagrad + " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
+  // every 20 steps. Armed 10 steps after checkpoint 4 (and 5), when that
+  // checkpoint's small file is long written and 10 steps before the next,
+  // node:1 dies in the middle of checkpoint 5's file (a base), then of 6's
+  // (a delta).
+  auto every = ctr_adagrad.find("--checkpoint-every 10");
+  REQUIRE(every != std::string::npos);
+  auto train = ctr_adagrad.substr(0, every) + "--checkpoint-every 20" + ctr_adagrad.substr(every + 21) +
+               " --checkpoint-full-every 4 --checkpoint-delta-fraction 10";
   auto clean = clean_sha(train);
-  for (auto [step, checkpoint, kind] : {std::tuple{48, 5, "base"}, std::tuple{58, 6, "delta"}}) {
+  for (auto [step, checkpoint, kind] : {std::tuple{90, 5, "base"}, std::tuple{110, 6, "delta"}}) {
     CAPTURE(kind);
     auto plan = "crash:node:1@" + std::to_string(step);
     auto r = run_keel("cluster --nodes 3 " + train + " --faults " + plan);
