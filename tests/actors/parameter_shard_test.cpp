@@ -1,5 +1,6 @@
 // The parameter_shard actor on the real message path: capnp pushes in, acks
-// and replies out.
+// and replies out; a checkpoint write's failure and its part out to the
+// checkpointer the directory names.
 #include <cerrno>
 #include <cstring>
 
