@@ -291,15 +291,9 @@ void restart(supervisor_actor* self, const std::string& id, clock::duration dela
   std::vector<std::string> to_stop(ids.rbegin(), ids.rend());
   to_stop.erase(std::remove(to_stop.begin(), to_stop.end(), id), to_stop.end());
   std::vector<std::string> to_start;
-  std::vector<child_record*> stopped;  // announced restarting below
-  for (const auto& sib : ids) {
-    auto* s = find(self, sib);
-    if (s->spec.restart == restart_type::temporary && sib != id)
-      continue;
-    to_start.push_back(sib);
-    if (s->status != child_status::running)
-      stopped.push_back(s);
-  }
+  for (const auto& sib : ids)
+    if (find(self, sib)->spec.restart != restart_type::temporary || sib == id)
+      to_start.push_back(sib);
   if (delay > clock::duration{0}) {
     auto ticket = st.next_ticket++;
     find(self, id)->status = child_status::restart_pending;
@@ -307,8 +301,9 @@ void restart(supervisor_actor* self, const std::string& id, clock::duration dela
     st.services.clock->send_later(self, delay,
                                   caf::make_message(restart_timer_atom::value, ticket));
   }
-  for (auto* s : stopped)
-    announce(self, *s, name_state::restarting);
+  for (const auto& sib : to_start)
+    if (auto* s = find(self, sib); s->status != child_status::running)
+      announce(self, *s, name_state::restarting);
   // Published after the directory heard `restarting`: whoever reacts to the
   // event finds the name restarting, never still up.
   publish(self, std::move(down));
