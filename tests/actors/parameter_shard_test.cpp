@@ -111,12 +111,7 @@ TEST_CASE("a checkpoint write that fails before the shard knows the checkpointer
   auto directory = supervision::spawn_directory(*f.sys);
   auto io = faulty_io::wrap();
   io->arm(io_fault{io_op::write, 1, ENOSPC});
-  parameter_shard_config o;
-  o.core.num_workers = 1;
-  o.core.dense = {0, 2};
-  o.core.rule = {consistency_kind::asp, 0};
-  o.core.optimizer.lr = 1.0f;
-  o.initial_dense = {0.0f, 0.0f};
+  auto o = test::two_param_shard::config();
   o.snapshot_every_steps = 1;
   o.directory = directory;
   o.checkpoint_dir = dir.path().string();

@@ -45,9 +45,9 @@ struct two_param_shard {
     shard = spawn(epoch);
   }
 
-  // Another incarnation of the same shard in the same system (its
-  // successor or predecessor), at its initial values.
-  caf::actor spawn(uint64_t epoch) {
+  // The shard's configuration, of fencing epoch `epoch`, at its initial
+  // values.
+  static parameter_shard_config config(uint64_t epoch = 0) {
     parameter_shard_config o;
     o.epoch = epoch;
     o.core.num_workers = 1;
@@ -55,7 +55,13 @@ struct two_param_shard {
     o.core.rule = {consistency_kind::asp, 0};
     o.core.optimizer.lr = 1.0f;
     o.initial_dense = {0.0f, 0.0f};
-    auto s = spawn_parameter_shard(*sys, std::move(o));
+    return o;
+  }
+
+  // Another incarnation of the same shard in the same system (its
+  // successor or predecessor), at its initial values.
+  caf::actor spawn(uint64_t epoch) {
+    auto s = spawn_parameter_shard(*sys, config(epoch));
     REQUIRE(s);
     return *s;
   }
