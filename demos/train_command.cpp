@@ -271,6 +271,7 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
                                   cfg.placement ? cfg.placement->nodes() : 0))
     return usage_error(f.command, f.faults_text.empty() ? "--kill" : "--faults", error_text(err));
   cfg.recovery.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  cfg.recovery.stall_timeout = std::chrono::milliseconds(f.stall_timeout_ms);
   cfg.checkpoints.max_log_bytes = f.replay_log_mb << 20;
   cfg.checkpoints.stream_above_bytes = f.stream_mb << 20;
   cfg.checkpoints.storage_deadline = std::chrono::seconds(f.storage_deadline_s);

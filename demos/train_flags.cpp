@@ -72,6 +72,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "random fault families: kills,supervisors,messages,storage,timed or all; and nodes, membership (keel cluster)")
     ("request-timeout", number_flag<uint64_t>(&f.request_timeout_ms, "MS", 1, 3600000),
      "milliseconds before a worker retries a pull or push")
+    ("stall-timeout-ms", number_flag<uint64_t>(&f.stall_timeout_ms, "MS", 0, 3600000),
+     "fail the run, naming the workers it waits for, when no worker completes a step this long "
+     "(0: --node-wait-ms + --storage-deadline-s + 10 x --request-timeout; none for an application's "
+     "own loops in keel train's process)")
     ("report", text_flag(&f.report_path, "FILE", false), "write a JSON report here (keel plot draws it)")
     ("plot", text_flag(&f.plot_path, "FILE", false), "draw the run as SVG here (what keel plot draws)")
     ("data-dir", text_flag(&f.data_dir, "DIR", false), "dataset cache (default: ~/.cache/keel; fill it with scripts/fetch-mnist.sh)")

@@ -26,6 +26,7 @@ struct train_flags {
   double fault_rate = 2.0;
   uint64_t epochs = 0, steps = 0, timeout_s = 3600;
   uint64_t request_timeout_ms = static_cast<uint64_t>(cfg.recovery.request_timeout.count());
+  uint64_t stall_timeout_ms = 0;
   uint64_t replay_log_mb = 0;
   uint64_t stream_mb = 0;
   uint64_t storage_deadline_s = static_cast<uint64_t>(cfg.checkpoints.storage_deadline.count() / 1000);

@@ -119,6 +119,7 @@ class cluster_placement final : public child_placement {
   caf::error add_node(const node_address& address);
   std::string where() const override;
   uint32_t application_loops() const override { return cfg_.client_workers; }
+  std::chrono::milliseconds longest_wait() const override { return cfg_.node_wait; }
 
   // An operator's requests (keel admin, actors/cluster/cluster_admin.hpp).
   // Queues a move of `child` (a shard or worker) to `node`, which must take

@@ -91,6 +91,23 @@ void exempt_caf_network_layer_from_leak_checks([[maybe_unused]] caf::actor_syste
 #endif
 }
 
+void forget_unreachable_nodes(caf::actor_system& sys, std::vector<caf::node_id> nodes) {
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  if (!basp || nodes.empty())
+    return;
+  // On the multiplexer's thread, where the broker runs: its routing table
+  // and proxy registry are not read by anyone else meanwhile.
+  sys.middleman().backend().dispatch([basp, nodes = std::move(nodes)] {
+    auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(basp));
+    if (broker->getf(caf::abstract_actor::is_terminated_flag))
+      return;  // the middleman is going down: its protocol state is gone
+    auto& basp_protocol = broker->instance;
+    for (auto& n : nodes)
+      if (n != broker->this_node() && !basp_protocol.tbl().lookup(n) && basp_protocol.proxies().count_proxies(n) > 0)
+        basp_protocol.proxies().erase(n);
+  });
+}
+
 caf::expected<node_handle> connect_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                                         const cluster_secret& secret, std::chrono::milliseconds timeout,
                                         const join_identity& me, const tls_peer& tls) {

@@ -122,6 +122,15 @@ uint64_t replay_log_bound(const checkpoint_config& cfg, uint32_t workers) {
   return std::max<uint64_t>(1, memory / 4 / std::max<uint32_t>(1, workers));
 }
 
+std::chrono::milliseconds stall_timeout_for(const job_config& cfg, std::chrono::milliseconds longest_placement_wait,
+                                            bool loops_in_clients) {
+  if (cfg.recovery.stall_timeout.count() > 0)
+    return cfg.recovery.stall_timeout;
+  if (cfg.application_loop && !loops_in_clients)
+    return std::chrono::milliseconds{0};
+  return longest_placement_wait + cfg.checkpoints.storage_deadline + 10 * cfg.recovery.request_timeout;
+}
+
 namespace {
 
 // Makes the checkpoint directory if needed and takes its lock (one writer

@@ -169,7 +169,24 @@ struct recovery_config {
   // A pull or push unanswered this long is sent again (a shard that
   // restarted answers its next incarnation's way).
   std::chrono::milliseconds request_timeout{2000};
+  // A running job whose workers complete no step for this long fails,
+  // naming the workers it waits for and where they stand: every wait ends
+  // in a decision, even one no other bound covers (a worker that can no
+  // longer reach its shards, a client loop that stopped asking). 0 (the
+  // default): stall_timeout_for() derives it; an application's own loop in
+  // the job's process (job_config::application_loop without a cluster) has
+  // none then, since that loop sets its own pace.
+  std::chrono::milliseconds stall_timeout{0};
 };
+
+// The stall timeout a job of `cfg` runs with (recovery_config::stall_timeout
+// when set): the longest a start may wait for a node, a worker slot or a
+// client (`longest_placement_wait`: keel cluster's --node-wait-ms; 0 in one
+// process), plus the storage deadline, plus ten request timeouts. None (0)
+// for an application's own loops in the job's process.
+struct job_config;
+std::chrono::milliseconds stall_timeout_for(const job_config& cfg, std::chrono::milliseconds longest_placement_wait,
+                                            bool loops_in_clients);
 
 // Faults injected on purpose (actors/faults/fault_plan.hpp).
 struct fault_config {

@@ -10,6 +10,7 @@
 
 #include "actors/core/client_channel.hpp"
 #include "actors/job/event_feed.hpp"
+#include "actors/job/placement.hpp"
 #include "actors/ps/checkpointer.hpp"
 #include "actors/ps/snapshot_replica.hpp"
 #include "messages/errors.hpp"
@@ -40,6 +41,39 @@ job_event from_supervision(const supervision::event& e) {
   return j;
 }
 
+// When the running job has gone without a step for its stall timeout.
+std::optional<std::chrono::steady_clock::time_point> stall_deadline(const controller_state& st) {
+  if (st.stall_timeout.count() <= 0 || st.run.now != run_phase::running)
+    return std::nullopt;
+  return st.progress.last_step_at + st.stall_timeout;
+}
+
+// A job that makes no progress fails, naming the workers it waits for:
+// the slowest ones, each with its step and whether it runs now.
+void watch_stall(controller_actor* self) {
+  auto& st = self->state;
+  auto due = stall_deadline(st);
+  if (!due || std::chrono::steady_clock::now() < *due)
+    return;
+  auto& p = st.progress;
+  auto slowest = p.slowest();
+  std::string waiting;
+  for (uint32_t w = 0; w < p.worker_step.size(); ++w) {
+    if (p.worker_step[w] != slowest || p.done.count(w))
+      continue;
+    auto name = actor_id::worker(w);
+    auto h = st.run.handles.find(name);
+    waiting += (waiting.empty() ? "" : ", ") + to_string(name) +
+               (h != st.run.handles.end() && h->second ? "" : " (down, not restarted)");
+  }
+  end_job(self, make_error(errc::timeout,
+                           "the job made no progress for " + std::to_string(st.stall_timeout.count()) +
+                             " ms (recovery_config::stall_timeout): step " + std::to_string(slowest) + " of " +
+                             std::to_string(st.cfg.training.steps) + " waits for " +
+                             (waiting.empty() ? std::string("no worker") : waiting) + "; where each runs: " +
+                             (st.cfg.placement ? st.cfg.placement->where() : std::string("this process"))));
+}
+
 // Schedules a job_tick for the next timed fault or window deadline, unless
 // one is due sooner already.
 void schedule_tick(controller_actor* self) {
@@ -51,6 +85,8 @@ void schedule_tick(controller_actor* self) {
   if (auto due = st.progress.checkpoints->next_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (auto due = storage_deadline(st))
+    wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
+  if (auto due = stall_deadline(st))
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (wait >= none)
     return;
@@ -74,6 +110,8 @@ void follow_up(controller_actor* self) {
     st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
   watch_window(self);
   watch_storage(self);
+  if (st.run.now == run_phase::running)
+    watch_stall(self);
   if (st.run.now == run_phase::running)
     schedule_tick(self);
 }
@@ -121,6 +159,8 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
   st.run.shard_cfgs = shard_configs(c, st.run.parts);
   st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);
+  st.stall_timeout = stall_timeout_for(c, c.placement ? c.placement->longest_wait() : std::chrono::milliseconds{0},
+                                       c.placement && c.placement->application_loops() > 0);
   st.run.rollbacks.emplace(c.recovery.max_restarts, c.recovery.restart_period);
   // A fault that fires after N messages of a kind: the link that counts the
   // Nth tells the controller (a weak handle: the links outlive no one).
@@ -154,6 +194,8 @@ void on_step(controller_actor* self, const step_report& r) {
   bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
   if (!live || r.epoch != st.run.epoch || r.worker >= p.worker_step.size())
     return;
+  if (r.step > p.worker_step[r.worker])
+    p.last_step_at = std::chrono::steady_clock::now();
   p.worker_step[r.worker] = r.step;
   say_worker_change(self, r.worker, r.step, false);
   p.loss_sum += r.loss;
@@ -179,6 +221,7 @@ void on_done(controller_actor* self, const worker_report& r) {
   if (r.steps >= reserve_step && !st.cfg.training.schedule.reserved(r.worker))
     return;
   st.progress.done.insert(r.worker);
+  st.progress.last_step_at = std::chrono::steady_clock::now();
   st.progress.reports[r.worker] = r;  // a worker killed after its last step reports again
   say_worker_change(self, r.worker, r.steps, true);
   // A done worker has completed every step, though it may not have
@@ -435,6 +478,7 @@ void append_event(controller_actor* self, job_event e, std::chrono::steady_clock
 void tree_up(controller_actor* self) {
   auto& run = self->state.run;
   run.now = run_phase::running;
+  self->state.progress.last_step_at = std::chrono::steady_clock::now();
   // Faults due at once strike before job::start returns: a short run may
   // be over before its caller looks again.
   follow_up(self);

@@ -152,6 +152,9 @@ struct progress_state {
   double loss_sum = 0;                         // training losses since that event
   uint64_t loss_count = 0;
   std::optional<std::chrono::steady_clock::time_point> tick_at;  // the job_tick scheduled
+  // The last time a worker completed a step (or the tree came up): the
+  // stall timeout counts from it.
+  std::chrono::steady_clock::time_point last_step_at = std::chrono::steady_clock::now();
 
   std::set<uint32_t> joined_said, left_said;   // elastic workers whose join / leave the timeline has
   // A change of workers at runtime under way: the step it takes effect at,
@@ -265,6 +268,8 @@ struct controller_state {
   readout_state readout;
   storage_state storage;
   controller_hooks hooks;
+  // recovery_config::stall_timeout as stall_timeout_for() resolves it (0: none).
+  std::chrono::milliseconds stall_timeout{0};
   std::optional<fault_driver> faults;
   caf::actor node_fault_runner;  // runs fault_config::node_faults, on a thread of its own
   // The last fencing epoch handed to a shard incarnation: every start of any

@@ -83,6 +83,11 @@ class child_placement {
   // runs their loops (job_config::application_loop with a cluster:
   // keel::cluster_client); 0: none, the workers run their model's loop.
   virtual uint32_t application_loops() const { return 0; }
+
+  // The longest a start may wait for a node, a worker slot or a client
+  // before it fails (or its worker leaves): part of the job's stall timeout
+  // (stall_timeout_for, job.hpp).
+  virtual std::chrono::milliseconds longest_wait() const { return std::chrono::milliseconds{0}; }
 };
 
 }  // namespace keel
