@@ -229,14 +229,8 @@ std::unique_ptr<metrics_http_server> serve_admin(std::shared_ptr<cluster_placeme
   };
   // The job's timeline has the change (membership worker:W: joins at step S ...).
   ops.workers = [placement](const std::string& item) { return placement->change_workers(item); };
-  auto admin = std::make_shared<cluster_admin>(std::move(secret), std::move(ops));
-  metrics_http_options o;
-  o.name = "admin";
-  o.address = address;
-  o.port = port;
-  o.max_connections = 8;
-  return metrics_http_server::serve(
-      o, [admin](const std::string& head) { return admin->respond(head, unix_now()); }, error);
+  return serve_cluster_admin(std::make_shared<cluster_admin>(std::move(secret), std::move(ops)), address, port,
+                             error);
 }
 
 }  // namespace keel::cli

@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster_admin.hpp"
 
 #include <cctype>
+#include <ctime>
 #include <vector>
 
 #include "actors/metrics/metrics_http.hpp"
@@ -187,6 +188,19 @@ std::string cluster_admin::respond(const std::string& head, int64_t now) {
   if (!added)
     return refused(added.error());
   return http_plain("200 OK", *added);
+}
+
+std::unique_ptr<metrics_http_server> serve_cluster_admin(std::shared_ptr<cluster_admin> admin,
+                                                         const std::string& address, uint16_t port,
+                                                         std::string& error) {
+  metrics_http_options o;
+  o.name = "admin";
+  o.address = address;
+  o.port = port;
+  o.max_connections = 8;
+  return metrics_http_server::serve(
+      o, [admin](const std::string& head) { return admin->respond(head, static_cast<int64_t>(std::time(nullptr))); },
+      error);
 }
 
 }  // namespace keel

@@ -22,18 +22,23 @@
 // the network. Requests the cluster refuses (a node
 // that is not one, a child already there) get 409 naming why; malformed
 // ones 400; other paths 404; other methods 405.
-// Not thread-safe: the server calls it from its one thread.
+// Not thread-safe: the server calls it from its one thread. Served by
+// serve_cluster_admin, a flood of connections without a request (or
+// without a proof) cannot keep an operator out: they give way to newer
+// ones, while a proved request's answer keeps its slot.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <caf/error.hpp>
 
 #include "actors/cluster/cluster_placement.hpp"
 #include "actors/core/actor_id.hpp"
+#include "actors/metrics/metrics_http.hpp"
 #include "actors/net/cluster_secret.hpp"
 
 namespace keel {
@@ -71,5 +76,13 @@ class cluster_admin {
   std::chrono::seconds window_;
   std::map<std::string, int64_t> seen_;  // proofs accepted -> when
 };
+
+// Serves `admin` at address:port (port 0: the OS picks) on keel's bounded
+// HTTP server (at most 8 connections; actors/metrics/metrics_http.hpp),
+// answering at the wall clock's time. Null and `error` set when it cannot
+// bind.
+std::unique_ptr<metrics_http_server> serve_cluster_admin(std::shared_ptr<cluster_admin> admin,
+                                                         const std::string& address, uint16_t port,
+                                                         std::string& error);
 
 }  // namespace keel

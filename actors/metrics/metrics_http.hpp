@@ -5,14 +5,22 @@
 // one response and the connection is closed: 200 with the body `render`
 // returns (text/plain; version=0.0.4), 404 for any other path, 405 for any
 // other method, 400 for a request it cannot parse, one whose head exceeds
-// max_request_bytes, or one not complete within read_timeout (408). A bad
-// client never stops the server, and the thread that owns the server never
-// waits on a client. Its cost is bounded like every port keel opens: at
-// most max_connections at once (a newer one is accepted and closed at
-// once), and never a descriptor that would leave the process fewer than
+// max_request_bytes, or one not complete within read_timeout (408, and the
+// connection is closed at once). A bad client never stops the server, and
+// the thread that owns the server never waits on a client. Its cost is
+// bounded like every port keel opens: at most max_connections at once, and
+// a flood of idle ones cannot keep a client with a request out. A newer
+// connection beyond the cap takes the slot of the oldest one that has no
+// response being written (an answered one lingering for its client to
+// close first, then one that has sent no complete request), never of one
+// younger than eviction_grace; while every slot is held, newer connections
+// wait in the listen backlog, in order (actors/net/connection_slots.hpp).
+// A response being written keeps its slot, for at most read_timeout. It
+// never takes a descriptor that would leave the process fewer than
 // descriptor_reserve free (so the job's checkpoints do not fail because
-// scrapers, or strangers, hold descriptors); each refusal is logged with
-// the peer's address and the port, at most 20 lines a second, then a count.
+// scrapers, or strangers, hold descriptors). Each refusal and eviction is
+// logged with the peer's address and the port, at most 20 lines a second,
+// then a count.
 // `render` runs on the server's thread, so it must be thread-safe with
 // respect to whatever feeds it (a metrics_registry is). Destroying the
 // server closes its socket and joins its thread.
@@ -29,8 +37,11 @@ struct metrics_http_options {
   std::string name = "metrics";       // in errors and log lines ("keel metrics: ...")
   std::string address = "127.0.0.1";  // an IPv4 or IPv6 address to bind
   uint16_t port = 0;                  // 0: the OS picks one (see port())
-  size_t max_connections = 64;        // open at once; more are closed on accept
-  std::chrono::milliseconds read_timeout{5000};  // for a request's head
+  size_t max_connections = 64;        // open at once; a newer one evicts an idle one
+  std::chrono::milliseconds read_timeout{5000};  // for a request's head, and for writing its response
+  // A connection is not evicted for a newer one this soon after it was
+  // accepted: its time to send its request.
+  std::chrono::milliseconds eviction_grace{100};
   size_t max_request_bytes = 8192;               // a request's head
   // Descriptors left free for the rest of the process: a connection whose
   // descriptor is within this many of RLIMIT_NOFILE is closed on accept
@@ -44,7 +55,8 @@ struct metrics_http_options {
 
 struct metrics_http_stats {
   uint64_t accepted = 0;  // connections served
-  uint64_t refused = 0;   // closed on accept: the cap, the descriptor reserve, accept errors
+  uint64_t refused = 0;   // closed on accept: the descriptor reserve, accept errors, every slot answering
+  uint64_t evicted = 0;   // closed for a newer connection at the cap
 };
 
 // The whole response (status line, headers, body) to one request head.

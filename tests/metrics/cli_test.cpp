@@ -146,8 +146,9 @@ TEST_CASE("idle connections to --metrics-port cannot starve keel train's checkpo
   CHECK(wait_until([&] { return keel.output().find("connections are open (the limit)") != std::string::npos; },
                    std::chrono::seconds(20)));
   // While every idle connection is held, checkpoints go on being committed
-  // and none fails; the page still answers (a scrape gets a slot once the
-  // read timeout frees the idle ones: until then it is refused, so retry).
+  // and none fails; the page still answers (a scrape gets the slot of an
+  // idle connection, or waits its turn in the backlog behind them; one
+  // refused for want of descriptors is retried).
   auto scrape = [&](exposition& e) {
     auto [out, status] = run_process("curl -sS --max-time 5 '" + url + "' 2>/dev/null");
     e = read_exposition(out);
