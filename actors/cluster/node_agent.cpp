@@ -60,10 +60,6 @@ struct agent_state {
   // never holds up the agent (its spawns, heartbeats, status).
   std::shared_ptr<shard_standby_store> standby = std::make_shared<shard_standby_store>();
   caf::actor precopier;
-  // Every other node this process has heard of (peers, the jobs it serves,
-  // the data plane's routes): when a link is lost, the proxies of those no
-  // route reaches any more are dropped (forget_unreachable_nodes).
-  std::set<caf::node_id> known_nodes;
   uint64_t heartbeat_seq = 0;
   bool stopping = false;
   caf::error stop_reason;
@@ -79,15 +75,6 @@ void log(agent_actor* self, const std::string& line) {
 // What the actors the agent starts get from this node.
 node_resources resources(const agent_state& st) {
   return {st.cfg.data_dir, st.cfg.plane, st.replicas, st.models, st.standby, st.cfg.io, st.cfg.clients};
-}
-
-// The nodes `routes` name (CAF node ids as text).
-void note_nodes(agent_actor* self, const std::vector<data_route>& routes) {
-  for (auto& r : routes) {
-    caf::node_id n;
-    if (!caf::parse(r.node, n) && n && n != self->node())
-      self->state.known_nodes.insert(n);
-  }
 }
 
 // The CAF node of the current message's sender, if it has one.
@@ -193,7 +180,6 @@ caf::result<caf::ok_atom> on_auth(agent_actor* self, const node_join_msg& m, con
     self->monitor(peer_agent);
   }
   st.peers[*from] = std::move(p);
-  st.known_nodes.insert(*from);
   log(self, std::string(is_node ? "node " : "client ") + id + " joined from " + std::string(r.getHost()) + ":" +
               std::to_string(r.getPort()));
   return caf::ok_atom::value;
@@ -235,10 +221,7 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   }
   self->monitor(*child);
   st.children.emplace(child->address(), *child);
-  st.known_nodes.insert(*from);
-  note_nodes(self, req.worker.routes);
   if (auto owner = owner_of(req); owner && owner.node() != self->node()) {
-    st.known_nodes.insert(owner.node());
     auto& list = st.owned[owner.address()];
     if (list.empty())
       self->monitor(owner);
@@ -336,7 +319,7 @@ std::vector<node_info> live_nodes(agent_actor* self) {
 void on_down(agent_actor* self, const caf::down_msg& dm) {
   auto& st = self->state;
   if (dm.reason == caf::exit_reason::remote_link_unreachable)
-    forget_unreachable_nodes(self->system(), {st.known_nodes.begin(), st.known_nodes.end()});
+    forget_unreachable_nodes(self->system());
   if (st.children.erase(dm.source) > 0) {
     for (auto& [owner, list] : st.owned)
       list.erase(std::remove(list.begin(), list.end(), dm.source), list.end());
@@ -453,7 +436,6 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
         log(self, "refused data plane routes from node " + to_string(*from) + ": " + describe(err));
         return err;
       }
-      note_nodes(self, routes);
       if (auto& plane = self->state.cfg.plane)
         for (auto& r : routes) plane->add_route(r.node, r.host, r.port, r.tls_name);
       log(self, "data plane routes from node " + to_string(*from) + ": " + std::to_string(routes.size()) + " nodes");
@@ -483,7 +465,6 @@ caf::behavior node_agent(agent_actor* self, node_agent_config cfg) {
       if (!local() || !n.agent)
         return;
       self->monitor(n.agent);
-      self->state.known_nodes.insert(n.agent.node());
       self->state.peers[n.agent.node()] = peer{n.node, n.host, n.port, n.agent, steady::now(), true};
     },
   };

@@ -91,18 +91,20 @@ void exempt_caf_network_layer_from_leak_checks([[maybe_unused]] caf::actor_syste
 #endif
 }
 
-void forget_unreachable_nodes(caf::actor_system& sys, std::vector<caf::node_id> nodes) {
+void forget_unreachable_nodes(caf::actor_system& sys) {
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-  if (!basp || nodes.empty())
+  if (!basp)
     return;
   // On the multiplexer's thread, where the broker runs: its routing table
-  // and proxy registry are not read by anyone else meanwhile.
-  sys.middleman().backend().dispatch([basp, nodes = std::move(nodes)] {
+  // and proxy registry are not read by anyone else meanwhile. The broker
+  // keeps a spawn server for every node it has learned of, reached directly
+  // or not, and never forgets one: those are the nodes to look at.
+  sys.middleman().backend().dispatch([basp] {
     auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(basp));
     if (broker->getf(caf::abstract_actor::is_terminated_flag))
       return;  // the middleman is going down: its protocol state is gone
     auto& basp_protocol = broker->instance;
-    for (auto& n : nodes)
+    for (auto& [n, spawn_server] : broker->spawn_servers)
       if (n != broker->this_node() && !basp_protocol.tbl().lookup(n) && basp_protocol.proxies().count_proxies(n) > 0)
         basp_protocol.proxies().erase(n);
   });

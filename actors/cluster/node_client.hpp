@@ -15,7 +15,6 @@
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
-#include <caf/node_id.hpp>
 
 #include "actors/cluster/node_protocol.hpp"
 #include "actors/net/cluster_secret.hpp"
@@ -46,19 +45,20 @@ void configure_cluster_system(caf::actor_system_config& cfg, const cluster_setti
 // by keel node once it listens.
 void exempt_caf_network_layer_from_leak_checks(caf::actor_system& sys);
 
-// Drops this process's proxies of every node in `nodes` that no route
-// reaches now, as CAF drops a peer's proxies when its direct connection
-// closes. CAF 0.17 does that only for the peer whose connection closed, not
-// for the nodes it reached through it (indirect routes): their proxies
-// outlive every route, a handle of their actors received later resolves to
-// the stale proxy, no route is learned again, and what is sent to them is
-// dropped without a word (a client back from SIGSTOP asked its shards for
-// ever). Once dropped, their monitors get a down (remote_link_unreachable)
-// and the next handle of such a node makes a fresh proxy, which learns its
-// route through the peer that sent it. Asynchronous (runs on the
-// middleman's thread); a node that is reachable, or has no proxies, is
-// left alone.
-void forget_unreachable_nodes(caf::actor_system& sys, std::vector<caf::node_id> nodes);
+// Drops this process's proxies of every node it has heard of that no
+// route reaches now, as CAF drops a peer's proxies when its direct
+// connection closes. CAF 0.17 does that only for the peer whose connection
+// closed, not for the nodes it reached through it (indirect routes): their
+// proxies outlive every route, a handle of their actors received later
+// resolves to the stale proxy, no route is learned again, and what is sent
+// to them is dropped without a word (a client back from SIGSTOP asked its
+// shards for ever). Once dropped, their monitors get a down
+// (remote_link_unreachable) and the next handle of such a node makes a
+// fresh proxy, which learns its route through the peer that sent it.
+// Asynchronous (runs on the middleman's thread); a node that is reachable,
+// or has no proxies, is left alone. The node agent calls it whenever a
+// link is lost.
+void forget_unreachable_nodes(caf::actor_system& sys);
 
 // A connected, mutually authenticated node.
 struct node_handle {

@@ -151,13 +151,15 @@ TEST_CASE("a 3-node cluster grows to four nodes and shrinks to two while trainin
   }
   // Every shard's move was live: the node it went to restored its newest
   // checkpoint while it served (the timeline's pre-copy line), and its
-  // restart there took that state (said on the node) unless a new base was
-  // committed in between.
+  // restart there took that state (said on the node). A new base committed
+  // while a pre-copy ran makes it again, up to three times in all
+  // (cluster_precopy.cpp: seen on a loaded machine, checkpoints 18 then 19).
   size_t shard_moves = 0, pre_copies = 0;
   for (auto& l : lines_with(r.out, "] placed shard:")) shard_moves += l.find("; moved: ") != std::string::npos;
   for (auto& l : lines_with(r.out, ": pre-copied shard:")) pre_copies += l.find(" ms] membership node:") != std::string::npos;
   CHECK_MESSAGE(shard_moves >= 5, r.out);
-  CHECK_MESSAGE(pre_copies == shard_moves, r.out);
+  CHECK_MESSAGE(pre_copies >= shard_moves, r.out);
+  CHECK_MESSAGE(pre_copies <= 3 * shard_moves, r.out);
   CHECK_MESSAGE(!lines_with(r.out, "took its pre-copy of checkpoint").empty(), r.out);
   CHECK_MESSAGE(lines_with(r.out, "pre-copy of shard:").empty(), r.out);  // none failed
   // Two nodes left, balanced: 3 shards and 3 workers each.
