@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 #include <caf/error.hpp>
 
+#include "actors/job/config_bounds.hpp"
 #include "commands.hpp"
 
 namespace keel::cli {
@@ -75,6 +76,13 @@ number_value<T>* number_flag(T* target, const char* name, T min = std::numeric_l
   if (defaulted)
     v->default_value(*target);
   return v;
+}
+
+// A number flag of a job's configuration, in its bound (config_bounds.hpp):
+// the flag refuses what job::start would.
+template <class T>
+number_value<T>* number_flag(T* target, const char* name, bound<T> b, bool defaulted = true) {
+  return number_flag(target, name, b.min, b.max, defaulted);
 }
 
 // A text flag stored in `*target`, shown as `name`, with the target's

@@ -185,7 +185,7 @@ std::optional<int> choose_checkpoint_dir(train_flags& f, bool checkpoint_dir_giv
 // for a worker, training_config::min_workers). An exit status when refused.
 std::optional<int> parse_workers(train_flags& f) {
   uint64_t min = 0, max = 0;
-  if (auto why = parse_number_range(f.workers, 1, 1024, min, max))
+  if (auto why = parse_number_range(f.workers, config_bounds::workers.min, config_bounds::workers.max, min, max))
     return usage_error(f.command, "--workers", *why);
   const bool ranged = f.workers.find(':') != std::string::npos;
   if (ranged && f.command != "cluster")
@@ -275,6 +275,11 @@ std::optional<int> build_config(train_flags& f, const po::variables_map& vm, con
   cfg.checkpoints.max_log_bytes = f.replay_log_mb << 20;
   cfg.checkpoints.stream_above_bytes = f.stream_mb << 20;
   cfg.checkpoints.storage_deadline = std::chrono::seconds(f.storage_deadline_s);
+  // What job::start would refuse, as a usage error naming the flag: the
+  // flags' own bounds are these, but a value the command computes (the
+  // model's learning rate, --epochs' steps) is checked here.
+  if (auto problem = check_bounds(cfg))
+    return usage_error(f.command, flag_of_field(problem->field), problem->field + ": " + problem->why);
   return std::nullopt;
 }
 

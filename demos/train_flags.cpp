@@ -7,7 +7,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
   auto& c = f.cfg;
   d.add_options()("help", "show this help")
     ("model", text_flag(&f.choices.model, "NAME"), "mnist-mlp | mnist-softmax | sparse-lr | probe | ctr-lr | ctr-fm")
-    ("shards", number_flag<uint32_t>(&c.training.shards, "N", 1, 1024), "parameter shards")
+    ("shards", number_flag(&c.training.shards, "N", config_bounds::shards), "parameter shards")
     ("workers", text_flag(&f.workers, "N|MIN:MAX"),
      "workers; MIN:MAX (keel cluster): the job starts MAX and goes on with fewer, down to MIN, when no node "
      "can run a worker (keel cluster --worker-slots, --node-wait-ms) instead of failing")
@@ -20,8 +20,8 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("rules", text_flag(&f.choices.rules, "NAME=OPT[:LR],..."),
      "update rules of their own for named dense tensors and embedding tables, e.g. fc1.weight=adam:0.001 "
      "(the rest: --optimizer)")
-    ("lr", number_flag<float>(&f.lr, "X", 0, 1e6, false), "learning rate (default: the model's own)")
-    ("batch", number_flag<uint32_t>(&c.training.batch_size, "N", 1, 1 << 20),
+    ("lr", number_flag(&f.lr, "X", config_bounds::lr, false), "learning rate (default: the model's own)")
+    ("batch", number_flag(&c.training.batch_size, "N", config_bounds::batch_size),
      "examples per worker step (ctr-lr, ctr-fm: 128, so that 2 workers make the plain trainer's 256)")
     ("combine", text_flag(&f.combine, "HOW"),
      "how a step's workers' gradients combine: sum (each worker's batch mean, added) | mean (the gradient "
@@ -29,10 +29,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "ctr-lr, ctr-fm: mean)")
     ("epochs", number_flag<uint64_t>(&f.epochs, "N", 1, 1000000, false),
      "passes over the training set (default: 5 for mnist-mlp, 1 for the others)")
-    ("steps", number_flag<uint64_t>(&f.steps, "N", 1, uint64_t{1} << 40, false),
+    ("steps", number_flag(&f.steps, "N", config_bounds::steps, false),
      "global steps per worker (default: --epochs worth)")
     ("seed", number_flag(&c.training.seed, "N"), "seed of data order and initial values")
-    ("table-capacity", number_flag<uint64_t>(&c.training.tables.capacity_rows, "ROWS", 0, 4294967294ull),
+    ("table-capacity", number_flag(&c.training.tables.capacity_rows, "ROWS", config_bounds::table_capacity_rows),
      "rows each shard keeps of each embedding table (ctr-lr, ctr-fm); past it a row is evicted, as "
      "--table-eviction says (0: no bound)")
     ("table-eviction", text_flag(&f.choices.eviction, "POLICY"), "which row a full table evicts: lru (the least "
@@ -43,10 +43,10 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("resume", text_flag(&f.resume_dir, "DIR", false), "continue the run whose checkpoints are in this directory "
                                        "(its process died), with the flags it was started with")
     ("checkpoint-every", number_flag(&c.checkpoints.every, "N"), "steps between checkpoints (0: none; the workers then keep their pushes in memory, up to --replay-log-mb, to replay to a shard that restarts from scratch; ctr-lr, ctr-fm: 500: a checkpoint's delta holds every row pushed since the one before, and their ID spaces are wide enough that at shorter intervals that is still a large share of the rows)")
-    ("checkpoint-full-every", number_flag<uint32_t>(&c.checkpoints.incremental.full_every, "N", 1, 1u << 20),
+    ("checkpoint-full-every", number_flag(&c.checkpoints.incremental.full_every, "N", config_bounds::checkpoint_full_every),
      "each shard's checkpoint is a full base at least every N checkpoints, and between them a delta of what "
      "changed since its previous one (1: every checkpoint full)")
-    ("checkpoint-delta-fraction", number_flag<double>(&c.checkpoints.incremental.delta_fraction, "F", 0.0, 1000.0),
+    ("checkpoint-delta-fraction", number_flag(&c.checkpoints.incremental.delta_fraction, "F", config_bounds::checkpoint_delta_fraction),
      "a shard writes a full base instead of a delta once its chain's deltas would pass this fraction of the "
      "base's bytes (a restore reads the base and its deltas: at most 1 + F times a base)")
     ("checkpoint-stream-mb", number_flag<uint64_t>(&f.stream_mb, "N", 0, uint64_t{1} << 30),
@@ -58,7 +58,7 @@ void add_train_flags(po::options_description& d, train_flags& f) {
      "pauses at the next checkpoint step until that checkpoint commits; without checkpoints the log drops "
      "its oldest pushes instead, and a shard restarted after that rolls the run back to step 0 (0: a "
      "quarter of this machine's memory, shared by the workers)")
-    ("storage-deadline-s", number_flag<uint64_t>(&f.storage_deadline_s, "SECONDS", 1, 7 * 24 * 3600),
+    ("storage-deadline-s", number_flag<uint64_t>(&f.storage_deadline_s, "SECONDS", 1, config_bounds::storage_deadline_ms.max / 1000),
      "fail the run when checkpoints keep failing this long (a full or read-only disk); its last good "
      "checkpoint stays for --resume")
     ("kill", text_flag(&f.kills_text, "SPEC", false), "kill actors at steps, shorthand for kill faults: shard:0@step=40,worker:1@90")
@@ -70,7 +70,8 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("fault-rate", number_flag(&f.fault_rate, "R", 0.01, 100.0), "random faults per 100 steps")
     ("fault-mix", text_flag(&f.mix_text, "FAMILIES"),
      "random fault families: kills,supervisors,messages,storage,timed or all; and nodes, membership (keel cluster)")
-    ("request-timeout", number_flag<uint64_t>(&f.request_timeout_ms, "MS", 1, 3600000),
+    ("request-timeout", number_flag<uint64_t>(&f.request_timeout_ms, "MS", config_bounds::request_timeout_ms.min,
+                                                    config_bounds::request_timeout_ms.max),
      "milliseconds before a worker retries a pull or push")
     ("stall-timeout-ms", number_flag<uint64_t>(&f.stall_timeout_ms, "MS", 0, 3600000),
      "fail the run, naming the workers it waits for, when no worker completes a step this long "
@@ -86,6 +87,27 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("timeout", number_flag<uint64_t>(&f.timeout_s, "SECONDS", 1, 1000000000), "give up after this many seconds")
     ("quiet", "print only the result")
     ("verbose", "print every event, checkpoints and retries included");
+}
+
+std::string flag_of_field(const std::string& field) {
+  if (field.rfind("training.rules[", 0) == 0)
+    return "--rules";
+  static const std::pair<const char*, const char*> flags[] = {
+    {"training.shards", "--shards"},
+    {"training.workers", "--workers"},
+    {"training.batch_size", "--batch"},
+    {"training.steps", "--steps"},
+    {"training.optimizer.lr", "--lr"},
+    {"training.tables.capacity_rows", "--table-capacity"},
+    {"checkpoints.incremental.full_every", "--checkpoint-full-every"},
+    {"checkpoints.incremental.delta_fraction", "--checkpoint-delta-fraction"},
+    {"recovery.request_timeout", "--request-timeout"},
+    {"checkpoints.storage_deadline", "--storage-deadline-s"},
+  };
+  for (auto& [path, flag] : flags)
+    if (field == path)
+      return flag;
+  return "";
 }
 
 }  // namespace keel::cli

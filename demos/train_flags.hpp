@@ -37,4 +37,8 @@ struct train_flags {
 // Declares every flag of keel train into `d`, each storing into `f`.
 void add_train_flags(po::options_description& d, train_flags& f);
 
+// The flag that sets a field of job_config, by its path as config_bounds.hpp
+// names it ("training.workers": "--workers"), or "" when none does.
+std::string flag_of_field(const std::string& field);
+
 }  // namespace keel::cli

@@ -76,10 +76,34 @@ client_future<uint64_t> client_channel::next_step() {
   return f;
 }
 
+caf::error client_channel::other_keys(uint64_t step) const {
+  return make_error(errc::invalid_argument, worker_ + ": a pull of step " + std::to_string(step) +
+                                                " with other keys than its first pull's: a step is pulled "
+                                                "once, a retry asks the same keys");
+}
+
 client_future<std::shared_ptr<const pulled_step>> client_channel::pull(uint64_t step, step_keys keys) {
   client_future<std::shared_ptr<const pulled_step>> f;
   std::unique_lock<std::mutex> g(m_);
   caf::error refused = closed_;
+  // A retry (the application's wait for the first ran out): the first's
+  // answer, whether it is still to come or already given while the worker
+  // holds the step.
+  if (!refused && pull_ && pull_->step == step) {
+    if (pull_->keys.sparse == keys.sparse && pull_->keys.tables == keys.tables)
+      return pull_->answer;
+    refused = other_keys(step);
+  }
+  if (!refused && !pull_ && holding_ == step && delivered_ && delivered_->step == step) {
+    if (delivered_->sparse_keys != keys.sparse || delivered_->table_keys != keys.tables)
+      refused = other_keys(step);
+    else {
+      auto p = delivered_;
+      g.unlock();
+      f.set(p);
+      return f;
+    }
+  }
   if (!refused && pull_)
     refused = make_error(errc::invalid_argument, worker_ + ": a pull of step " +
                                                      std::to_string(pull_->step) +
@@ -144,6 +168,7 @@ void client_channel::close(caf::error why) {
     for (auto& w : step_waiters_) out.push_back([w, why] { w.set(why); });
     pull_.reset();
     push_.reset();
+    holding_.reset();
     step_waiters_.clear();
     wake_ = nullptr;
   }
@@ -154,6 +179,7 @@ uint64_t client_channel::attach(std::function<void()> wake) {
   std::lock_guard<std::mutex> g(m_);
   wake_ = std::move(wake);
   ready_.reset();
+  holding_.reset();
   if (pull_)
     pull_->taken = false;  // the incarnation that took it is gone
   return ++token_;
@@ -177,6 +203,7 @@ std::optional<step_keys> client_channel::ready_at(uint64_t token, uint64_t step)
     if (token != token_ || closed_)
       return std::nullopt;
     finished_.reset();
+    holding_.reset();
     settle_push(step, out);
     if (push_ && delivered_ && delivered_->step == step) {
       // The worker restarted after the pull was answered: pull it again.
@@ -213,6 +240,8 @@ bool client_channel::pulled(uint64_t token, uint64_t step, const parameter_view&
       out.push_back([a = pull_->answer, p = delivered_] { a.set(p); });
       pull_.reset();
     }
+    if (delivered_ && delivered_->step == step)
+      holding_ = step;
     if (push_ && push_->step == step) {
       grad = push_->grad;
       have = true;
@@ -238,6 +267,8 @@ void client_channel::completed(uint64_t token, uint64_t steps_done) {
       return;
     if (push_ && push_->step < steps_done)
       settle_push(steps_done, out);
+    if (holding_ && *holding_ < steps_done)
+      holding_.reset();
   }
   run(out);
 }
@@ -250,6 +281,7 @@ void client_channel::finished(uint64_t token, uint64_t steps) {
       return;
     finished_ = steps;
     ready_.reset();
+    holding_.reset();
     settle_push(steps, out);
     if (push_) {  // a push of the step past the last one (none can be pulled)
       out.push_back([a = push_->answer, e = moved("push", push_->step, steps)] { a.set(e); });

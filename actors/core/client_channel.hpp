@@ -19,7 +19,10 @@
 // the application asks next_step() and goes on from there. A push of the
 // step the worker is at is sent again: the worker pulls the step's keys
 // again (the ones of the pull that was answered) and pushes the gradient it
-// holds. One pull and one push may be outstanding at a time.
+// holds. One pull and one push may be outstanding at a time; a pull asked
+// again (the same step and keys: a retry after a wait that ran out) gets the
+// first one's answer, still to come or given already while the worker holds
+// the step, rather than a request of its own.
 //
 // Thread-safe: the application's side from any thread, the worker's from
 // its actor. Answers (and their callbacks) are given outside the lock.
@@ -104,6 +107,7 @@ class client_channel {
 
   caf::error moved(const char* what, uint64_t asked, uint64_t at) const;
   caf::error past_the_end(uint64_t asked, uint64_t steps) const;  // a pull once every step is done
+  caf::error other_keys(uint64_t step) const;  // a second pull of a step with other keys
   caf::error check_gradient(const gradient_buffer& g, const pulled_step& p) const;
   void settle_push(uint64_t at, later& out);
 
@@ -118,6 +122,10 @@ class client_channel {
   // The last pull answered, with its keys: what a push is checked against,
   // and what a worker restarted before the push is acknowledged pulls again.
   std::shared_ptr<const pulled_step> delivered_;
+  // The step of `delivered_` while the worker is at it (from its pull's
+  // answer until the step completes or the worker moves): a retried pull of
+  // it is answered with `delivered_`.
+  std::optional<uint64_t> holding_;
   std::vector<client_future<uint64_t>> step_waiters_;
   caf::error closed_;
 };

@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 
 #include "actors/core/client_channel.hpp"
+#include "actors/job/config_bounds.hpp"
 #include "actors/job/event_feed.hpp"
 #include "actors/job/job_controller.hpp"
 #include "actors/job/job_identity.hpp"
@@ -31,10 +32,9 @@ caf::error check(const placed_job_config& c) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
   if (!c.training_model)
     return bad("job: no model");
-  if (c.training.shards == 0 || c.training.workers == 0)
-    return bad("job: --shards and --workers must be at least 1");
-  if (c.training.batch_size == 0)
-    return bad("job: batch size must be at least 1");
+  // First, before any value sizes anything (a channel per worker, below).
+  if (auto problem = check_bounds(c))
+    return bad("job: " + problem->field + ": " + problem->why);
   if (auto& s = c.training.schedule; s.elastic()) {
     if (s.slots() != c.training.workers)
       return bad("job: the worker schedule is for " + std::to_string(s.slots()) + " workers, the job has " +
@@ -49,13 +49,8 @@ caf::error check(const placed_job_config& c) {
     return bad("job: no checkpoint directory");
   if (c.checkpoints.keep == 0)
     return bad("job: keep at least one checkpoint");
-  if (c.checkpoints.storage_deadline.count() <= 0)
-    return bad("job: the storage deadline must be positive");
   if (c.checkpoints.retry_min.count() <= 0 || c.checkpoints.retry_max < c.checkpoints.retry_min)
     return bad("job: checkpoint retries need 0 < retry_min <= retry_max");
-  if (auto& inc = c.checkpoints.incremental; inc.full_every == 0 || !(inc.delta_fraction >= 0) ||
-                                             !std::isfinite(inc.delta_fraction))
-    return bad("job: incremental checkpoints need full_every >= 1 and a finite delta_fraction >= 0");
   auto dense = c.training_model->layout().dense_size();
   if (c.training.shards > dense + c.training_model->layout().sparse_key_count())
     return bad("job: " + std::to_string(c.training.shards) + " shards for only " + std::to_string(dense) +

@@ -2,10 +2,11 @@
 // A job is one training run of keel's parameter server inside the calling
 // process: an actor system, a supervision tree (root over a checkpointer, a
 // shard supervisor and a worker supervisor), and a controller that runs the
-// job. `start` validates the configuration, starts the tree and returns once
-// it is up. From then on the job runs on its own, whether or not anyone
-// waits: the controller (an actor on a thread of its own) follows the
-// workers' steps, moves the checkpoint window as checkpoints commit,
+// job. `start` validates the configuration (its numbers against
+// config_bounds.hpp first, naming the field it refuses), starts the tree and
+// returns once it is up. From then on the job runs on its own, whether or
+// not anyone waits: the controller (an actor on a thread of its own)
+// follows the workers' steps, moves the checkpoint window as checkpoints commit,
 // injects the fault plan, rolls the tree back when local recovery is
 // impossible, and at the end reads the parameters and stops the tree.
 // `wait` only waits for that outcome: the result (the trained parameters'
@@ -36,6 +37,7 @@
 #include "actors/core/table_limits.hpp"
 #include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_plan.hpp"
+#include "actors/job/config_bounds.hpp"
 #include "models/model.hpp"
 
 namespace keel {

@@ -4,9 +4,12 @@
 #include "actors/job/ps_client.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "actors/core/client_channel.hpp"
 #include "messages/errors.hpp"
+#include "messages/finite.hpp"
 
 namespace keel {
 
@@ -14,6 +17,39 @@ namespace {
 
 bool ascending_distinct(const std::vector<uint64_t>& keys) {
   return std::adjacent_find(keys.begin(), keys.end(), std::greater_equal<uint64_t>()) == keys.end();
+}
+
+// The index of the first value of `v` that is not finite, if any (a fast
+// scan first: the gradient is nearly always finite).
+std::optional<size_t> first_non_finite(const std::vector<float>& v) {
+  if (all_finite(v.data(), v.size()))
+    return std::nullopt;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      return i;
+  return std::nullopt;
+}
+
+// Dense key `k` as its tensor's element: "fc1.weight[3, 5]".
+std::string dense_element(const parameter_layout& layout, uint64_t k) {
+  for (auto& t : layout.dense()) {
+    if (k < t.first_key || k >= t.first_key + t.size)
+      continue;
+    std::vector<uint64_t> at(t.shape.size());
+    uint64_t i = k - t.first_key;
+    for (size_t d = t.shape.size(); d-- > 0;) {
+      at[d] = t.shape[d] > 0 ? i % t.shape[d] : 0;
+      i = t.shape[d] > 0 ? i / t.shape[d] : 0;
+    }
+    std::string out = t.name + "[";
+    for (size_t d = 0; d < at.size(); ++d) out += (d ? ", " : "") + std::to_string(at[d]);
+    return out + "]";
+  }
+  return "dense key " + std::to_string(k);
+}
+
+std::string value_text(float v) {
+  return std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf";
 }
 
 }  // namespace
@@ -65,7 +101,41 @@ gradient_buffer ps_client::gradient_for(const pulled_step& p) const {
   return g;
 }
 
+caf::error ps_client::non_finite(uint64_t step, const gradient_buffer& g) const {
+  auto& layout = model_->layout();
+  auto bad = [&](const std::string& where, float v) {
+    return make_error(errc::invalid_argument,
+                      "worker:" + std::to_string(worker_) + ": push of step " + std::to_string(step) +
+                        ": the gradient of " + where + " is " + value_text(v) +
+                        " (a gradient that is not finite is refused; with the check off the worker skips "
+                        "the step instead)");
+  };
+  if (auto i = first_non_finite(g.dense))
+    return bad(dense_element(layout, *i), g.dense[*i]);
+  if (auto i = first_non_finite(g.sparse_values))
+    return bad("sparse key " + std::to_string(i < g.sparse_keys.size() ? g.sparse_keys[*i] : *i),
+               g.sparse_values[*i]);
+  for (size_t t = 0; t < g.tables.size(); ++t) {
+    auto i = first_non_finite(g.tables[t].rows);
+    if (!i)
+      continue;
+    std::string name = t < layout.tables().size() ? layout.tables()[t].name : "table " + std::to_string(t);
+    uint64_t dim = t < layout.tables().size() && layout.tables()[t].dim > 0 ? layout.tables()[t].dim : 1;
+    auto row = *i / dim;
+    auto key = row < g.tables[t].keys.size() ? " of key " + std::to_string(g.tables[t].keys[row]) : std::string();
+    return bad(name + "[row " + std::to_string(row) + key + ", element " + std::to_string(*i % dim) + "]",
+               g.tables[t].rows[*i]);
+  }
+  return {};
+}
+
 client_future<uint64_t> ps_client::push(uint64_t step, gradient_buffer grad) {
+  if (check_finite_)
+    if (auto err = non_finite(step, grad)) {
+      client_future<uint64_t> f;
+      f.set(err);
+      return f;
+    }
   return channel_->push(step, std::move(grad));
 }
 

@@ -39,9 +39,9 @@
 // (bench/training/client_bench measures both ways). One pull and one push
 // may be outstanding at once.
 //
-// Errors are values: keys out of order, a gradient of the wrong shape, a
-// second pull while one is out, a step past the last: invalid_argument,
-// naming what was wrong. The job's end answers every open request with
+// Errors are values: keys out of order, a gradient of the wrong shape or
+// not finite, a pull of another step while one is out, a step past the
+// last: invalid_argument, naming what was wrong. The job's end answers every open request with
 // shutting_down. A ps_client is a cheap handle (copies share the
 // worker); one thread at a time should drive one worker's loop, several
 // workers may be driven from one thread or from several.
@@ -76,7 +76,9 @@ class ps_client {
   // step_keys: sparse keys and table rows, each list ascending and
   // distinct; fewer table lists than the layout's tables mean none of the
   // rest). Under BSP the answer comes once every worker's step-1 push is
-  // applied.
+  // applied. Asked again with the same keys (a retry after a wait that ran
+  // out), it gets the first pull's answer, whether that is still to come or
+  // was given already.
   client_future<std::shared_ptr<const pulled_step>> pull(uint64_t step, step_keys keys = {});
 
   // A gradient shaped for the push of `p`'s step: every dense value 0, the
@@ -85,9 +87,18 @@ class ps_client {
 
   // Pushes the gradient of `step` (whose pull was answered), to be applied
   // once by the shards under the job's optimizer: answered with `step` when
-  // every shard has acknowledged it. A gradient that is not finite is not
-  // applied (the step is skipped, as for keel's workers).
+  // every shard has acknowledged it. A gradient holding a NaN or an
+  // infinity is refused (invalid_argument naming the tensor or table and
+  // the element), unless check_finite(false): then the worker's guard skips
+  // the step (nothing of it applied, a skipped_step event), as it does for
+  // keel's own workers, and the push is answered.
   client_future<uint64_t> push(uint64_t step, gradient_buffer grad);
+
+  // Whether push() refuses a gradient that is not finite (on by default;
+  // the scan reads the gradient once). Set on this handle and its later
+  // copies.
+  void check_finite(bool on) { check_finite_ = on; }
+  bool checks_finite() const { return check_finite_; }
 
   // Dense tensor `name` of the layout, as pulled or in a gradient. Fails
   // with not_found naming a tensor the layout lacks.
@@ -100,11 +111,14 @@ class ps_client {
   ps_client(uint32_t worker, uint64_t steps, std::shared_ptr<const model> m,
             std::shared_ptr<client_channel> channel);
   caf::error check(const step_keys& keys) const;
+  // The first value of `g` that is NaN or infinite, named, or no error.
+  caf::error non_finite(uint64_t step, const gradient_buffer& g) const;
 
   uint32_t worker_ = 0;
   uint64_t steps_ = 0;
   std::shared_ptr<const model> model_;
   std::shared_ptr<client_channel> channel_;
+  bool check_finite_ = true;
 };
 
 }  // namespace keel

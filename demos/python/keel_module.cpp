@@ -19,6 +19,11 @@
 // with keel's message naming what was wrong.
 #include "keel_module.hpp"
 
+#include <algorithm>
+#include <cfloat>
+
+#include "actors/job/config_bounds.hpp"
+
 namespace keel_py {
 
 PyObject* error_type = nullptr;
@@ -104,6 +109,21 @@ E choice(const std::string& what, const std::string& given, std::initializer_lis
   throw py::value_error(what + " \"" + given + "\": one of " + names);
 }
 
+// The keyword of Job() that sets a field of job_config, by its path as
+// config_bounds.hpp names it, or the path itself when no keyword does.
+std::string keyword_of(const std::string& field) {
+  if (field.rfind("training.rules[", 0) == 0)
+    return "rules" + field.substr(std::string("training.rules").size());
+  static const std::pair<const char*, const char*> keywords[] = {
+    {"training.shards", "shards"}, {"training.workers", "workers"}, {"training.batch_size", "batch_size"},
+    {"training.steps", "steps"},   {"training.optimizer.lr", "lr"},
+  };
+  for (auto& [path, keyword] : keywords)
+    if (field == path)
+      return keyword;
+  return field;
+}
+
 std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, const std::string& checkpoint_dir,
                                   uint32_t shards, uint32_t workers, uint32_t batch_size, double lr,
                                   const std::string& optimizer, const std::string& rule, uint32_t staleness,
@@ -126,7 +146,8 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
   cfg.training.batch_size = batch_size;
   cfg.training.steps = steps;
   cfg.training.seed = seed;
-  cfg.training.optimizer.lr = static_cast<float>(lr);
+  // A finite double past float's range stays past the bound, not an infinity.
+  cfg.training.optimizer.lr = static_cast<float>(std::isfinite(lr) ? std::clamp<double>(lr, -FLT_MAX, FLT_MAX) : lr);
   cfg.training.optimizer.kind =
       choice<keel::optimizer_kind>("optimizer", optimizer,
                                    {{"sgd", keel::optimizer_kind::sgd},
@@ -147,6 +168,9 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
   cfg.training.rules = std::move(*parsed);
   cfg.checkpoints.dir = checkpoint_dir;
   cfg.checkpoints.every = checkpoint_every;
+  // What job::start refuses (config_bounds.hpp), refused here by keyword.
+  if (auto problem = keel::check_bounds(cfg))
+    throw py::value_error(keyword_of(problem->field) + ": " + problem->why);
   caf::expected<std::unique_ptr<keel::job>> j = caf::error{};
   {
     py::gil_scoped_release unlocked;
@@ -165,6 +189,12 @@ std::unique_ptr<py_job> start_job(const std::string& model, uint64_t steps, cons
 void bind_client(py::module_& m) {
   py::class_<py_client>(m, "Client", "Runs one worker's loop: next_step, pull, push (keel::ps_client).")
       .def_property_readonly("worker", [](const py_client& c) { return c.c.worker(); })
+      .def_property(
+          "check_finite", [](const py_client& c) { return c.c.checks_finite(); },
+          [](py_client& c, bool on) { c.c.check_finite(on); },
+          "Whether push() refuses a gradient holding a NaN or an infinity, raising keel.Error naming the "
+          "tensor or table and the element (True by default). False: such a push is answered, and the "
+          "worker skips the step (nothing of it applied), as keel's own workers do.")
       .def_property_readonly("steps", [](const py_client& c) { return c.c.steps(); },
                              "The job's steps: the loop runs 0 .. steps-1.")
       .def_property_readonly(
@@ -187,7 +217,9 @@ void bind_client(py::module_& m) {
       .def("pull", &py_client::pull, py::arg("step"), py::arg("sparse") = py::none(),
            py::arg("tables") = py::none(),
            "A future of the step's parameters (a Pulled): every dense tensor, the `sparse` keys, and per "
-           "table the rows of its keys (`tables`: one list per table, each ascending and distinct).")
+           "table the rows of its keys (`tables`: one list per table, each ascending and distinct). "
+           "Asked again with the same keys (after a wait that raised keel.Timeout), it gets the first "
+           "pull's answer.")
       .def("gradient_for", &py_client::gradient_for, "A zero Gradient shaped for the push of this pull's step.")
       .def("push", &py_client::push, py::arg("step"), py::arg("gradient"),
            "A future of the step, answered once every shard has acknowledged the push.");

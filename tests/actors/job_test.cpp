@@ -175,7 +175,7 @@ TEST_CASE("a job refuses a configuration it cannot run, naming the problem") {
   c.training.workers = 0;
   auto j = job::start(c);
   REQUIRE(!j);
-  CHECK(describe(j.error()).find("--workers") != std::string::npos);
+  CHECK(describe(j.error()).find("training.workers: 0 is too small (at least 1)") != std::string::npos);
   auto k = parse_kill_shorthand("shard:0@step=x");
   REQUIRE(!k);
   CHECK(describe(k.error()).find("'shard:0@step=x'") != std::string::npos);

@@ -100,6 +100,11 @@ TEST_CASE("every command rejects a bad flag, a missing or bad value with one lin
     {"train --steps -1", "keel train: --steps: '-1' is negative"},
     {"train --steps 1.5", "keel train: --steps: '1.5' is not a whole number"},
     {"train --workers 0", "keel train: --workers: '0' is too small (at least 1)"},
+    {"train --workers 2000", "keel train: --workers: '2000' is too large (at most 1024)"},
+    {"train --lr nan", "keel train: --lr: 'nan' is not a number"},
+    // A value no flag's own bound covers goes through job::start's check (config_bounds.hpp), named by flag.
+    {"train --model probe --rules probe.dense=sgd:2e6",
+     "keel train: --rules: training.rules[probe.dense].lr: 2e+06 is too large (at most 1e+06)"},
     {"train --frobnicate", "keel train: --frobnicate: unknown flag"},
     {"train --shard 2", "keel train: --shard: unknown flag"},  // no guessing of abbreviations
     {"train --report", "keel train: --report: a value is missing"},
