@@ -73,7 +73,8 @@ void add_train_flags(po::options_description& d, train_flags& f) {
     ("request-timeout", number_flag<uint64_t>(&f.request_timeout_ms, "MS", config_bounds::request_timeout_ms.min,
                                                     config_bounds::request_timeout_ms.max),
      "milliseconds before a worker retries a pull or push")
-    ("stall-timeout-ms", number_flag<uint64_t>(&f.stall_timeout_ms, "MS", 0, 3600000),
+    ("stall-timeout-ms", number_flag<uint64_t>(&f.stall_timeout_ms, "MS", config_bounds::stall_timeout_ms.min,
+                                                config_bounds::stall_timeout_ms.max),
      "fail the run, naming the workers it waits for, when no worker completes a step this long "
      "(0: --node-wait-ms + --storage-deadline-s + 10 x --request-timeout; none for an application's "
      "own loops in keel train's process)")
@@ -103,6 +104,7 @@ std::string flag_of_field(const std::string& field) {
     {"checkpoints.incremental.delta_fraction", "--checkpoint-delta-fraction"},
     {"recovery.request_timeout", "--request-timeout"},
     {"checkpoints.storage_deadline", "--storage-deadline-s"},
+    {"recovery.stall_timeout", "--stall-timeout-ms"},
   };
   for (auto& [path, flag] : flags)
     if (field == path)

@@ -81,7 +81,8 @@ std::optional<config_problem> check_bounds(const job_config& c) {
   check("checkpoints.incremental.full_every", inc.full_every, b::checkpoint_full_every)(
       "checkpoints.incremental.delta_fraction", inc.delta_fraction, b::checkpoint_delta_fraction);
   check.ms("recovery.request_timeout", c.recovery.request_timeout, b::request_timeout_ms)
-      .ms("checkpoints.storage_deadline", c.checkpoints.storage_deadline, b::storage_deadline_ms);
+      .ms("checkpoints.storage_deadline", c.checkpoints.storage_deadline, b::storage_deadline_ms)
+      .ms("recovery.stall_timeout", c.recovery.stall_timeout, b::stall_timeout_ms);
   return check.found;
 }
 

@@ -37,6 +37,8 @@ inline constexpr bound<uint32_t> checkpoint_full_every{1, 1u << 20};
 inline constexpr bound<double> checkpoint_delta_fraction{0.0, 1000.0};
 inline constexpr bound<int64_t> request_timeout_ms{1, 3600000};
 inline constexpr bound<int64_t> storage_deadline_ms{1, int64_t{7} * 24 * 3600 * 1000};
+// 0: derived (stall_timeout_for, job.hpp).
+inline constexpr bound<int64_t> stall_timeout_ms{0, 3600000};
 }  // namespace config_bounds
 
 // A value of a job's configuration outside its bound.

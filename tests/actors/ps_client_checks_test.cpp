@@ -188,6 +188,11 @@ TEST_CASE("a job of numbers outside keel's bounds is refused before it starts, n
     field = "recovery.request_timeout";
     why = "0 ms is too small (at least 1 ms)";
   }
+  SUBCASE("a negative stall timeout") {
+    cfg.recovery.stall_timeout = std::chrono::milliseconds(-1);
+    field = "recovery.stall_timeout";
+    why = "-1 ms is too small (at least 0 ms)";
+  }
   auto problem = check_bounds(cfg);
   REQUIRE(problem);
   CHECK(problem->field == field);
