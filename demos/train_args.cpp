@@ -41,7 +41,7 @@ bool recorded_train_flag(const std::string& flag) {
     "--batch", "--combine", "--epochs", "--steps", "--seed", "--table-capacity", "--table-eviction",
     "--admit-after", "--checkpoint-every", "--checkpoint-full-every", "--checkpoint-delta-fraction",
     "--checkpoint-stream-mb", "--replay-log-mb", "--storage-deadline-s", "--kill", "--faults", "--random-faults",
-    "--fault-rate", "--fault-mix", "--request-timeout", "--data-dir", "--train-limit", "--test-limit", "--scorers",
+    "--fault-rate", "--fault-mix", "--request-timeout", "--stall-timeout-ms", "--data-dir", "--train-limit", "--test-limit", "--scorers",
     "--timeout", "--quiet", "--verbose"};
   return recorded.count(flag) != 0;
 }

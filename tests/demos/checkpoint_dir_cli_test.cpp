@@ -5,6 +5,8 @@
 // checkpoint whose manifest disagrees with its snapshots as damaged.
 #include <algorithm>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include "../actors/job_fixture.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/store_layout.hpp"
+#include "train_args.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -119,6 +122,30 @@ TEST_CASE("keel train records in keel-train.args the flags that decide the run, 
   REQUIRE_MESSAGE(r.status == 0, r.out);
   auto recorded = slurp(ckpt / "keel-train.args");
   CHECK(recorded == "--model\nprobe\n--steps\n20\n--checkpoint-every\n10\n--seed\n7\n--quiet\n");
+}
+
+TEST_CASE("every flag of keel train is either recorded for --resume or, an output, an address or a port, the command line's alone") {
+  temp_dir dir;
+  auto help = run_keel(dir, "train --help");
+  REQUIRE(help.status == 0);
+  // The flags --resume never takes from the directory; any other flag
+  // keel train has decides the run and is recorded (a new flag must be
+  // put on one side or the other).
+  const std::set<std::string> command_line_only = {"--help",        "--checkpoint-dir",  "--resume",
+                                                   "--report",      "--plot",            "--metrics-port",
+                                                   "--metrics-address", "--metrics-file", "--metrics-every-ms"};
+  std::set<std::string> flags;
+  std::regex flag_at_line_start(R"(^  (--[a-z][a-z0-9-]*))");  // not a wrapped line's
+  std::istringstream lines(help.out);
+  for (std::string line; std::getline(lines, line);)
+    if (std::smatch m; std::regex_search(line, m, flag_at_line_start))
+      flags.insert(m[1]);
+  REQUIRE(flags.size() > command_line_only.size());
+  for (auto& flag : command_line_only) CHECK_MESSAGE(flags.count(flag) == 1, flag);
+  for (auto& flag : flags) {
+    CAPTURE(flag);
+    CHECK(cli::recorded_train_flag(flag) == (command_line_only.count(flag) == 0));
+  }
 }
 
 TEST_CASE("keel train writes no file through links in its checkpoint directory") {
