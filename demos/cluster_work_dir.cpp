@@ -24,7 +24,7 @@ constexpr const char* prefix = "keel-cluster-";
 bool abandoned(const fs::path& dir) {
   std::error_code ec;
   auto lock_file = dir / directory_lock_name;
-  if (!fs::is_regular_file(lock_file, ec) || fs::file_size(lock_file, ec) == 0 || ec)
+  if (!fs::is_regular_file(fs::symlink_status(lock_file, ec)) || fs::file_size(lock_file, ec) == 0 || ec)
     return false;
   auto lock = directory_lock::acquire(dir);
   return static_cast<bool>(lock);

@@ -195,17 +195,19 @@ caf::expected<stored_snapshot> read_link(file_io& io, const fs::path& dir, const
     return make_error(errc::invalid_argument, e.file + ": its chain has " + std::to_string(e.chain.size() + 1) +
                                                 " files, there is no file " + std::to_string(i));
   auto link_checkpoint = i == e.chain.size() ? checkpoint : e.chain[i].checkpoint;
-  // A chain names files of the store, by their store names: never a path
-  // out of the directory, nor another shard's file.
-  if (i < e.chain.size()) {
-    auto named = parse_store_file_name(e.chain[i].file);
-    if (!named || named->kind != store_file_kind::snapshot || named->shard != e.shard ||
-        named->checkpoint != link_checkpoint)
-      return make_error(errc::damaged_snapshot, "'" + e.chain[i].file + "': " + named_by + " names it as file " +
-                                                  std::to_string(i) + " of shard " + std::to_string(e.shard) +
-                                                  "'s chain, of checkpoint " + std::to_string(link_checkpoint) +
-                                                  ", but it is not a snapshot file of that shard and checkpoint");
-  }
+  // A manifest names files of the store, by their store names: never a
+  // path out of the directory, nor another shard's or checkpoint's file.
+  auto& file = i < e.chain.size() ? e.chain[i].file : e.file;
+  auto named = parse_store_file_name(file);
+  if (!named || named->kind != store_file_kind::snapshot || named->shard != e.shard ||
+      named->checkpoint != link_checkpoint)
+    return make_error(errc::damaged_snapshot,
+                      "'" + file + "': " + named_by + " names it as " +
+                        (i < e.chain.size() ? "file " + std::to_string(i) + " of shard " + std::to_string(e.shard) +
+                                                "'s chain"
+                                            : "shard " + std::to_string(e.shard) + "'s file") +
+                        ", of checkpoint " + std::to_string(link_checkpoint) +
+                        ", but it is not a snapshot file of that shard and checkpoint");
   auto snap =
     read_expected(io, dir, link_entry(e, i), link_checkpoint, run_id, config_hash, named_by, pool, mode);
   if (!snap)
@@ -316,6 +318,15 @@ caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const fs::pat
   std::sort(out.shards.begin(), out.shards.end(),
             [](const manifest_entry& a, const manifest_entry& b) { return a.shard < b.shard; });
   return out;
+}
+
+caf::error check_manifest_step(const checkpoint_manifest& m, const std::string& manifest_file,
+                               uint64_t largest_snapshot_step) {
+  if (m.step == largest_snapshot_step)
+    return {};
+  return make_error(errc::damaged_snapshot, manifest_file + ": records step " + std::to_string(m.step) +
+                                              ", but its snapshots were taken at step " +
+                                              std::to_string(largest_snapshot_step) + " (the largest of theirs)");
 }
 
 caf::error write_manifest_file(file_io& io, const fs::path& dir, const std::string& name,

@@ -185,6 +185,15 @@ caf::expected<stored_snapshot> check_chain_link_copy(const snapshot_ref& ref, si
 caf::expected<checkpoint_manifest> read_manifest_file(file_io& io, const std::filesystem::path& p,
                                                       buffer_pool& pool);
 
+// Whether manifest `m` (stored as `manifest_file`) records the step its
+// snapshots were taken at: the largest of its entries' own files' steps,
+// `largest_snapshot_step` (shards of an SSP or ASP run may stand at
+// different steps). A manifest that says otherwise is damaged
+// (errc::damaged_snapshot naming it and both steps): resuming from it
+// would start at a step no shard holds.
+caf::error check_manifest_step(const checkpoint_manifest& m, const std::string& manifest_file,
+                               uint64_t largest_snapshot_step);
+
 // Writes `m` as `dir/name` atomically and durably.
 caf::error write_manifest_file(file_io& io, const std::filesystem::path& dir,
                                const std::string& name, const checkpoint_manifest& m,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <string>
 
 #include "messages/errors.hpp"
+#include "storage/error_context.hpp"
+#include "storage/regular_file.hpp"
 
 namespace keel {
 
@@ -43,10 +46,21 @@ caf::error errno_error(const std::filesystem::path& p, const char* what, int err
 
 caf::expected<directory_lock> directory_lock::acquire(const std::filesystem::path& dir) {
   auto path = dir / directory_lock_name;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return errno_error(path, "cannot open the lock file", errno);
-  directory_lock lock(fd);
+  // Never through a link, and only a file of its own: the holder's name is
+  // written into it, and whoever can write `dir` must not choose what that
+  // overwrites (a symlink or a hard link to another file).
+  auto opened = open_regular(path, O_RDWR | O_CREAT, symlinks::refuse);
+  if (!opened)
+    return in_context(opened.error(), "cannot open the lock file: ");
+  struct stat st {};
+  if (::fstat(opened->get(), &st) != 0)
+    return errno_error(path, "cannot stat the lock file", errno);
+  if (st.st_nlink != 1)
+    return make_error(errc::invalid_argument,
+                      path.string() + ": the lock file has " + std::to_string(st.st_nlink) +
+                        " names (a hard link to another file?); keel writes only a lock file of its own: remove it");
+  directory_lock lock(opened->release());
+  int fd = lock.fd_;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     if (err == EWOULDBLOCK)

@@ -5,6 +5,9 @@
 // (kill -9 included), so a stale lock never outlives its holder. The file
 // names the holder (pid, host, since when) for the error a second writer
 // gets; the file itself stays behind and means nothing without the lock.
+// Whoever can write the directory cannot aim that text at another file:
+// the lock file is opened without following a link, and refused unless it
+// is a regular file with no other name (no FIFO, device or hard link).
 // The descriptor is close-on-exec: a child the holder starts (keel
 // cluster's nodes) never inherits the lock. On a shared filesystem the lock
 // is only as good as the filesystem's locking (README: NFS). Movable, not
@@ -26,7 +29,9 @@ class directory_lock {
   // errc::invalid_argument naming the directory and the holder's pid and
   // host when another open file holds it (another process, or this one
   // through another lock), errc::io_error when the file cannot be opened or
-  // the filesystem refuses locks (naming errno).
+  // the filesystem refuses locks (naming errno), errc::invalid_argument
+  // naming the file when it is a link, not a regular file, or has more
+  // than one name.
   static caf::expected<directory_lock> acquire(const std::filesystem::path& dir);
 
   directory_lock() = default;

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "messages/errors.hpp"
+#include "storage/error_context.hpp"
 #include "storage/file_io.hpp"
+#include "storage/regular_file.hpp"
 
 namespace keel {
 
@@ -33,9 +35,11 @@ struct open_file {
 };
 
 caf::error open_rw(const fs::path& p, open_file& f) {
-  f.fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
-  if (f.fd < 0)
-    return fail("damage: open", p, errno);
+  // Never through a link: the damage goes to the store's own file.
+  auto fd = open_regular(p, O_RDWR, symlinks::refuse);
+  if (!fd)
+    return in_context(fd.error(), "damage: ");
+  f.fd = fd->release();
   struct stat st;
   if (::fstat(f.fd, &st) != 0)
     return fail("damage: stat", p, errno);

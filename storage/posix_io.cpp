@@ -8,6 +8,7 @@
 
 #include "messages/errors.hpp"
 #include "storage/file_io.hpp"
+#include "storage/regular_file.hpp"
 
 namespace keel {
 
@@ -123,10 +124,10 @@ class posix_file_io final : public file_io {
   }
 
   caf::expected<std::unique_ptr<readable_file>> open(const fs::path& p) override {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return fail("open", p, errno);
-    return std::unique_ptr<readable_file>(new posix_readable(fd, p));
+    auto fd = open_regular(p, O_RDONLY, symlinks::refuse);
+    if (!fd)
+      return std::move(fd.error());
+    return std::unique_ptr<readable_file>(new posix_readable(fd->release(), p));
   }
 
   caf::error rename(const fs::path& from, const fs::path& to) override {

@@ -246,6 +246,8 @@ caf::error commit_sealed(file_io& io, std::unique_ptr<writable_file> file, const
 caf::expected<sealed_contents> read_sealed(file_io& io, const fs::path& path, uint64_t magic,
                                            buffer_pool& pool, bool check_payload_crc) {
   auto file = io.open(path);
+  if (!file && is(file.error(), errc::invalid_argument))  // a FIFO, a device, a link: not a sealed file
+    return make_error(errc::damaged_snapshot, error_text(file.error()));
   if (!file)
     return std::move(file.error());
   auto size = (*file)->size();

@@ -421,13 +421,18 @@ caf::expected<loaded_checkpoint> snapshot_store::load(uint64_t checkpoint, std::
     return damaged(name, "records checkpoint " + std::to_string(m->checkpoint));
   auto passing = buffer_pool::create(0, 0);
   loaded_checkpoint out;
+  uint64_t largest_step = 0;
   for (auto& e : m->shards) {
     auto snap = read_chain(*m, e, name, *passing, keep ? *opts_.pool : *passing, bad_file);
     if (!snap)
       return std::move(snap.error());
+    largest_step = std::max(largest_step, snap->root().getStep());
     if (keep)
       out.snapshots.push_back(std::move(*snap));
   }
+  *bad_file = name;
+  if (auto err = check_manifest_step(*m, name, largest_step))
+    return err;
   out.manifest = std::move(*m);
   return out;
 }

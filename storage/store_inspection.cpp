@@ -105,6 +105,13 @@ checkpoint_summary inspect_checkpoint(const fs::path& dir, uint64_t id, verify_m
     out.shards.push_back(summarize(*snap, e));
     out.shards.back().chain = std::move(chain);
   }
+  if (out.shards.size() == m->shards.size()) {
+    uint64_t largest_step = 0;
+    for (auto& s : out.shards)
+      largest_step = std::max(largest_step, s.step);
+    if (auto err = check_manifest_step(*m, out.manifest_file, largest_step))
+      out.damage.push_back({out.manifest_file, std::move(err)});
+  }
   return out;
 }
 

@@ -66,6 +66,7 @@ caf::error write_worker_changes(const std::filesystem::path& dir, const worker_s
   auto io = posix_io();
   auto tmp = dir / (std::string(worker_changes_file) + ".tmp");
   auto text = workers.to_string() + "\n";
+  io->remove(tmp);  // left by a crashed run; create() never writes through an existing name
   auto f = io->create(tmp);
   if (!f)
     return f.error();

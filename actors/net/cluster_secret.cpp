@@ -2,8 +2,6 @@
 
 #include <cstdlib>
 
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <system_error>
 
@@ -13,21 +11,18 @@
 #include <openssl/rand.h>
 
 #include "messages/errors.hpp"
+#include "storage/error_context.hpp"
+#include "storage/regular_file.hpp"
 
 namespace keel {
 
 caf::expected<cluster_secret> cluster_secret::from_file(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec))
+  auto read = read_regular_file(file, max_secret_file_bytes, symlinks::follow);
+  if (!read && is(read.error(), errc::not_found))
     return make_error(errc::not_found, "cluster secret file " + file.string() + " does not exist");
-  if (std::filesystem::is_directory(file, ec))
-    return make_error(errc::io_error, "cluster secret file " + file.string() + " is a directory");
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    return make_error(errc::io_error, "cannot read cluster secret file " + file.string());
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    return make_error(errc::io_error, "cannot read cluster secret file " + file.string());
+  if (!read)
+    return in_context(read.error(), "cluster secret file ");
+  auto bytes = std::move(*read);
   if (!bytes.empty() && bytes.back() == '\n')
     bytes.pop_back();
   if (!bytes.empty() && bytes.back() == '\r')

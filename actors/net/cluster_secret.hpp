@@ -21,6 +21,8 @@ using hmac_digest = std::array<uint8_t, 32>;
 // Fewer bytes than this is refused: a short secret is guessable offline from
 // one recorded handshake.
 constexpr size_t min_secret_bytes = 16;
+// A secret file larger than this is refused unread (/dev/zero included).
+constexpr size_t max_secret_file_bytes = 64 * 1024;
 
 class cluster_secret {
  public:
@@ -28,9 +30,11 @@ class cluster_secret {
   cluster_secret() = default;
   bool empty() const { return bytes_.empty(); }
 
-  // Reads the secret from `file` (one trailing newline is ignored). Errors:
-  // not_found / io_error naming the file, invalid_argument when it is empty
-  // or shorter than min_secret_bytes.
+  // Reads the secret from `file` (one trailing newline is ignored), which
+  // must be a regular file (a link to one is followed) of at most
+  // max_secret_file_bytes: a FIFO or a device is refused before it is read.
+  // Errors: not_found / io_error naming the file, invalid_argument when it is
+  // not a regular file, too large, empty or shorter than min_secret_bytes.
   static caf::expected<cluster_secret> from_file(const std::filesystem::path& file);
 
   // Uses `bytes` as the secret; the same length rules as from_file, with

@@ -14,6 +14,8 @@
 #include <filesystem>
 
 #include "messages/errors.hpp"
+#include "storage/error_context.hpp"
+#include "storage/regular_file.hpp"
 
 namespace keel {
 
@@ -147,6 +149,9 @@ const BIO_METHOD* nosignal_socket_method() {
   return method;
 }
 
+// A certificate chain, key or CA bundle larger than this is refused unread.
+constexpr uint64_t max_pem_file_bytes = uint64_t{1} << 20;
+
 caf::error bad_file(const std::string& flag, const std::string& file, const std::string& why) {
   return make_error(errc::invalid_argument, flag + " " + file + ": " + why);
 }
@@ -159,6 +164,11 @@ caf::error check_readable(const std::string& flag, const std::string& file) {
     return bad_file(flag, file, "does not exist");
   if (std::filesystem::is_directory(file, ec))
     return bad_file(flag, file, "is a directory");
+  // What OpenSSL then reads is a regular file of a PEM's size: never a
+  // FIFO (whose open would block), a device or an endless file.
+  auto pem = read_regular_file(file, max_pem_file_bytes, symlinks::follow);
+  if (!pem)
+    return make_error(errc::invalid_argument, flag + " " + error_text(pem.error()));
   return {};
 }
 

@@ -1,10 +1,12 @@
 // `keel node` as a command: the secret it needs, and how it stops.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 
 #include "actors/data_plane/data_plane_wire.hpp"
 #include "cluster_fixture.hpp"
+#include "cluster_run.hpp"
 
 using namespace keel;
 using namespace keel::test;
@@ -38,6 +40,32 @@ TEST_CASE("keel node refuses a missing, empty, short or absent cluster secret wi
   check({}, "no cluster secret: pass --secret-file FILE or set KEEL_CLUSTER_SECRET");
   check({"--listen", "127.0.0.1:99999", "--secret-file", write_secret(dir, "ok", "0123456789abcdef0123")},
         "--listen '127.0.0.1:99999': port is above 65535");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("keel node, cluster and admin refuse a secret file that is a device, a FIFO or larger than 64 KiB, unread, exit 2") {
+  auto dir = make_temp_dir();
+  ::unsetenv("KEEL_CLUSTER_SECRET");
+  auto fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto large = write_secret(dir, "large", std::string(max_secret_file_bytes + 1, 'k'));
+  const std::vector<std::pair<std::string, std::string>> files = {
+    {"/dev/zero", "/dev/zero: not a regular file (it is a character device)"},
+    {fifo.string(), fifo.string() + ": not a regular file (it is a FIFO)"},
+    {large, large + ": larger than " + std::to_string(max_secret_file_bytes) + " bytes"}};
+  for (auto& [file, why] : files) {
+    CAPTURE(file);
+    auto [status, log] = run_to_exit({"--secret-file", file});
+    CHECK_MESSAGE(status == 2, log);
+    CHECK_MESSAGE(log.find("cluster secret file " + why) != std::string::npos, log);
+    // The other commands that take a secret read it the same way.
+    for (auto command : {"cluster --connect 127.0.0.1:1 --model probe --secret-file " + file,
+                         "admin --at 127.0.0.1:1 --secret-file " + file + " status"}) {
+      auto r = run_keel(command);
+      CHECK_MESSAGE(r.status == 2, r.out);
+      CHECK_MESSAGE(r.out.find("cluster secret file " + why) != std::string::npos, r.out);
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -251,6 +251,9 @@ TEST_CASE("keel node and keel cluster refuse unusable TLS files with exit 2 and 
      "--tls-cert " + good.cert + ": is not valid under the CA " + other.ca},
     {"--tls-cert " + good.cert + " --tls-key " + good.key, "--tls-ca is missing"},
     {"--tls-cert " + good.key + " --tls-key " + good.key + " --tls-ca " + good.ca, "not a PEM certificate"},
+    // Read bounded, never a device's endless bytes.
+    {"--tls-cert " + good.cert + " --tls-key " + good.key + " --tls-ca /dev/zero",
+     "--tls-ca /dev/zero: not a regular file (it is a character device)"},
   };
   for (auto& bc : cases) {
     CAPTURE(bc.flags);
