@@ -51,7 +51,6 @@ struct restart_context {
   std::string id;            // the child's stable id (its directory name)
   uint64_t incarnation = 1;  // 1 for the first start, +1 for each restart
   snapshot from;             // empty: start fresh
-  caf::actor supervisor;     // where offer_snapshot() sends
   caf::actor directory;      // the tree's directory (may be invalid)
   caf::actor events;         // the tree's event stream (may be invalid)
   std::shared_ptr<supervision::clock> clock;
@@ -71,9 +70,8 @@ struct child_spec {
   shutdown_policy shutdown = shutdown_policy::after(std::chrono::seconds(5));
   child_kind kind = child_kind::worker;
   supervision::backoff backoff;       // default: restart at once
-  snapshot_source snapshots;          // extra candidates, tried after offered ones
+  snapshot_source snapshots;          // candidates, newest first (null: always fresh)
   snapshot_validator validate;        // null: every non-empty snapshot is valid
-  size_t snapshots_kept = 2;          // offered snapshots remembered, newest first
 };
 
 }  // namespace keel::supervision

@@ -19,7 +19,6 @@ namespace keel::supervision {
 using start_child_atom = caf::atom_constant<caf::atom("sv_start")>;   // (id | child_spec) -> actor
 using terminate_child_atom = caf::atom_constant<caf::atom("sv_term")>;  // (id) -> ok
 using which_children_atom = caf::atom_constant<caf::atom("sv_which")>;  // () -> vector<child_info>
-using offer_snapshot_atom = caf::atom_constant<caf::atom("sv_offer")>;  // (id, snapshot)
 // Supervisor-internal timers and notes to self.
 using restart_timer_atom = caf::atom_constant<caf::atom("sv_retry")>;
 using kill_timer_atom = caf::atom_constant<caf::atom("sv_kill")>;

@@ -1,5 +1,5 @@
 // A supervisor's run-time requests (OTP's start_child, terminate_child,
-// which_children) and snapshot offers. Each waits for a quiet moment between
+// which_children). Each waits for a quiet moment between
 // start and stop sequences, so it sees the children in a settled state.
 #include <algorithm>
 
@@ -17,7 +17,7 @@ caf::expected<caf::actor> add_child(supervisor_actor* self, child_spec spec) {
   if (find(self, spec.id) != nullptr)
     return make_error(errc::invalid_argument, "supervisor '" + st.spec.name +
                                                   "' already has a child '" + spec.id + "'");
-  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, {}, 0, {}});
+  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, 0, {}});
   if (auto err = start_one(self, st.children.back())) {
     st.children.pop_back();
     return err;
@@ -62,15 +62,6 @@ std::vector<child_info> list_children(supervisor_actor* self) {
 }
 
 }  // namespace
-
-void keep_offer(supervisor_actor* self, const std::string& id, snapshot s) {
-  auto* c = find(self, id);
-  if (c == nullptr)
-    return;
-  c->offered.push_front(std::move(s));
-  while (c->offered.size() > std::max<size_t>(c->spec.snapshots_kept, 1))
-    c->offered.pop_back();
-}
 
 void start_child_from_template(supervisor_actor* self, const std::string& id,
                                caf::typed_response_promise<caf::actor> rp) {

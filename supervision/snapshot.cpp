@@ -1,10 +1,6 @@
 #include "supervision/snapshot.hpp"
 
-#include <caf/send.hpp>
-
 #include "messages/errors.hpp"
-#include "supervision/child_spec.hpp"
-#include "supervision/protocol.hpp"
 
 namespace keel::supervision {
 
@@ -24,10 +20,6 @@ snapshot_choice choose_snapshot(const std::vector<snapshot>& newest_first,
     out.rejected.push_back(candidate.label + ": " + describe(why));
   }
   return out;
-}
-
-void offer_snapshot(const restart_context& ctx, snapshot s) {
-  caf::anon_send(ctx.supervisor, offer_snapshot_atom::value, ctx.id, std::move(s));
 }
 
 }  // namespace keel::supervision

@@ -18,8 +18,6 @@
 
 namespace keel::supervision {
 
-struct restart_context;
-
 struct snapshot {
   std::string label;
   std::shared_ptr<const void> data;
@@ -46,8 +44,9 @@ struct snapshot {
 // (and names why, for the restart event).
 using snapshot_validator = std::function<caf::error(const snapshot&)>;
 
-// Where a child spec finds snapshots beyond those its child offered its
-// supervisor (e.g. a store on disk): candidates for a child id, newest first.
+// Where a child spec finds the snapshots its child may start from (e.g. a
+// store on disk): candidates for a child id, newest first, asked at every
+// start.
 using snapshot_source = std::function<std::vector<snapshot>(const std::string& child_id)>;
 
 // The outcome of choosing a snapshot: the newest valid candidate (empty if
@@ -61,12 +60,6 @@ struct snapshot_choice {
 // accepts any non-empty candidate. An empty candidate is skipped as invalid.
 snapshot_choice choose_snapshot(const std::vector<snapshot>& newest_first,
                                 const snapshot_validator& validate);
-
-// Hands the child's supervisor a snapshot to restart this child from should
-// it fail; called by the child (any thread). The newest offers are kept
-// (child_spec::snapshots_kept) so a damaged one can fall back to its
-// predecessor.
-void offer_snapshot(const restart_context& ctx, snapshot s);
 
 }  // namespace keel::supervision
 

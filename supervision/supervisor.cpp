@@ -77,15 +77,12 @@ void on_failure(supervisor_actor* self, const std::string& id, caf::error reason
 
 // -- start ------------------------------------------------------------------
 
-// The candidates for a restart: what the child offered (newest first), then
-// the spec's source. The validator decides; the event reports the choice.
+// The candidates for a start: the spec's source's, newest first. The
+// validator decides; the event reports the choice.
 snapshot_choice pick_snapshot(const child_record& c) {
-  std::vector<snapshot> candidates(c.offered.begin(), c.offered.end());
-  if (c.spec.snapshots) {
-    auto more = c.spec.snapshots(c.spec.id);
-    candidates.insert(candidates.end(), more.begin(), more.end());
-  }
-  return choose_snapshot(candidates, c.spec.validate);
+  if (!c.spec.snapshots)
+    return {};
+  return choose_snapshot(c.spec.snapshots(c.spec.id), c.spec.validate);
 }
 
 caf::expected<caf::actor> call_start(supervisor_actor* self, const child_record& c,
@@ -118,7 +115,6 @@ caf::error start_one(supervisor_actor* self, child_record& c) {
   restart_context ctx = self->state.services;
   ctx.id = c.spec.id;
   ctx.incarnation = c.incarnation + 1;
-  ctx.supervisor = caf::actor_cast<caf::actor>(self);
   auto choice = pick_snapshot(c);
   ctx.from = choice.chosen;
   auto h = call_start(self, c, ctx);
@@ -207,7 +203,7 @@ void initial_start(supervisor_actor* self) {
     return;  // the template waits for start_child
   std::vector<std::string> ids;
   for (auto& spec : st.spec.children) {
-    st.children.push_back(child_record{spec, {}, 0, child_status::idle, {}, 0, {}});
+    st.children.push_back(child_record{spec, {}, 0, child_status::idle, 0, {}});
     ids.push_back(spec.id);
   }
   start_in_order(self, std::move(ids), true);
@@ -411,9 +407,6 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_spec spec, restart_c
       });
     },
     [=](kill_timer_atom, uint64_t ticket) { on_kill_timer(self, ticket); },
-    [=](offer_snapshot_atom, const std::string& id, snapshot& s) {
-      keep_offer(self, id, std::move(s));
-    },
     [=](start_child_atom, const std::string& id) {
       auto rp = self->make_response_promise<caf::actor>();
       start_child_from_template(self, id, rp);

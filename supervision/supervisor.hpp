@@ -43,11 +43,10 @@
 //   While it waits the name is `restarting` in the directory. All time comes
 //   from the tree's clock (supervision/clock.hpp), which tests replace.
 //
-// Snapshots. A child may offer its supervisor snapshots (offer_snapshot());
-//   a restart picks the newest offered one, then the spec's snapshot source,
-//   skipping any the spec's validator rejects. The event `restart(incarnation,
-//   from_snapshot)` says which one was used, which were rejected, or that the
-//   child started fresh.
+// Snapshots. Every start (the first one too) picks the newest candidate of
+//   the spec's snapshot source, skipping any the spec's validator rejects.
+//   The event `restart(incarnation, from_snapshot)` says which one was used,
+//   which were rejected, or that the child started fresh.
 //
 // Shutdown. On exit_reason::user_shutdown from anyone (its parent, the
 //   application), or on giving up, a supervisor stops its children one at a

@@ -30,7 +30,6 @@ struct child_record {
   caf::actor handle;         // valid while running or stopping
   uint64_t incarnation = 0;  // of the running (or last) incarnation
   child_status status = child_status::idle;
-  std::deque<snapshot> offered;  // newest first
   int consecutive_restarts = 0;  // for backoff
   clock::time_point started_at{};
 };
@@ -103,7 +102,6 @@ void terminate_child_request(supervisor_actor* self, const std::string& id,
                              caf::response_promise rp);
 void which_children_request(supervisor_actor* self,
                             caf::typed_response_promise<std::vector<child_info>> rp);
-void keep_offer(supervisor_actor* self, const std::string& id, snapshot s);
 
 // Stops the running children among `ids`, one at a time in the given order,
 // each by its shutdown policy, then runs `then`. Must not be called while

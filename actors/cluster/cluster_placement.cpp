@@ -396,7 +396,6 @@ caf::expected<caf::actor> cluster_placement::start_shard(caf::actor_system&, uin
     auto kept = req;
     kept.shard.initial_dense.clear();
     kept.shard.initial_dense.shrink_to_fit();
-    kept.shard.snapshot = {};
     // No actor handles: a pre-copy needs none, and the placement's state
     // outlives the job's actor system, which would wait for their actors.
     kept.shard.directory = caf::actor{};

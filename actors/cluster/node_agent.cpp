@@ -204,8 +204,6 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
   auto from = sender_node(self);
   if (!from || !trusted(self, *from))
     return refuse(self, "spawn", from);
-  if (auto err = check_request_frames(req))
-    return ban(self, *from, "frame in a spawn request", std::move(err));
   auto what = to_string(req.id.kind) + " '" + to_string(req.id) + "' (incarnation " +
               std::to_string(req.incarnation) + ")";
   // Spawns run on the agent's thread: their time (the model built here,
@@ -239,8 +237,6 @@ caf::result<uint64_t> on_prepare(agent_actor* self, const spawn_request& req) {
   auto from = sender_node(self);
   if (!from || !trusted(self, *from))
     return refuse(self, "pre-copy", from);
-  if (auto err = check_request_frames(req))
-    return ban(self, *from, "frame in a pre-copy request", std::move(err));
   auto rp = self->make_response_promise<uint64_t>();
   auto what = to_string(req.id) + " (checkpoint " +
               (req.shard.restore_from.empty() ? std::string("none") : std::to_string(req.shard.restore_from[0].checkpoint)) + ")";

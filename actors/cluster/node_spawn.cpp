@@ -14,7 +14,6 @@
 #include "actors/ps/parameter_shard.hpp"
 #include "actors/ps/shard_standby.hpp"
 #include "actors/ps/worker.hpp"
-#include "messages/decode.hpp"
 #include "messages/errors.hpp"
 #include "models/model_registry.hpp"
 
@@ -100,7 +99,7 @@ caf::error check_shard(const parameter_shard_config& s) {
       return err;
   if (auto err = check_rules(c))  // the spans and the tables' count
     return err;
-  if (s.snapshot.empty() && s.restore_from.empty() && s.initial_dense.size() != c.dense.size())
+  if (s.restore_from.empty() && s.initial_dense.size() != c.dense.size())
     return bad("shard.initial_dense", std::to_string(s.initial_dense.size()) + " values for " +
                                         std::to_string(c.dense.size()) + " dense keys");
   if (s.restore_from.size() > max_keep_last)
@@ -301,15 +300,6 @@ caf::error check_routes(const std::vector<data_route>& routes, const std::string
         r.tls_name.size() > 256)
       return bad(where + "[" + std::to_string(i) + "]",
                  "needs a node id and a host (1 to 256 characters each), a port, and a TLS name of at most 256");
-  }
-  return {};
-}
-
-caf::error check_request_frames(const spawn_request& req) {
-  if (req.id.is(actor_kind::shard) && !req.shard.snapshot.empty()) {
-    auto snap = decode(req.shard.snapshot);
-    if (!snap)
-      return snap.error();
   }
   return {};
 }

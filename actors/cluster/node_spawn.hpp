@@ -50,11 +50,6 @@ class model_cache {
 // id, a host and a port); the error names `where` and the bad entry.
 caf::error check_routes(const std::vector<data_route>& routes, const std::string& where);
 
-// Decodes every capnp frame the request carries with the validating decoder
-// (the snapshot of a shard restart). An error here means bad bytes from the
-// peer, which the agent treats as misbehaviour, not as a bad config.
-caf::error check_request_frames(const spawn_request& req);
-
 // What a node lends the actors it starts: `data_dir` its MNIST folder (for
 // a request whose model names none); with a data plane, a shard is served
 // on it and a worker uses it (with the request's routes) for its pushes and

@@ -34,14 +34,6 @@
 
 namespace keel {
 
-// The wait before writing again after `failures` failed writes in a row:
-// retry_min, doubling with each failure, at most retry_max. Shared by a
-// shard rewriting its file and the checkpointer rewriting a manifest.
-inline std::chrono::milliseconds write_retry_backoff(std::chrono::milliseconds retry_min,
-                                                     std::chrono::milliseconds retry_max, uint32_t failures) {
-  return std::min(retry_min * (1u << std::min<uint32_t>(failures, 16)), retry_max);
-}
-
 // One shard's part of a committed checkpoint.
 struct committed_shard {
   uint32_t shard = 0;

@@ -12,6 +12,7 @@
 #include "actors/core/thread_clock.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
+#include "actors/core/retry_backoff.hpp"
 #include "messages/decode.hpp"
 #include "storage/snapshot_store.hpp"
 
@@ -61,7 +62,7 @@ void report(checkpointer_actor* self, event_kind kind, std::string detail, uint6
 void retain(checkpointer_actor* self, uint64_t id, const checkpointer_state::part_set& parts) {
   auto& st = self->state;
   st.retained.emplace(id, parts);
-  auto wait = write_retry_backoff(st.cfg.retry_min, st.cfg.retry_max, st.failures++);
+  auto wait = retry_backoff(st.cfg.retry_min, st.cfg.retry_max, st.failures++);
   self->delayed_send(self, wait, retry_atom::value, id);
 }
 

@@ -37,9 +37,8 @@
 // the directory").
 // It starts from the first of `restore_from` (newest first) whose chain
 // validates (read on this shard's node, one file at a time: every byte's
-// CRC, the very files committed, run, configuration and their order), or
-// from `snapshot` (bytes in memory, validated by the caller), else from
-// `initial_dense`; a file found damaged is not read again for an older ref
+// CRC, the very files committed, run, configuration and their order), else
+// from `initial_dense`; a file found damaged is not read again for an older ref
 // (whose chain holds it), and a fall-back past one is said on stderr. When
 // no candidate of restore_from validates it starts from `initial_dense` if
 // given (as a supervisor does when no snapshot validates: the workers' logs
@@ -89,8 +88,7 @@ class shard_standby_store;
 struct parameter_shard_config {
   shard_config core;                 // the shard_core's keys, rule and optimizer
   std::vector<float> initial_dense;  // core.dense.size() values, used without a snapshot
-  shard_snapshot_msg snapshot;       // restart from this snapshot when not empty
-  std::vector<snapshot_ref> restore_from;  // else from the first of these that validates
+  std::vector<snapshot_ref> restore_from;  // restart from the first of these that validates
   uint64_t snapshot_every_steps = 0; // 0: snapshots only on request
   caf::actor directory;              // where it finds "checkpointer" (may be invalid: no snapshots)
   std::string checkpoint_dir;        // where it writes its snapshots (needed with snapshot_every_steps)
@@ -128,10 +126,6 @@ struct parameter_shard_config {
 
 // What this process gives its shard beside the config.
 struct parameter_shard_env {
-  // The snapshot's CRCs were checked already (a supervisor's validator ran
-  // check_shard_snapshot on this very frame, which is immutable): the
-  // restore skips that pass. Never set for bytes from another process.
-  bool snapshot_crcs_checked = false;
   std::shared_ptr<link_faults> faults;  // message faults on this shard's links (may be null)
   std::shared_ptr<file_io> io;          // the file system it reads and writes (null: the real one)
   // The model's initial rows bound to the job's seed: needed (and only
@@ -177,7 +171,7 @@ typename I::result_type inspect(I& f, snapshot_ref& x) {
 template <class I>
 typename I::result_type inspect(I& f, parameter_shard_config& x) {
   return f(caf::meta::type_name("keel.parameter_shard_config"), x.core,
-           wire::float_vector_bits{x.initial_dense}, x.snapshot, x.restore_from, x.snapshot_every_steps,
+           wire::float_vector_bits{x.initial_dense}, x.restore_from, x.snapshot_every_steps,
            x.directory, x.checkpoint_dir, x.retry_min, x.retry_max, x.chain.full_every, x.chain.delta_fraction, x.stream_above_bytes, x.seed,
            x.epoch, x.run_id, x.config_hash, x.peer_replica, x.restore_replica);
 }

@@ -10,7 +10,7 @@
 #include <caf/all.hpp>
 
 #include "actors/core/atoms.hpp"
-#include "actors/core/checkpoint_coordinator.hpp"
+#include "actors/core/retry_backoff.hpp"
 #include "actors/core/shard_delta.hpp"
 #include "actors/core/shard_stream.hpp"
 #include "actors/core/thread_clock.hpp"
@@ -61,7 +61,7 @@ void report_failed(shard_actor* self, uint64_t id, uint64_t step, const std::str
 void write_failed(shard_actor* self, uint64_t id, uint64_t step, const caf::error& err) {
   auto& st = self->state;
   report_failed(self, id, step, describe(err));
-  auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
+  auto wait = retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
   self->delayed_send(self, wait, retry_atom::value, id);
 }
 
@@ -144,7 +144,7 @@ void stream_failed(shard_actor* self, uint64_t id, uint64_t step, uint64_t versi
   auto& st = self->state;
   report_failed(self, id, step, why);
   st.restream = std::make_pair(id, version);
-  auto wait = write_retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
+  auto wait = retry_backoff(st.retry_min, st.retry_max, st.write_failures++);
   self->delayed_send(self, wait, retry_atom::value, id);
 }
 

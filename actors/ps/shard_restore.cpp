@@ -94,7 +94,7 @@ caf::expected<shard_start> restore_ref(const parameter_shard_config& cfg, const 
 
 // The shard's starting core: from its pre-copy on this node when it has one
 // for the newest ref (shard_standby.hpp), else from the first of
-// cfg.restore_from whose chain validates, else from cfg.snapshot, else fresh.
+// cfg.restore_from whose chain validates, else fresh.
 // `memory` is the pool the shard's snapshots will use: a file restored from
 // is read into it, so the next snapshot reuses that buffer's pages instead
 // of a second one staying mapped beside it.
@@ -136,16 +136,7 @@ caf::expected<shard_start> starting_core(caf::actor_system& sys, parameter_shard
     // missing pushes then call for a rollback), said loudly.
     std::fprintf(stderr, "keel: %s; starting fresh\n", none.c_str());
   }
-  caf::expected<shard_core> core{shard_core{}};
-  if (!cfg.snapshot.empty()) {
-    auto snap = decode(cfg.snapshot);
-    if (!snap)
-      return snap.error();
-    core = restore_shard(cfg.core, snap->root(),
-                         env.snapshot_crcs_checked ? verify_mode::structure : verify_mode::checksums, env.table_rows);
-  } else {
-    core = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
-  }
+  auto core = shard_core::make(cfg.core, std::move(cfg.initial_dense), env.table_rows);
   if (!core)
     return core.error();
   return shard_start{std::move(*core), {}};

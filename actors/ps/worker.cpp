@@ -13,6 +13,7 @@
 #include "actors/core/client_channel.hpp"
 #include "actors/core/crash.hpp"
 #include "actors/core/job_event.hpp"
+#include "actors/core/retry_backoff.hpp"
 #include "actors/ps/worker_state.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/protocol.hpp"
@@ -31,8 +32,7 @@ void emit(worker_actor* self, event_kind kind, std::string detail) {
 }
 
 std::chrono::milliseconds backoff(const worker_config& o, uint32_t attempt) {
-  auto d = o.retry_min * (1u << std::min<uint32_t>(attempt, 16));
-  return std::min(d, o.retry_max);
+  return retry_backoff(o.retry_min, o.retry_max, attempt);
 }
 
 void fail(worker_actor* self, caf::error err) {

@@ -6,7 +6,6 @@
 #include "messages/decode.hpp"
 #include "storage/checkpoint_files.hpp"
 #include "storage/crc32c.hpp"
-#include "storage/restore_check.hpp"
 #include "storage/sealed_file.hpp"
 #include "storage_fixtures.hpp"
 
@@ -89,43 +88,6 @@ TEST_CASE("a tensor whose bytes disagree with its CRC is reported by name though
   CHECK(contains(describe(back.error()), "x.snap: tensor 'embedding': CRC32C mismatch"));
   // Structure-only reading (keel inspect without --verify) does not look at CRCs.
   CHECK(read_snapshot_file(*posix_io(), dir / "x.snap", *pool, verify_mode::structure));
-}
-
-TEST_CASE("restore validation refuses a shape mismatch with a message naming the tensor and both shapes") {
-  auto snap = sample_snapshot(2, 0, 64);
-  auto d = decode(snap);
-  REQUIRE(d);
-  auto root = d->root();
-  std::vector<tensor_spec> good = {{"w", schema::DType::FLOAT32, {64, 32}},
-                                   {"b", schema::DType::FLOAT32, {32}}};
-  CHECK(!check_restore(root, good));
-
-  auto wrong_shape = good;
-  wrong_shape[0].shape = {64, 33};
-  auto err = check_restore(root, wrong_shape);
-  REQUIRE(err);
-  CHECK(is(err, errc::shape_mismatch));
-  CHECK(describe(err) ==
-        "shape_mismatch: tensor 'w': the snapshot has [64, 32] float32, expected [64, 33] float32");
-
-  auto wrong_dtype = good;
-  wrong_dtype[1].dtype = schema::DType::FLOAT64;
-  err = check_restore(root, wrong_dtype);
-  REQUIRE(err);
-  CHECK(contains(describe(err), "tensor 'b': the snapshot has [32] float32, expected [32] float64"));
-
-  auto missing = good;
-  missing.push_back({"momentum", schema::DType::FLOAT32, {64, 32}});
-  err = check_restore(root, missing);
-  REQUIRE(err);
-  CHECK(is(err, errc::not_found));
-  CHECK(contains(describe(err), "tensor 'momentum'"));
-
-  std::vector<tensor_spec> only_w = {good[0]};
-  err = check_restore(root, only_w);
-  REQUIRE(err);
-  CHECK(contains(describe(err), "tensor 'b'"));
-  CHECK(!check_restore(root, only_w, restore_rules{true}));
 }
 
 TEST_CASE("a written tensor holds what its fill wrote into its chunks, as a copied one of the same bytes") {

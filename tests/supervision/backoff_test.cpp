@@ -1,5 +1,7 @@
 // Backoff on the injectable clock: restart delays are exact, observable and
 // need no sleeping.
+#include <limits>
+
 #include "support.hpp"
 
 using namespace keel;
@@ -81,4 +83,16 @@ TEST_CASE("jittered backoff stays between d and d * (1 + random_factor) and repe
     return delays;
   };
   CHECK(run(7) == run(7));
+}
+
+TEST_CASE("doubled_delay doubles its first delay up to the cap, never past it and without overflow") {
+  using std::chrono::nanoseconds;
+  CHECK(doubled_delay(nanoseconds(3), nanoseconds(100), 0) == nanoseconds(3));
+  CHECK(doubled_delay(nanoseconds(3), nanoseconds(100), 2) == nanoseconds(12));
+  CHECK(doubled_delay(nanoseconds(3), nanoseconds(100), 6) == nanoseconds(100));     // 192 is past the cap
+  CHECK(doubled_delay(nanoseconds(3), nanoseconds(100), 6, 2) == nanoseconds(12));  // at most 2 doublings
+  CHECK(doubled_delay(nanoseconds(300), nanoseconds(100), 1) == nanoseconds(100));  // a cap below the first
+  auto huge = nanoseconds(std::numeric_limits<int64_t>::max());
+  CHECK(doubled_delay(nanoseconds(1), huge, UINT32_MAX) == huge);
+  CHECK(doubled_delay(nanoseconds(0), huge, UINT32_MAX) == nanoseconds(0));
 }

@@ -1,5 +1,8 @@
-// Restarting from the last snapshot: offered by the child, or from the
-// spec's source; damaged ones are skipped; none means a fresh start.
+// Restarting from the last snapshot: candidates come from the spec's
+// snapshot source, newest first; damaged ones are skipped; none means a
+// fresh start.
+#include <mutex>
+
 #include "support.hpp"
 
 using namespace keel;
@@ -7,10 +10,6 @@ using namespace keel::supervision;
 using namespace keel::supervision::testing;
 
 namespace {
-
-child_spec keeper_spec(const std::string& id) {
-  return worker_spec(id);
-}
 
 // Rejects any snapshot whose value is negative, as a checksum would.
 caf::error reject_negative(const snapshot& s) {
@@ -20,19 +19,39 @@ caf::error reject_negative(const snapshot& s) {
   return {};
 }
 
-void offer(fixture& f, const std::string& label, int value) {
-  f.self->request(f.handle_of("k"), wait_budget, offer_atom::value, label, value)
-    .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL(caf::to_string(e)); });
+// What a store on disk would hold: the test sets the candidates, the
+// supervisor reads them (on its own thread) at each start.
+struct candidates {
+  std::mutex mtx;
+  std::vector<snapshot> newest_first;
+
+  void set(std::vector<std::pair<std::string, int>> labelled) {
+    std::vector<snapshot> next;
+    for (auto& [label, value] : labelled)
+      next.push_back(snapshot::of(label, std::make_shared<const int>(value)));
+    std::lock_guard<std::mutex> guard(mtx);
+    newest_first = std::move(next);
+  }
+};
+
+child_spec keeper_spec(const std::string& id, std::shared_ptr<candidates> from) {
+  auto spec = worker_spec(id);
+  spec.snapshots = [from](const std::string& child) {
+    CHECK(child == "k");
+    std::lock_guard<std::mutex> guard(from->mtx);
+    return from->newest_first;
+  };
+  return spec;
 }
 
 }  // namespace
 
-TEST_CASE("a restarted child receives the newest snapshot it offered") {
+TEST_CASE("a restarted child receives the newest snapshot its spec's source supplies") {
   fixture f;
-  auto t = f.start(sup_spec("root", strategy::one_for_one, {keeper_spec("k")}));
+  auto store = std::make_shared<candidates>();
+  auto t = f.start(sup_spec("root", strategy::one_for_one, {keeper_spec("k", store)}));
   CHECK(std::get<2>(f.who(f.handle_of("k"))) == -1);
-  offer(f, "s1", 41);
-  offer(f, "s2", 42);
+  store->set({{"s2", 42}, {"s1", 41}});
   f.crash("k");
   auto r = f.expect(event_kind::restart, "k");
   CHECK(r.from_snapshot);
@@ -44,11 +63,11 @@ TEST_CASE("a restarted child receives the newest snapshot it offered") {
 
 TEST_CASE("a damaged snapshot is skipped for the one before it") {
   fixture f;
-  auto spec = keeper_spec("k");
+  auto store = std::make_shared<candidates>();
+  auto spec = keeper_spec("k", store);
   spec.validate = reject_negative;
   auto t = f.start(sup_spec("root", strategy::one_for_one, {spec}));
-  offer(f, "good", 7);
-  offer(f, "damaged", -1);
+  store->set({{"damaged", -1}, {"good", 7}});
   f.crash("k");
   auto r = f.expect(event_kind::restart, "k");
   CHECK(r.snapshot_label == "good");
@@ -60,14 +79,15 @@ TEST_CASE("a damaged snapshot is skipped for the one before it") {
 
 TEST_CASE("with no snapshot, or none valid, the child starts fresh and the event says so") {
   fixture f;
-  auto spec = keeper_spec("k");
+  auto store = std::make_shared<candidates>();
+  auto spec = keeper_spec("k", store);
   spec.validate = reject_negative;
   auto t = f.start(sup_spec("root", strategy::one_for_one, {spec}));
   f.crash("k");
   auto r = f.expect(event_kind::restart, "k");
   CHECK_FALSE(r.from_snapshot);
   CHECK(to_string(r).find("fresh") != std::string::npos);
-  offer(f, "bad", -5);
+  store->set({{"bad", -5}});
   f.crash("k");
   r = f.expect(event_kind::restart, "k");
   CHECK_FALSE(r.from_snapshot);
@@ -76,38 +96,20 @@ TEST_CASE("with no snapshot, or none valid, the child starts fresh and the event
   CHECK_FALSE(t.shutdown(wait_budget));
 }
 
-TEST_CASE("a spec's snapshot source supplies candidates after the offered ones") {
+TEST_CASE("a spec's snapshot source is asked at every start, the first one included") {
   fixture f;
-  auto spec = keeper_spec("k");
+  auto store = std::make_shared<candidates>();
+  store->set({{"disk-2", -2}, {"disk-1", 100}});
+  auto spec = keeper_spec("k", store);
   spec.validate = reject_negative;
-  spec.snapshots = [](const std::string& id) {
-    CHECK(id == "k");
-    return std::vector<snapshot>{snapshot::of("disk-2", std::make_shared<const int>(-2)),
-                                 snapshot::of("disk-1", std::make_shared<const int>(100))};
-  };
   auto t = f.start(sup_spec("root", strategy::one_for_one, {spec}));
   // Even the first incarnation starts from the source's newest valid one.
   auto s = f.expect(event_kind::start, "k");
   CHECK(s.snapshot_label == "disk-1");
-  offer(f, "mem", 5);
+  CHECK(std::get<2>(f.who(f.handle_of("k"))) == 100);
+  store->set({{"disk-3", 5}, {"disk-2", -2}, {"disk-1", 100}});
   f.crash("k");
-  CHECK(f.expect(event_kind::restart, "k").snapshot_label == "mem");
+  CHECK(f.expect(event_kind::restart, "k").snapshot_label == "disk-3");
   CHECK(std::get<2>(f.who(f.handle_of("k"))) == 5);
-  CHECK_FALSE(t.shutdown(wait_budget));
-}
-
-TEST_CASE("a supervisor remembers only the newest snapshots_kept offers") {
-  fixture f;
-  auto spec = keeper_spec("k");
-  spec.validate = reject_negative;
-  spec.snapshots_kept = 2;
-  auto t = f.start(sup_spec("root", strategy::one_for_one, {spec}));
-  offer(f, "old", 1);
-  offer(f, "mid", -1);
-  offer(f, "new", -1);
-  f.crash("k");
-  auto r = f.expect(event_kind::restart, "k");
-  CHECK_FALSE(r.from_snapshot);  // "old" was dropped; both kept ones are damaged
-  CHECK(r.snapshots_rejected.size() == 2);
   CHECK_FALSE(t.shutdown(wait_budget));
 }

@@ -26,7 +26,6 @@ using crash_atom = caf::atom_constant<caf::atom("t_crash")>;  // child throws
 using quit_atom = caf::atom_constant<caf::atom("t_quit")>;    // child exits normally
 using who_atom = caf::atom_constant<caf::atom("t_who")>;      // -> (id, incarnation, state)
 using ignored_atom = caf::atom_constant<caf::atom("t_ignored")>;  // a stubborn child saw shutdown
-using offer_atom = caf::atom_constant<caf::atom("t_offer")>;  // (label, int) -> offers a snapshot
 
 constexpr auto wait_budget = std::chrono::seconds(10);
 
@@ -118,7 +117,7 @@ struct fixture : config_holder {
 
 // A worker answers who_atom with its id, incarnation and the int it was
 // restored from (-1 when fresh), throws on crash_atom, exits normally on
-// quit_atom and offers its supervisor an int snapshot on offer_atom. It may be told to ignore exit signals (a stubborn child).
+// quit_atom. It may be told to ignore exit signals (a stubborn child).
 struct worker_options {
   bool stubborn = false;
   bool crash_on_init = false;
@@ -147,10 +146,6 @@ inline caf::behavior worker(caf::event_based_actor* self, restart_context ctx, w
     [=](who_atom) { return caf::make_message(ctx.id, ctx.incarnation, restored); },
     [=](crash_atom) -> caf::message { throw std::runtime_error("injected crash"); },
     [=](quit_atom) { self->quit(); },
-    [=](offer_atom, const std::string& label, int value) {
-      offer_snapshot(ctx, snapshot::of(label, std::make_shared<const int>(value)));
-      return caf::ok_atom::value;
-    },
   };
 }
 
