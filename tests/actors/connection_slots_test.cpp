@@ -14,7 +14,7 @@ const connection_slots::clock::time_point t0{std::chrono::hours(1)};
 }
 
 TEST_CASE(
-    "below the cap every connection is admitted; at it the oldest idle one gives way once its "
+    "below the cap every connection is admitted, and at it the oldest idle one gives way once its "
     "grace is over") {
   connection_slots slots(3, 100ms);
   auto a = slots.add(t0);
@@ -36,7 +36,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a connection whose response is being written never gives way; an answered one gives way "
+    "a connection whose response is being written never gives way, and an answered one gives way "
     "first, grace or not") {
   connection_slots slots(2, 100ms);
   auto a = slots.add(t0);
