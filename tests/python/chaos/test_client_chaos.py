@@ -128,8 +128,13 @@ def training(coordinator):
     return False
 
 
+def joins(coordinator):
+    """How many client processes the coordinator has taken in so far."""
+    return sum("a client process (it runs the loops" in line for line in list(coordinator.out))
+
+
 def run_with_faults(faults):
-    """Runs the job with two client processes; `faults(clients, stop)` runs
+    """Runs the job with two client processes; `faults(clients, stop, coordinator)` runs
     on a thread of its own once the job trains, until `stop` is set."""
     with tempfile.TemporaryDirectory(prefix="keel-pytest-client-chaos-") as d:
         secret = write_secret(d)
@@ -138,7 +143,7 @@ def run_with_faults(faults):
         clients = Clients(join, secret, (0, 1))
         stop = threading.Event()
         assert training(coordinator), "".join(coordinator.out) + "".join(coordinator.err)
-        injector = threading.Thread(target=faults, args=(clients, stop))
+        injector = threading.Thread(target=faults, args=(clients, stop, coordinator))
         injector.start()
         try:
             code, out, err = coordinator.finish()
@@ -153,7 +158,7 @@ def run_with_faults(faults):
 
 
 def test_a_client_process_stopped_for_3_s_goes_on_and_the_run_ends_bit_identical():
-    def stop_once(clients, stop):
+    def stop_once(clients, stop, coordinator):
         assert clients.stop_for(0, 3.0)
 
     out = run_with_faults(stop_once)
@@ -168,11 +173,21 @@ def test_client_processes_stopped_killed_and_replaced_at_random_moments(seed):
     print("seed %d: %s" % (seed, plan))
     done = []
 
-    def chaos(clients, stop):
+    def chaos(clients, stop, coordinator):
         for wait, w, kind, seconds in plan:
             if stop.wait(wait):
                 return
-            done.append((kind, w, clients.stop_for(w, seconds) if kind == "stop" else clients.kill_and_replace(w)))
+            if kind == "stop":
+                done.append((kind, w, clients.stop_for(w, seconds)))
+                continue
+            joined = joins(coordinator)
+            done.append((kind, w, clients.kill_and_replace(w)))
+            # Faults strike clients that train: the next waits until the
+            # coordinator has taken the new client in (a client stopped
+            # while it joins is a case of its own, not this tier's).
+            deadline = time.monotonic() + PATIENCE
+            while joins(coordinator) == joined and time.monotonic() < deadline and not stop.is_set():
+                time.sleep(0.05)  # a poll of the coordinator's output, bounded by the deadline
 
     run_with_faults(chaos)
     print("seed %d: faults %s" % (seed, done))
