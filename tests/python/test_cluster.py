@@ -44,6 +44,7 @@ class Coordinator:
         self.p = subprocess.Popen([KEEL, "cluster"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)
         self.out, self.err, self.joined = [], [], threading.Event()
+        self.changed = threading.Condition()  # notified at each line read, and at the end
         self.readers = [threading.Thread(target=self._read, args=(self.p.stdout, self.out)),
                         threading.Thread(target=self._read, args=(self.p.stderr, self.err))]
         for t in self.readers:
@@ -51,10 +52,22 @@ class Coordinator:
 
     def _read(self, stream, into):
         for line in stream:
-            into.append(line)
+            with self.changed:
+                into.append(line)
+                self.changed.notify_all()
             if "join node:0 at" in line:
                 self.joined.set()
         self.joined.set()
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout):
+        """Waits up to `timeout` s until predicate(out lines) holds or the
+        output ends; returns whether it held."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: predicate(self.out) or all(not t.is_alive() for t in self.readers), timeout) \
+                and predicate(self.out)
 
     def join_address(self):
         assert self.joined.wait(PATIENCE)

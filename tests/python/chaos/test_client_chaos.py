@@ -120,17 +120,12 @@ def check_run(code, out, err, d):
 def training(coordinator):
     """Waits until the coordinator reports its first progress point (a tenth
     of the run): the clients' loops train."""
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline and coordinator.p.poll() is None:
-        if any(re.search(r"step \d+/%d" % STEPS, line) for line in list(coordinator.out)):
-            return True
-        time.sleep(0.05)  # a poll of the coordinator's output, bounded by the deadline
-    return False
+    return coordinator.wait_for(lambda out: any(re.search(r"step \d+/%d" % STEPS, line) for line in out), PATIENCE)
 
 
-def joins(coordinator):
+def joins(out):
     """How many client processes the coordinator has taken in so far."""
-    return sum("a client process (it runs the loops" in line for line in list(coordinator.out))
+    return sum("a client process (it runs the loops" in line for line in out)
 
 
 def run_with_faults(faults):
@@ -180,14 +175,12 @@ def test_client_processes_stopped_killed_and_replaced_at_random_moments(seed):
             if kind == "stop":
                 done.append((kind, w, clients.stop_for(w, seconds)))
                 continue
-            joined = joins(coordinator)
+            joined = joins(list(coordinator.out))
             done.append((kind, w, clients.kill_and_replace(w)))
             # Faults strike clients that train: the next waits until the
             # coordinator has taken the new client in (a client stopped
             # while it joins is a case of its own, not this tier's).
-            deadline = time.monotonic() + PATIENCE
-            while joins(coordinator) == joined and time.monotonic() < deadline and not stop.is_set():
-                time.sleep(0.05)  # a poll of the coordinator's output, bounded by the deadline
+            coordinator.wait_for(lambda out: joins(out) > joined, PATIENCE)
 
     run_with_faults(chaos)
     print("seed %d: faults %s" % (seed, done))
