@@ -206,6 +206,14 @@ caf::result<caf::actor> on_spawn(agent_actor* self, const spawn_request& req) {
     return refuse(self, "spawn", from);
   auto what = to_string(req.id.kind) + " '" + to_string(req.id) + "' (incarnation " +
               std::to_string(req.incarnation) + ")";
+  if (st.stopping) {
+    // stop() has sent its children their exit: a child started now would
+    // get none, and run on in a process that is leaving (a client's worker
+    // on its closed channel, for ever). The placement tries elsewhere.
+    ++st.stats.rejected;
+    log(self, "rejected spawn of " + what + " from node " + to_string(*from) + ": this process is stopping");
+    return make_error(errc::shutting_down, "spawn of " + what + ": the process is stopping");
+  }
   // Spawns run on the agent's thread: their time (the model built here,
   // a shard's restore) is how long a restart or a move placed here waits.
   auto began = std::chrono::steady_clock::now();
