@@ -16,8 +16,13 @@ else
   build_dir="${KEEL_BUILD_DIR:-build}"
   flags=(-DCMAKE_BUILD_TYPE=Release)
 fi
-# ccache, where the machine has it, makes rebuilds of other trees cheap.
+# ccache keeps what any clone of keel on this machine compiled: paths inside
+# the clone are hashed relative to its root and the build directory's path
+# is left out, so a fresh clone (CI's, a worktree) compiles only the sources
+# that differ from an earlier build's.
 if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
   flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 # Warnings are errors in CI, so a warning never lands.

@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkgconf
+  ccache  # scripts/build.sh: a clone rebuilds only what an earlier build did not compile
   libcaf-dev
   capnproto libcapnp-dev
   libboost-dev libboost-program-options-dev
