@@ -24,6 +24,7 @@
 #include "actors/cluster/cluster_client.hpp"
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/job_summary.hpp"
 #include "actors/job/ps_client.hpp"
 #include "actors/metrics/metrics.hpp"
 #include "actors/metrics/metrics_file.hpp"

@@ -26,7 +26,7 @@ install(TARGETS ${_keel_layers} keel_all EXPORT keel-targets
 # schemas, storage, supervision stay inside the libraries).
 # tests/embedding_check.sh builds an application against exactly these.
 set(KEEL_PUBLIC_HEADERS
-  actors/job/job.hpp actors/job/config_bounds.hpp actors/job/ps_client.hpp actors/cluster/cluster_client.hpp actors/cluster/node_address.hpp
+  actors/job/job.hpp actors/job/job_summary.hpp actors/job/config_bounds.hpp actors/job/ps_client.hpp actors/cluster/cluster_client.hpp actors/cluster/node_address.hpp
   actors/net/cluster_secret.hpp actors/net/tls.hpp actors/core/client_future.hpp actors/core/client_step.hpp actors/core/job_event.hpp messages/wire_bits.hpp actors/core/consistency.hpp actors/core/optimizer.hpp
   actors/core/optimizer_config.hpp actors/core/table_limits.hpp actors/core/eviction_policy.hpp actors/core/chain_options.hpp
   actors/core/fault_kind.hpp actors/core/worker_schedule.hpp actors/faults/fault_plan.hpp actors/faults/recovery.hpp

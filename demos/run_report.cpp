@@ -223,47 +223,38 @@ std::string without_exception_tag(const std::string& what) {
 
 }  // namespace
 
-run_report make_report(const job_config& cfg, const std::string& model_name, const job_result& r) {
+run_report make_report(const job_config& cfg, const std::string& model_name, const job_summary& s) {
   run_report out;
   out.model = model_name;
   out.consistency = to_string(cfg.training.rule);
   out.shards = cfg.training.shards;
   out.workers = cfg.training.workers;
   out.seed = cfg.training.seed;
-  out.fault_plan = r.fault_plan;
-  out.messages_hit = r.messages_hit;
-  out.test_accuracy = r.quality.accuracy;
-  out.test_log_loss = r.quality.log_loss.value_or(NAN);
-  for (auto& m : r.quality.metrics)
+  out.fault_plan = s.fault_plan;
+  out.messages_hit = s.messages_hit;
+  out.test_accuracy = s.test_accuracy;
+  out.test_log_loss = s.test_log_loss.value_or(NAN);
+  for (auto& m : s.test_metrics)
     out.test_metrics[m.name] = m.value;
-  out.steps = r.steps;
-  out.pushes_acked = r.pushes_acked;
-  out.pushes_applied = r.pushes_applied;
-  out.rollbacks = r.rollbacks;
-  out.checkpoints = r.checkpoints;
-  out.seconds = r.seconds;
-  out.samples_per_second = r.samples_per_second;
-  out.params_sha256 = r.params_sha256;
-  out.restarts = r.restarts;
-  for (auto& e : r.events) {
-    if (e.kind != event_kind::progress) {
-      out.events.push_back(e);
-      continue;
-    }
-    progress_point p;
-    p.step = e.step;
-    p.at_ms = e.at_ms;
-    p.loss = e.loss;
-    if (!std::isnan(e.accuracy))
-      p.accuracy = e.accuracy;
-    p.samples_per_second = e.samples_per_second;
-    out.progress.push_back(p);
-  }
-  out.recoveries = recoveries(r.events);
-  out.tables = r.tables;
+  out.steps = s.steps;
+  out.pushes_acked = s.pushes_acked;
+  out.pushes_applied = s.pushes_applied;
+  out.rollbacks = s.rollbacks;
+  out.checkpoints = s.checkpoints;
+  out.seconds = s.seconds;
+  out.samples_per_second = s.samples_per_second;
+  out.params_sha256 = s.params_sha256;
+  out.restarts = s.restarts;
+  out.progress = s.progress;
+  out.events = s.events;
+  out.recoveries = s.recoveries;
+  out.tables = s.tables;
   return out;
 }
 
+// The JSON conversions nlohmann-json finds by argument-dependent lookup.
+// from_json throws nlohmann::json::exception naming the field; parse_report
+// turns that into an error value.
 void to_json(json& j, const run_report& r) {
   json hit = json::object();
   hit["dropped"] = r.messages_hit.dropped;

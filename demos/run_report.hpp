@@ -16,22 +16,13 @@
 #include <vector>
 
 #include <caf/expected.hpp>
-#include <nlohmann/json_fwd.hpp>
 
 #include "actors/core/job_event.hpp"
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/job_summary.hpp"
 
 namespace keel::cli {
-
-// One progress event: where training stood at `at_ms`.
-struct progress_point {
-  uint64_t step = 0;
-  int64_t at_ms = 0;
-  double loss = 0;                  // mean training loss since the previous point (NaN: none)
-  std::optional<double> accuracy;   // held-out accuracy, if it was scored
-  double samples_per_second = 0;
-};
 
 struct run_report {
   std::string model;
@@ -59,14 +50,9 @@ struct run_report {
   std::vector<keel::table_stats> tables;  // the model's embedding tables at the end (none: no tables)
 };
 
-// The report of a finished job run with `cfg` on the model named `model_name`.
-run_report make_report(const job_config& cfg, const std::string& model_name, const job_result& r);
-
-// JSON conversions (nlohmann-json finds them by argument-dependent lookup).
-// from_json throws nlohmann::json::exception naming the field; read_report
-// turns that into an error value.
-void to_json(nlohmann::ordered_json& j, const run_report& r);
-void from_json(const nlohmann::ordered_json& j, run_report& r);
+// The report of a finished job run with `cfg` on the model named
+// `model_name`, whose result `s` summarises.
+run_report make_report(const job_config& cfg, const std::string& model_name, const job_summary& s);
 
 // The report as indented JSON text, ending in a newline.
 std::string report_json(const run_report& r);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "actors/job/placement.hpp"
@@ -309,10 +310,10 @@ void announce(const train_flags& f, bool quiet) {
 }
 
 // --report and --plot; 1 if one cannot be written.
-int write_outputs(const train_flags& f, const job_result& r) {
+int write_outputs(const train_flags& f, const job_summary& s) {
   if (f.report_path.empty() && f.plot_path.empty())
     return 0;
-  auto report = make_report(f.cfg, f.choices.model, r);
+  auto report = make_report(f.cfg, f.choices.model, s);
   auto err = f.report_path.empty() ? caf::error{} : write_report(report, f.report_path);
   if (!err && !f.plot_path.empty())
     err = write_plot(report, f.plot_path);
@@ -389,7 +390,11 @@ int train_with(const args& given, const std::string& program, const job_setup& s
       print(e);
   });
   auto r = (*j)->wait(std::chrono::seconds(f.timeout_s));
-  auto metrics_error = metrics.finish(r ? &*r : nullptr);
+  // What the metrics, the printed result and the report show of the result.
+  std::optional<job_summary> summary;
+  if (r)
+    summary = summarize(*r);
+  auto metrics_error = metrics.finish(summary ? &*summary : nullptr);
   if (!metrics_error.empty())
     std::cerr << "keel train: " << metrics_error << "\n";
   j->reset();  // the job's actors are gone: nothing writes checkpoints any more
@@ -403,9 +408,9 @@ int train_with(const args& given, const std::string& program, const job_setup& s
     return 1;
   }
   int status = metrics_error.empty() ? 0 : 1;
-  if (print_result(cfg, *r, program, quiet) != 0)
+  if (print_result(cfg, *r, *summary, program, quiet) != 0)
     status = 1;
-  if (int written = write_outputs(f, *r))
+  if (int written = write_outputs(f, *summary))
     return written;
   return status;
 }

@@ -2,7 +2,7 @@
 
 #include "cli_flags.hpp"
 
-#include "actors/job/job.hpp"
+#include "actors/job/job_summary.hpp"
 
 namespace po = boost::program_options;
 
@@ -51,9 +51,9 @@ std::string train_metrics::start(std::ostream& out) {
   return {};
 }
 
-std::string train_metrics::finish(const job_result* r) {
-  if (r)
-    registry_.finish(*r);
+std::string train_metrics::finish(const job_summary* s) {
+  if (s)
+    registry_.finish(*s);
   else
     registry_.fail();
   std::string error;

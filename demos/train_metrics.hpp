@@ -31,9 +31,10 @@ class train_metrics {
   // Called from the job's on_event.
   void observe(const job_event& e) { registry_.observe(e); }
 
-  // The job ended with `r`, or without a result (nullptr). Writes the
-  // file's last line and closes it; returns "" or the write error.
-  std::string finish(const job_result* r);
+  // The job ended with the result `s` summarises, or without a result
+  // (nullptr). Writes the file's last line and closes it; returns "" or the
+  // write error.
+  std::string finish(const job_summary* s);
 
  private:
   metrics_registry registry_;

@@ -17,22 +17,14 @@ namespace {
 
 // The embedding tables' line: rows, memory beside the bytes of values and
 // optimizer state, and what capacity and admission dropped.
-void print_tables(const std::vector<table_stats>& tables, const table_limits& limits) {
-  table_stats sum;
-  for (auto& t : tables) {
-    sum.rows += t.rows;
-    sum.bytes += t.bytes;
-    sum.parameter_bytes += t.parameter_bytes;
-    sum.evictions += t.evictions;
-    sum.admissions_refused += t.admissions_refused;
-    sum.full_refused += t.full_refused;
-  }
+void print_tables(const job_summary& s, const table_limits& limits) {
+  const auto& sum = s.tables_total;
   auto mb = [](uint64_t b) {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f", static_cast<double>(b) / 1e6);
     return std::string(text);
   };
-  std::cout << "keel train: " << tables.size() << " embedding tables, " << sum.rows << " rows, "
+  std::cout << "keel train: " << s.tables.size() << " embedding tables, " << sum.rows << " rows, "
             << mb(sum.parameter_bytes) << " MB of values and optimizer state held in " << mb(sum.bytes)
             << " MB (" << (sum.parameter_bytes ? static_cast<double>(sum.bytes) / sum.parameter_bytes : 0.0)
             << " bytes a byte); rows evicted " << sum.evictions
@@ -59,60 +51,54 @@ std::function<void(const job_event&)> event_printer(bool verbose) {
   };
 }
 
-int print_result(const job_config& cfg, const job_result& r, const std::string& program, bool quiet) {
-  uint64_t restarts = 0;
-  for (auto& [name, n] : r.restarts)
-    restarts += n;
-  std::cout << "keel train: done in " << r.seconds << " s, " << r.samples_per_second
-            << " samples/s, " << restarts << " restarts, " << r.rollbacks << " rollbacks";
-  if (r.resumed_at_step > 0)
-    std::cout << ", resumed at step " << r.resumed_at_step;
+int print_result(const job_config& cfg, const job_result& r, const job_summary& s, const std::string& program,
+                 bool quiet) {
+  std::cout << "keel train: done in " << s.seconds << " s, " << s.samples_per_second
+            << " samples/s, " << s.restarts_total << " restarts, " << s.rollbacks << " rollbacks";
+  if (s.resumed_at_step > 0)
+    std::cout << ", resumed at step " << s.resumed_at_step;
   std::cout << "\nkeel train: test ";
   const char* sep = "";
   auto figure = [&](const std::string& name, double v) {
     std::cout << sep << name << " " << v;
     sep = ", ";
   };
-  if (r.quality.accuracy)
-    figure("accuracy", *r.quality.accuracy);
-  if (r.quality.log_loss)
-    figure("log loss", *r.quality.log_loss);
-  for (auto& m : r.quality.metrics)
+  if (s.test_accuracy)
+    figure("accuracy", *s.test_accuracy);
+  if (s.test_log_loss)
+    figure("log loss", *s.test_log_loss);
+  for (auto& m : s.test_metrics)
     figure(m.name, m.value);
-  std::cout << " over " << r.quality.examples << " examples";
+  std::cout << " over " << s.test_examples << " examples";
   if (cfg.training_model->evaluates_slices()) {
-    std::cout << ", scored in " << r.evaluation_seconds << " s; slices scored in the run:";
-    for (auto& [by, n] : r.slices_scored)
+    std::cout << ", scored in " << s.evaluation_seconds << " s; slices scored in the run:";
+    for (auto& [by, n] : s.slices_scored)
       std::cout << " " << (by == "job" ? "coordinator" : by) << " " << n;
   }
-  std::cout << "\nkeel train: pushes acked " << r.pushes_acked << ", applied "
-            << r.pushes_applied << ", params_sha256 " << r.params_sha256 << "\n";
-  if (!r.peak_log_bytes.empty()) {
+  std::cout << "\nkeel train: pushes acked " << s.pushes_acked << ", applied "
+            << s.pushes_applied << ", params_sha256 " << s.params_sha256 << "\n";
+  if (s.peak_log_bytes) {
     std::ostringstream mb;
-    mb << std::fixed << std::setprecision(1)
-       << static_cast<double>(*std::max_element(r.peak_log_bytes.begin(), r.peak_log_bytes.end())) / 1e6;
+    mb << std::fixed << std::setprecision(1) << static_cast<double>(*s.peak_log_bytes) / 1e6;
     std::cout << "keel train: replay logs held at most " << mb.str() << " MB of pushes (one worker's peak)\n";
   }
-  if (!r.tables.empty())
-    print_tables(r.tables, cfg.training.tables);
-  if (r.faults_injected > 0 || !r.faults_not_injected.empty()) {
-    std::cout << program << ": planned faults: " << r.faults_injected << " injected, "
-              << r.faults_not_injected.size() << " not\n";
-    for (auto& missed : r.faults_not_injected)
+  if (!s.tables.empty())
+    print_tables(s, cfg.training.tables);
+  if (s.faults_injected > 0 || !s.faults_not_injected.empty()) {
+    std::cout << program << ": planned faults: " << s.faults_injected << " injected, "
+              << s.faults_not_injected.size() << " not\n";
+    for (auto& missed : s.faults_not_injected)
       std::cout << "  not injected: " << missed << "\n";
   }
-  if (r.checkpoints > 0)
-    std::cout << "keel train: " << r.checkpoints << " checkpoints committed; writing them took "
-              << r.checkpoint_write_seconds << " s (" << r.checkpoint_write_cpu_seconds
-              << " s of CPU), and the checkpoint window held workers back " << r.window_wait_seconds
+  if (s.checkpoints > 0)
+    std::cout << "keel train: " << s.checkpoints << " checkpoints committed; writing them took "
+              << s.checkpoint_write_seconds << " s (" << s.checkpoint_write_cpu_seconds
+              << " s of CPU), and the checkpoint window held workers back " << s.window_wait_seconds
               << " s in all\n";
-  if (!quiet) {
-    auto recovered = recoveries(r.events);
-    if (!recovered.empty()) {
-      std::cout << "keel train: recoveries:\n";
-      for (auto& rec : recovered)
-        std::cout << "  " << to_string(rec) << "\n";
-    }
+  if (!quiet && !s.recoveries.empty()) {
+    std::cout << "keel train: recoveries:\n";
+    for (auto& rec : s.recoveries)
+      std::cout << "  " << to_string(rec) << "\n";
   }
   auto probe = std::dynamic_pointer_cast<const probe_model>(cfg.training_model);
   if (!probe)

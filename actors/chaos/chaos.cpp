@@ -8,6 +8,7 @@
 #include "actors/core/embedding_table.hpp"
 #include "actors/core/hash_slots.hpp"
 #include "actors/core/table_snapshot.hpp"
+#include "actors/job/job_summary.hpp"
 #include "messages/errors.hpp"
 #include "models/probe_model.hpp"
 
@@ -134,8 +135,8 @@ void check_exactly_once(const job_config& cfg, const job_result& r, chaos_run& o
 
 // The time from every kill to its victim's return, for the kills that came
 // back (rollbacks a worker asked for are not kills).
-void measure_recoveries(const job_result& r, chaos_run& out) {
-  for (auto& rec : recoveries(r.events))
+void measure_recoveries(const job_summary& s, chaos_run& out) {
+  for (auto& rec : s.recoveries)
     if (after_kill(rec) && rec.served_after_us)
       out.recovery_us.emplace_back(rec.kind, *rec.served_after_us);
 }
@@ -184,10 +185,9 @@ std::vector<chaos_run> run_chaos(const chaos_options& opts, uint64_t first, uint
     } else {
       out.faults = r->faults_injected;
       out.not_injected = r->faults_not_injected;
-      for (auto& [name, n] : r->restarts)
-        out.recoveries += n;
-      out.recoveries += r->rollbacks;
-      measure_recoveries(*r, out);
+      auto summary = summarize(*r);
+      out.recoveries = summary.restarts_total + summary.rollbacks;
+      measure_recoveries(summary, out);
       check_exactly_once(cfg, *r, out);
       if (bsp && r->params_sha256 != reference) {
         out.bit_identical = false;

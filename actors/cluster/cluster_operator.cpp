@@ -4,9 +4,9 @@
 #include <chrono>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/cluster/cluster_placement_state.hpp"
-#include "actors/metrics/metrics.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -87,10 +87,11 @@ void cluster_placement::note(uint32_t node, std::string detail) {
 }
 
 std::string cluster_placement::status_json() const {
+  using json = nlohmann::ordered_json;
   std::lock_guard<std::mutex> guard(state_->mtx);
   const auto& st = *state_;
   const auto& p = st.policy;
-  std::string out = "{\"nodes\": [";
+  json nodes = json::array();
   for (uint32_t i = 0; i < p.nodes(); ++i) {
     auto load = p.load(i);
     std::string state = st.released[i]            ? "released"
@@ -101,20 +102,23 @@ std::string cluster_placement::status_json() const {
     std::string address;
     if (i < st.cfg.nodes.size())
       address = st.cfg.nodes[i].host + ":" + std::to_string(st.cfg.nodes[i].port);
-    std::string children;
+    json children = json::array();
     for (auto child : st.released[i] ? std::vector<actor_id>{} : p.children_of(i))
-      children += (children.empty() ? "" : ", ") + json_string(to_string(child));
-    out += std::string(i ? ",\n  " : "\n  ") + "{\"node\": " + json_string(st.node_name(i)) +
-           ", \"address\": " + json_string(address) + ", \"state\": " + json_string(state) +
-           ", \"client_of\": [" + client_list(p, i) + "]" +
-           ", \"shards\": " + std::to_string(load.shards) + ", \"shard_bytes\": " +
-           std::to_string(load.shard_bytes) + ", \"workers\": " + std::to_string(load.workers) +
-           ", \"children\": [" + children + "]}";
+      children.push_back(to_string(child));
+    nodes.push_back({{"node", st.node_name(i)},
+                     {"address", address},
+                     {"state", state},
+                     {"client_of", p.served(i)},
+                     {"shards", load.shards},
+                     {"shard_bytes", load.shard_bytes},
+                     {"workers", load.workers},
+                     {"children", children}});
   }
-  out += "],\n \"moving\": " + (st.moving ? json_string(to_string(*st.moving)) : std::string("null")) +
-         ", \"queued_moves\": " + std::to_string(st.moves.size()) +
-         ", \"committed_step\": " + std::to_string(st.committed_step) + "}\n";
-  return out;
+  json status = {{"nodes", nodes},
+                 {"moving", st.moving ? json(to_string(*st.moving)) : json(nullptr)},
+                 {"queued_moves", st.moves.size()},
+                 {"committed_step", st.committed_step}};
+  return status.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace keel

@@ -112,8 +112,6 @@ using state_ptr = std::shared_ptr<cluster_placement::state>;
 std::string describe_load(const node_load& load);
 // "it runs the loops of worker:0, worker:2" for a client process.
 std::string describe_client(const placement_policy& p, uint32_t node);
-// "0, 2": the workers a client runs, for JSON.
-std::string client_list(const placement_policy& p, uint32_t node);
 // "3.1 kB", "6.6 MB".
 std::string readable_bytes(uint64_t bytes);
 

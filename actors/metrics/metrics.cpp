@@ -6,10 +6,13 @@
 #include <cstdlib>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/core/actor_id.hpp"
 #include "actors/core/job_event.hpp"
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/job_summary.hpp"
 
 namespace keel {
 
@@ -65,32 +68,39 @@ metric_family recovery_histogram(const std::vector<recovery>& rs) {
   return f;
 }
 
-std::string json_number(double v) {
-  return std::isfinite(v) ? format_metric_value(v) : "null";
+// A sample value as JSON: integers exactly (as format_metric_value writes
+// them, so 7 stays 7, not 7.0), others as the shortest double that reads
+// back the same; NaN and the infinities as null (JSON has none).
+nlohmann::ordered_json json_number(double v) {
+  if (!std::isfinite(v))
+    return nullptr;
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0)
+    return static_cast<int64_t>(v);
+  return v;
 }
 
-std::string json_value(const metric_family& f) {
+// A family's JSON value: a number, an object by label value, or a
+// histogram's {"count", "sum", "buckets": {le: n}}.
+nlohmann::ordered_json json_value(const metric_family& f) {
   if (f.type == metric_type::histogram) {
-    std::string count = "0", sum = "0", buckets;
+    nlohmann::ordered_json count = 0, sum = 0, buckets = nlohmann::ordered_json::object();
     for (auto& s : f.samples) {
       if (s.suffix == "_count")
         count = json_number(s.value);
       else if (s.suffix == "_sum")
         sum = json_number(s.value);
       else
-        buckets += (buckets.empty() ? "" : ", ") + json_string(s.labels.at(0).second) + ": " +
-                   json_number(s.value);
+        buckets[s.labels.at(0).second] = json_number(s.value);
     }
-    return "{\"count\": " + count + ", \"sum\": " + sum + ", \"buckets\": {" + buckets + "}}";
+    return {{"count", count}, {"sum", sum}, {"buckets", buckets}};
   }
   bool by_label = !f.samples.empty() && !f.samples.front().labels.empty();
   if (!by_label && f.samples.size() == 1)
     return json_number(f.samples.front().value);
-  std::string out = "{";
+  auto out = nlohmann::ordered_json::object();
   for (auto& s : f.samples)
-    out += (out.size() > 1 ? ", " : "") + json_string(s.labels.empty() ? "" : s.labels[0].second) +
-           ": " + json_number(s.value);
-  return out + "}";
+    out[s.labels.empty() ? "" : s.labels[0].second] = json_number(s.value);
+  return out;
 }
 
 const char* type_name(metric_type t) {
@@ -119,23 +129,6 @@ std::string escape_help(const std::string& h) {
 }
 
 }  // namespace
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 const std::vector<double>& recovery_buckets_seconds() {
   // A shard restarted from its snapshot serves again within a millisecond or
@@ -255,7 +248,7 @@ void metrics_registry::observe(const job_event& e) {
   }
 }
 
-void metrics_registry::finish(const job_result& r) {
+void metrics_registry::finish(const job_summary& r) {
   std::lock_guard<std::mutex> lock(mtx_);
   auto& s = *s_;
   s.steps = r.steps;
@@ -265,9 +258,9 @@ void metrics_registry::finish(const job_result& r) {
   s.rollbacks = r.rollbacks;
   s.checkpoints = r.checkpoints;
   s.samples_per_second = r.samples_per_second;
-  s.test_accuracy = r.quality.accuracy ? *r.quality.accuracy : NAN;
-  s.test_log_loss = r.quality.log_loss ? *r.quality.log_loss : NAN;
-  s.test_metrics = r.quality.metrics;
+  s.test_accuracy = r.test_accuracy.value_or(NAN);
+  s.test_log_loss = r.test_log_loss.value_or(NAN);
+  s.test_metrics = r.test_metrics;
   s.tables = r.tables;
   s.elapsed_seconds = r.seconds;
   s.done = true;
@@ -452,9 +445,11 @@ std::string to_prometheus(const std::vector<metric_family>& families) {
 }
 
 std::string to_json_line(const std::vector<metric_family>& families, int64_t time_ms) {
-  std::string out = "{\"time_ms\": " + std::to_string(time_ms);
-  for (auto& f : families) out += ", " + json_string(f.name) + ": " + json_value(f);
-  return out + "}";
+  nlohmann::ordered_json line = {{"time_ms", time_ms}};
+  for (auto& f : families) line[f.name] = json_value(f);
+  // Names come from the job (actors, tables): bytes that are not UTF-8 are
+  // replaced rather than failing the line.
+  return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace keel

@@ -3,8 +3,8 @@
 // job runs: steps, pushes, restarts per actor, rollbacks, checkpoints,
 // injected faults, recovery times, throughput and loss. It is fed the job's
 // events as they happen (`observe`, from job::on_event) and finalised from
-// the job's result (`finish`), whose numbers then replace what the events
-// suggested. Reading it yields metric families with Prometheus names and
+// the job's result (`finish`, reading its job_summary), whose numbers then
+// replace what the events suggested. Reading it yields metric families with Prometheus names and
 // HELP/TYPE lines, rendered as Prometheus text exposition (format 0.0.4) or
 // as one JSON line; both are pure functions of the families. Thread-safe:
 // one thread may observe while others render; every call is short and
@@ -22,7 +22,7 @@ namespace keel {
 // actors/core/job_event.hpp and actors/job/job.hpp; declared here so that readers of
 // metrics (the HTTP server, an embedding app) need no CAF header.
 struct job_event;
-struct job_result;
+struct job_summary;  // actors/job/job_summary.hpp
 
 enum class metric_type { counter, gauge, histogram };
 
@@ -53,9 +53,9 @@ class metrics_registry {
 
   // Counts one event of the job's timeline into the metrics.
   void observe(const job_event& e);
-  // The job ended with `r`: its totals become the metrics' values and
-  // keel_job_done becomes 1.
-  void finish(const job_result& r);
+  // The job ended with the result `s` summarises: its totals become the
+  // metrics' values and keel_job_done becomes 1.
+  void finish(const job_summary& s);
   // The job ended without a result (it failed, timed out or was stopped):
   // keel_job_done and keel_job_failed become 1; the rest stays as observed.
   void fail();
@@ -77,9 +77,6 @@ std::string to_prometheus(const std::vector<metric_family>& families);
 // value, ...}; a family with one label is an object by label value, a
 // histogram {"count", "sum", "buckets": {le: n}}; NaN is null.
 std::string to_json_line(const std::vector<metric_family>& families, int64_t time_ms);
-
-// `s` as a JSON string: quoted, \ and " escaped, control characters as \uXXXX.
-std::string json_string(const std::string& s);
 
 // A label value as the exposition format quotes it: \ " and newline escaped.
 std::string escape_label_value(const std::string& v);

@@ -82,18 +82,20 @@ struct py_job {
     }
     if (!r)
       raise(r.error());
+    auto s = keel::summarize(*r);
+    auto maybe = [](const std::optional<double>& v) { return v ? py::object(py::float_(*v)) : py::object(py::none()); };
     py::dict d;
-    d["steps"] = r->steps;
-    d["examples"] = r->quality.examples;
-    d["accuracy"] = r->quality.accuracy ? py::object(py::float_(*r->quality.accuracy)) : py::object(py::none());
-    d["log_loss"] = r->quality.log_loss ? py::object(py::float_(*r->quality.log_loss)) : py::object(py::none());
-    d["pushes_acked"] = r->pushes_acked;
-    d["pushes_applied"] = r->pushes_applied;
-    d["restarts"] = r->restarts;
-    d["rollbacks"] = r->rollbacks;
-    d["checkpoints"] = r->checkpoints;
-    d["params_sha256"] = r->params_sha256;
-    d["seconds"] = r->seconds;
+    d["steps"] = s.steps;
+    d["examples"] = s.test_examples;
+    d["accuracy"] = maybe(s.test_accuracy);
+    d["log_loss"] = maybe(s.test_log_loss);
+    d["pushes_acked"] = s.pushes_acked;
+    d["pushes_applied"] = s.pushes_applied;
+    d["restarts"] = s.restarts;
+    d["rollbacks"] = s.rollbacks;
+    d["checkpoints"] = s.checkpoints;
+    d["params_sha256"] = s.params_sha256;
+    d["seconds"] = s.seconds;
     return d;
   }
 };

@@ -45,7 +45,7 @@ TEST_CASE("the plot of an MNIST run through kills marks every fault, restart, ch
   c.faults.plan = {kill_at("shard:0", 40), kill_at("worker:1", 90), kill_at("shard:1", 140)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  auto report = make_report(c, "mnist-softmax", *r);
+  auto report = make_report(c, "mnist-softmax", summarize(*r));
   REQUIRE(report.recoveries.size() >= 3);  // the kills', and any rollback's
   REQUIRE(report.progress.size() >= 10);
 
@@ -121,7 +121,7 @@ TEST_CASE("a report without progress points still plots its markers over time, w
   c.faults.plan = {kill_at("shard:0", 20)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  auto report = make_report(c, "probe", *r);
+  auto report = make_report(c, "probe", summarize(*r));
   REQUIRE(report.progress.empty());
   auto svg = render_svg(report);
   auto doc = parse_svg(svg);
@@ -140,7 +140,7 @@ TEST_CASE("membership changes are marked and labelled: joins, releases, a plan's
   auto c = config_for(probe(), dir, 40);
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  auto report = make_report(c, "probe", *r);
+  auto report = make_report(c, "probe", summarize(*r));
   // Spread over the run, so that every label has room in its lane.
   const auto span = std::max<int64_t>(80, static_cast<int64_t>(report.seconds * 1000));
   auto at = [&](job_event e, int64_t k) {

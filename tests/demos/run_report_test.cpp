@@ -22,7 +22,7 @@ run_report probe_report_through_kills(const temp_dir& dir) {
   c.faults.plan = {kill_at("shard:0", 10), kill_at("worker:1", 20)};
   auto r = run(c);
   REQUIRE_MESSAGE(r, describe(r.error()));
-  return make_report(c, "probe", *r);
+  return make_report(c, "probe", summarize(*r));
 }
 
 bool has(const std::string& text, const std::string& part) {

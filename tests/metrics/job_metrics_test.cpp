@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "../actors/job_fixture.hpp"
+#include "actors/job/job_summary.hpp"
 #include "actors/metrics/metrics.hpp"
 #include "actors/metrics/metrics_http.hpp"
 #include "scrape.hpp"
@@ -51,7 +52,7 @@ TEST_CASE(
   CHECK(live_applied > 0);
   CHECK(live_applied <= r->pushes_applied);
 
-  reg.finish(*r);
+  reg.finish(summarize(*r));
   auto after = read_exposition(curl(url).body);
   CHECK_MESSAGE(after.error.empty(), after.error);
   CHECK(after.at("keel_restarts_total{actor=\"shard:0\"}") ==

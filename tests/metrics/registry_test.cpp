@@ -3,6 +3,7 @@
 
 #include "actors/faults/recovery.hpp"
 #include "actors/job/job.hpp"
+#include "actors/job/job_summary.hpp"
 #include "actors/metrics/metrics.hpp"
 #include "json_check.hpp"
 #include "scrape.hpp"
@@ -215,7 +216,7 @@ TEST_CASE(
   res.quality.log_loss = 0.5;
   res.quality.metrics = {{"mse", 0.25}, {"auc", 0.75}};
   res.seconds = 1.5;
-  r.finish(res);
+  r.finish(summarize(res));
   auto t = text(r);
   CAPTURE(t);
   CHECK(has_line(t, "keel_job_done 1"));
@@ -285,6 +286,24 @@ TEST_CASE(
   auto families = r.families();
   CHECK(j->object.size() == families.size() + 1);
   for (auto& f : families) CHECK_MESSAGE(j->object.count(f.name), f.name);
+}
+
+TEST_CASE("a JSON line writes whole numbers as integers and the others so they read back the same") {
+  metrics_registry r;
+  r.observe(progress(7, 28, 0, 0.1));
+  auto line = to_json_line(r.families(), 1234);
+  CAPTURE(line);
+  // The text of the value after "NAME":, whatever the spacing.
+  auto value_text = [&](const std::string& name) {
+    auto at = line.find("\"" + name + "\"");
+    REQUIRE(at != std::string::npos);
+    at = line.find_first_not_of(" :", line.find(':', at));
+    return line.substr(at, line.find_first_of(",}", at) - at);
+  };
+  CHECK(value_text("keel_steps") == "7");  // not 7.0 or 7e0: a reader sees an integer
+  CHECK(value_text("keel_pushes_total") == "28");
+  CHECK(value_text("time_ms") == "1234");
+  CHECK(std::stod(value_text("keel_training_loss")) == 0.1);
 }
 
 TEST_CASE("the test's JSON reader rejects what is not JSON") {
