@@ -22,7 +22,8 @@
 //   start: the next child in order waits, and downs, restarts and run-time
 //   requests that arrive are handled after it. An error answer or a timeout
 //   is a failed start, exactly as a start function's error; a handle that
-//   answers after the timeout is killed.
+//   answers after the timeout is killed. A start function that blocks runs
+//   as a pending start on a thread of its own (own_thread_start.hpp).
 //
 // A child goes down. The supervisor reports event `down(reason)`, then
 //   decides by restart type: permanent children are always restarted,

@@ -2,10 +2,13 @@
 // asks an actor for the child and awaits the answer as a message. The
 // ordered start waits for it; an error answer, or none within the spec's
 // start_timeout on the tree's clock, is a failed start exactly as a start
-// function's error is; a handle answered too late is killed.
+// function's error is; a handle answered too late is killed. A blocking
+// start function run on its own thread (start_on_own_thread) is such a
+// pending start, and holds no scheduler thread while it blocks.
 #include <future>
 
 #include "support.hpp"
+#include "supervision/own_thread_start.hpp"
 
 using namespace keel;
 using namespace keel::supervision;
@@ -172,4 +175,98 @@ TEST_CASE("start_child with a pending start answers with the placed child") {
   CHECK(std::get<0>(f.who(*h)) == "a");
   CHECK_FALSE(t.shutdown(wait_budget));
   f.self->send_exit(g, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("blocking start functions run on their own threads leave every scheduler thread free") {
+  fixture f;  // a scheduler of two threads
+  // Two supervisors whose children's start functions block until released:
+  // run on the supervisors' own threads they would hold both.
+  auto release = std::make_shared<std::promise<void>>();
+  auto released = release->get_future().share();
+  // Released on every way out, so that a failed check does not leave the
+  // start threads (and the actor system's end) waiting for ever.
+  std::shared_ptr<void> release_at_exit(nullptr, [release](void*) {
+    try {
+      release->set_value();
+    } catch (const std::future_error&) {
+    }
+  });
+  std::vector<std::shared_ptr<std::promise<void>>> entered;
+  std::vector<tree> trees;
+  for (int i = 0; i < 2; ++i) {
+    auto in = std::make_shared<std::promise<void>>();
+    entered.push_back(in);
+    auto c = worker_spec("blocked");
+    auto start = c.start;
+    c.start = [=](caf::actor_system& sys, const restart_context& ctx) -> caf::expected<caf::actor> {
+      in->set_value();
+      released.wait();
+      return start(sys, ctx);
+    };
+    trees.push_back(tree::launch(f.sys, sup_spec("root" + std::to_string(i), strategy::one_for_one,
+                                                 {start_on_own_thread(c, 10s)}),
+                                 f.options()));
+  }
+  for (auto& in : entered)
+    REQUIRE(in->get_future().wait_for(wait_budget) == std::future_status::ready);
+  // Both starts block now; an actor on the scheduler still answers.
+  auto echo = f.sys.spawn([]() -> caf::behavior { return {[](int x) { return x + 1; }}; });
+  int answer = 0;
+  f.self->request(echo, 2s, 41).receive([&](int x) { answer = x; }, [](caf::error& e) { FAIL(caf::to_string(e)); });
+  CHECK(answer == 42);
+  release_at_exit.reset();
+  CHECK(f.expect_n(event_kind::start, 2).size() == 2);
+  for (auto& t : trees)
+    CHECK_FALSE(t.shutdown(wait_budget));
+  f.self->send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a blocking start function run on its own thread fails a start with its error, as in place") {
+  fixture f;
+  auto c = worker_spec("a");
+  c.start = [](caf::actor_system&, const restart_context& ctx) -> caf::expected<caf::actor> {
+    return make_error(errc::not_found, "no node takes " + ctx.id);
+  };
+  auto t = tree::start(f.sys, sup_spec("root", strategy::one_for_one, {start_on_own_thread(c, 10s)}), f.options());
+  REQUIRE_FALSE(t);
+  CHECK(is(t.error(), errc::start_failed));
+  CHECK(describe(t.error()).find("child 'a' incarnation 1: ") != std::string::npos);
+  CHECK(describe(t.error()).find("no node takes a") != std::string::npos);
+}
+
+TEST_CASE("a child started on its own thread for a supervisor killed meanwhile is killed too") {
+  fixture f;
+  auto release = std::make_shared<std::promise<void>>();
+  auto released = release->get_future().share();
+  std::shared_ptr<void> release_at_exit(nullptr, [release](void*) {
+    try {
+      release->set_value();
+    } catch (const std::future_error&) {
+    }
+  });
+  auto in = std::make_shared<std::promise<void>>();
+  auto made = std::make_shared<std::promise<caf::actor>>();
+  auto c = worker_spec("a");
+  auto start = c.start;
+  c.start = [=](caf::actor_system& sys, const restart_context& ctx) -> caf::expected<caf::actor> {
+    in->set_value();
+    released.wait();
+    auto h = start(sys, ctx);
+    made->set_value(*h);
+    return h;
+  };
+  auto t = tree::launch(f.sys, sup_spec("root", strategy::one_for_one, {start_on_own_thread(c, 10s)}), f.options());
+  REQUIRE(in->get_future().wait_for(wait_budget) == std::future_status::ready);
+  f.self->monitor(t.root());
+  f.self->send_exit(t.root(), caf::exit_reason::kill);
+  f.self->receive([](caf::down_msg&) {}, caf::after(wait_budget) >> [] { FAIL("the root lives on"); });
+  release_at_exit.reset();
+  auto child = made->get_future();
+  REQUIRE(child.wait_for(wait_budget) == std::future_status::ready);
+  auto h = child.get();
+  f.self->monitor(h);
+  caf::error reason;
+  f.self->receive([&](caf::down_msg& dm) { reason = dm.reason; },
+                  caf::after(wait_budget) >> [] { FAIL("the orphan lives on"); });
+  CHECK(reason == caf::exit_reason::kill);
 }
