@@ -5,7 +5,10 @@
 // the supervisor's whole view of it is this spec, the handle the start
 // function returned and a monitor on that handle, so a child on another node
 // needs nothing more. Specs are values, copied freely; the start function must
-// be callable from the supervisor's thread, again for every restart.
+// be callable from the supervisor's thread, again for every restart. A
+// start that cannot finish at once (a child placed on another node) is a
+// pending start: the supervisor asks an actor and awaits its answer as a
+// message, never blocking its thread.
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/message.hpp>
 
 #include "supervision/backoff.hpp"
 #include "supervision/clock.hpp"
@@ -63,9 +67,28 @@ struct restart_context {
 using start_function =
     std::function<caf::expected<caf::actor>(caf::actor_system&, const restart_context&)>;
 
+// A start that completes later: the supervisor sends `ask` to `answerer`
+// and awaits its answer, the child's handle (an actor) or an error. No
+// answer within the spec's start_timeout is a failed start.
+struct pending_start {
+  caf::actor answerer;
+  caf::message ask;
+};
+
+// Begins one incarnation's start and returns what to await. An error (or a
+// thrown exception) here, an error answer or a timeout is a failed start,
+// exactly as for a start_function.
+using pending_start_function =
+    std::function<caf::expected<pending_start>(caf::actor_system&, const restart_context&)>;
+
 struct child_spec {
   std::string id;
   start_function start;
+  // Instead of `start` (which it takes precedence over when set): a start
+  // the supervisor awaits as a message, bounded by `start_timeout` on the
+  // tree's clock. A handle that answers after the timeout is killed.
+  pending_start_function start_pending;
+  clock::duration start_timeout = std::chrono::seconds(30);
   restart_type restart = restart_type::permanent;
   shutdown_policy shutdown = shutdown_policy::after(std::chrono::seconds(5));
   child_kind kind = child_kind::worker;

@@ -23,6 +23,7 @@ using which_children_atom = caf::atom_constant<caf::atom("sv_which")>;  // () ->
 using restart_timer_atom = caf::atom_constant<caf::atom("sv_retry")>;
 using kill_timer_atom = caf::atom_constant<caf::atom("sv_kill")>;
 using start_failed_atom = caf::atom_constant<caf::atom("sv_fail")>;
+using start_timer_atom = caf::atom_constant<caf::atom("sv_await")>;  // (ticket): a pending start's bound
 
 // Directory requests.
 using register_atom = caf::atom_constant<caf::atom("dir_put")>;    // (directory_update)

@@ -10,19 +10,29 @@ namespace keel::supervision::detail {
 
 namespace {
 
-caf::expected<caf::actor> add_child(supervisor_actor* self, child_spec spec) {
+// Adds `spec` as the last child and starts it; `rp` hears its handle or why
+// not (a failed start forgets the child again).
+void add_child(supervisor_actor* self, child_spec spec, caf::typed_response_promise<caf::actor> rp) {
   auto& st = self->state;
-  if (st.terminating)
-    return make_error(errc::shutting_down, "supervisor '" + st.spec.name + "' is stopping");
-  if (find(self, spec.id) != nullptr)
-    return make_error(errc::invalid_argument, "supervisor '" + st.spec.name +
-                                                  "' already has a child '" + spec.id + "'");
-  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, 0, {}});
-  if (auto err = start_one(self, st.children.back())) {
-    st.children.pop_back();
-    return err;
+  if (st.terminating) {
+    rp.deliver(make_error(errc::shutting_down, "supervisor '" + st.spec.name + "' is stopping"));
+    return;
   }
-  return st.children.back().handle;
+  if (find(self, spec.id) != nullptr) {
+    rp.deliver(make_error(errc::invalid_argument,
+                          "supervisor '" + st.spec.name + "' already has a child '" + spec.id + "'"));
+    return;
+  }
+  auto id = spec.id;
+  st.children.push_back(child_record{std::move(spec), {}, 0, child_status::idle, 0, {}});
+  start_one(self, id, [=](caf::error err) mutable {
+    if (err) {
+      erase_child(self, id);
+      rp.deliver(std::move(err));
+      return;
+    }
+    rp.deliver(find(self, id)->handle);
+  });
 }
 
 void remove_child(supervisor_actor* self, const std::string& id, caf::response_promise rp) {
@@ -47,13 +57,6 @@ void remove_child(supervisor_actor* self, const std::string& id, caf::response_p
   });
 }
 
-void deliver(caf::typed_response_promise<caf::actor>& rp, caf::expected<caf::actor> h) {
-  if (h)
-    rp.deliver(std::move(*h));
-  else
-    rp.deliver(std::move(h.error()));
-}
-
 std::vector<child_info> list_children(supervisor_actor* self) {
   std::vector<child_info> out;
   for (const auto& c : self->state.children)
@@ -75,7 +78,7 @@ void start_child_from_template(supervisor_actor* self, const std::string& id,
     }
     auto spec = st.spec.children.front();
     spec.id = id;
-    deliver(rp, add_child(self, std::move(spec)));
+    add_child(self, std::move(spec), rp);
   });
 }
 
@@ -87,7 +90,7 @@ void start_child_from_spec(supervisor_actor* self, child_spec spec,
                             "a simple_one_for_one supervisor starts children by id"));
       return;
     }
-    deliver(rp, add_child(self, std::move(spec)));
+    add_child(self, std::move(spec), rp);
   });
 }
 

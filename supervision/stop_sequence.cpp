@@ -100,7 +100,8 @@ void on_kill_timer(supervisor_actor* self, uint64_t ticket) {
 }
 
 bool busy(supervisor_actor* self) {
-  return self->state.stopping.has_value() || self->state.starting.has_value();
+  return self->state.stopping.has_value() || self->state.starting.has_value() ||
+         self->state.awaiting_start.has_value();
 }
 
 void when_idle(supervisor_actor* self, std::function<void()> f) {

@@ -85,42 +85,35 @@ snapshot_choice pick_snapshot(const child_record& c) {
   return choose_snapshot(c.spec.snapshots(c.spec.id), c.spec.validate);
 }
 
-caf::expected<caf::actor> call_start(supervisor_actor* self, const child_record& c,
-                                     const restart_context& ctx) {
-  auto failed = [&](const std::string& why) {
-    return make_error(errc::start_failed, "child '" + c.spec.id + "' incarnation " +
-                                              std::to_string(ctx.incarnation) + ": " + why);
-  };
-  if (!c.spec.start)
-    return failed("the spec has no start function");
+caf::error start_failure(const std::string& id, uint64_t incarnation, const std::string& why) {
+  return make_error(errc::start_failed,
+                    "child '" + id + "' incarnation " + std::to_string(incarnation) + ": " + why);
+}
+
+// Calls `f` (a start function or a pending start function), turning its
+// error, an exception or an empty handle into a start failure.
+template <class Start, class Valid>
+auto call_start(supervisor_actor* self, const restart_context& ctx, const Start& f, Valid valid)
+  -> decltype(f(self->system(), ctx)) {
   try {
-    auto h = c.spec.start(self->system(), ctx);
+    auto h = f(self->system(), ctx);
     if (!h)
-      return failed(describe(h.error()));
-    if (!*h)
-      return failed("the start function returned no actor");
+      return start_failure(ctx.id, ctx.incarnation, describe(h.error()));
+    if (!valid(*h))
+      return start_failure(ctx.id, ctx.incarnation, "the start function returned no actor");
     return h;
   } catch (const std::exception& e) {
-    return failed(std::string("the start function threw: ") + e.what());
+    return start_failure(ctx.id, ctx.incarnation, std::string("the start function threw: ") + e.what());
   } catch (...) {
-    return failed("the start function threw");
+    return start_failure(ctx.id, ctx.incarnation, "the start function threw");
   }
 }
 
-}  // namespace
-
-// Starts the next incarnation of `c`. On success the child is monitored,
-// registered and announced; on failure nothing changed but the error.
-caf::error start_one(supervisor_actor* self, child_record& c) {
-  restart_context ctx = self->state.services;
-  ctx.id = c.spec.id;
-  ctx.incarnation = c.incarnation + 1;
-  auto choice = pick_snapshot(c);
-  ctx.from = choice.chosen;
-  auto h = call_start(self, c, ctx);
-  if (!h)
-    return h.error();
-  c.handle = std::move(*h);
+// Child ctx.id started as incarnation ctx.incarnation with handle `h`: it
+// is monitored, registered and announced, and `start` or `restart` published.
+void adopt(supervisor_actor* self, const restart_context& ctx, snapshot_choice choice, caf::actor h) {
+  auto& c = *find(self, ctx.id);
+  c.handle = std::move(h);
   c.incarnation = ctx.incarnation;
   c.status = child_status::running;
   c.started_at = now(self);
@@ -135,7 +128,72 @@ caf::error start_one(supervisor_actor* self, child_record& c) {
   e.snapshot_label = choice.chosen.label;
   e.snapshots_rejected = std::move(choice.rejected);
   publish(self, std::move(e));
-  return caf::error{};
+}
+
+// Ends pending start `ticket` with `h` (or its error), unless it ended
+// already: a handle answered after the timeout is killed, since nobody
+// would supervise it.
+void complete_pending(supervisor_actor* self, uint64_t ticket, caf::expected<caf::actor> h) {
+  auto& st = self->state;
+  if (!st.awaiting_start || st.awaiting_start->ticket != ticket) {
+    if (h && *h)
+      self->send_exit(*h, caf::exit_reason::kill);
+    return;
+  }
+  auto a = std::move(*st.awaiting_start);
+  st.awaiting_start.reset();
+  if (h && !*h)
+    h = make_error(errc::start_failed, "the answer was no actor");
+  if (h) {
+    adopt(self, a.ctx, std::move(a.choice), std::move(*h));
+    a.then(caf::error{});
+  } else {
+    a.then(start_failure(a.ctx.id, a.ctx.incarnation, describe(h.error())));
+  }
+  drain_deferred(self);
+}
+
+}  // namespace
+
+void start_one(supervisor_actor* self, const std::string& id, std::function<void(caf::error)> then) {
+  auto& c = *find(self, id);
+  restart_context ctx = self->state.services;
+  ctx.id = c.spec.id;
+  ctx.incarnation = c.incarnation + 1;
+  auto choice = pick_snapshot(c);
+  ctx.from = choice.chosen;
+  if (!c.spec.start_pending) {
+    if (!c.spec.start)
+      return then(start_failure(ctx.id, ctx.incarnation, "the spec has no start function"));
+    auto h = call_start(self, ctx, c.spec.start, [](const caf::actor& a) { return static_cast<bool>(a); });
+    if (!h)
+      return then(h.error());
+    adopt(self, ctx, std::move(choice), std::move(*h));
+    return then(caf::error{});
+  }
+  auto pending = call_start(self, ctx, c.spec.start_pending,
+                            [](const pending_start& p) { return static_cast<bool>(p.answerer); });
+  if (!pending)
+    return then(pending.error());
+  auto& st = self->state;
+  auto ticket = st.next_ticket++;
+  st.awaiting_start = awaited_start{ticket, ctx, std::move(choice), std::move(then)};
+  st.services.clock->send_later(self, c.spec.start_timeout,
+                                caf::make_message(start_timer_atom::value, ticket));
+  // No CAF timeout: the bound is the tree's clock's (above), and an answer
+  // after it must still be seen, to kill the handle it brings.
+  self->request(pending->answerer, caf::infinite, std::move(pending->ask))
+    .then([=](caf::actor& h) { complete_pending(self, ticket, std::move(h)); },
+          [=](caf::error& err) { complete_pending(self, ticket, std::move(err)); });
+}
+
+void on_start_timer(supervisor_actor* self, uint64_t ticket) {
+  auto& st = self->state;
+  if (!st.awaiting_start || st.awaiting_start->ticket != ticket)
+    return;
+  auto timeout = find(self, st.awaiting_start->ctx.id)->spec.start_timeout;
+  complete_pending(self, ticket,
+                   make_error(errc::timeout, "no answer to its pending start within " + ms(timeout)));
 }
 
 namespace {
@@ -157,6 +215,38 @@ void end_start_job(supervisor_actor* self) {
   drain_deferred(self);
 }
 
+// Child `id` of the running start job has started (or failed to): the job
+// goes on with the next child, or ends.
+void started_next(supervisor_actor* self, const std::string& id, caf::error err) {
+  auto& st = self->state;
+  if (err) {
+    bool initial = st.starting->initial;
+    st.starting.reset();
+    if (initial)
+      terminate(self, make_error(errc::start_failed, "supervisor '" + st.spec.name +
+                                                         "' could not start: " + describe(err)));
+    else
+      // Through the mailbox, not recursion: a child failing to start again
+      // and again is bounded by intensity, and other messages interleave.
+      self->send(self, start_failed_atom::value, id, std::move(err));
+    drain_deferred(self);
+    return;
+  }
+  auto* c = find(self, id);
+  if (c->spec.kind == child_kind::supervisor) {
+    // As in OTP, a supervisor child has started its own children before
+    // its next sibling starts. Every CAF actor answers this probe once
+    // initialised; a child that died instead shows up as a down_msg.
+    self->request(c->handle, std::chrono::seconds(30), caf::sys_atom::value,
+                  caf::get_atom::value, std::string{"info"})
+      .then([=](caf::ok_atom, const std::string&, const caf::strong_actor_ptr&,
+                const std::string&) { start_next(self); },
+            [=](caf::error&) { start_next(self); });
+    return;
+  }
+  start_next(self);
+}
+
 void start_next(supervisor_actor* self) {
   auto& st = self->state;
   auto& job = *st.starting;
@@ -169,30 +259,9 @@ void start_next(supervisor_actor* self) {
     if (c == nullptr || c->status == child_status::running)
       continue;
     c->status = child_status::idle;
-    if (auto err = start_one(self, *c)) {
-      bool initial = job.initial;
-      st.starting.reset();
-      if (initial)
-        terminate(self, make_error(errc::start_failed, "supervisor '" + st.spec.name +
-                                                           "' could not start: " + describe(err)));
-      else
-        // Through the mailbox, not recursion: a child failing to start again
-        // and again is bounded by intensity, and other messages interleave.
-        self->send(self, start_failed_atom::value, id, std::move(err));
-      drain_deferred(self);
-      return;
-    }
-    if (c->spec.kind == child_kind::supervisor) {
-      // As in OTP, a supervisor child has started its own children before
-      // its next sibling starts. Every CAF actor answers this probe once
-      // initialised; a child that died instead shows up as a down_msg.
-      self->request(c->handle, std::chrono::seconds(30), caf::sys_atom::value,
-                    caf::get_atom::value, std::string{"info"})
-        .then([=](caf::ok_atom, const std::string&, const caf::strong_actor_ptr&,
-                  const std::string&) { start_next(self); },
-              [=](caf::error&) { start_next(self); });
-      return;
-    }
+    // Goes on in started_next: at once after a start function, when the
+    // answer comes for a pending start.
+    return start_one(self, id, [=](caf::error err) { started_next(self, id, std::move(err)); });
   }
   end_start_job(self);
 }
@@ -407,6 +476,7 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_spec spec, restart_c
       });
     },
     [=](kill_timer_atom, uint64_t ticket) { on_kill_timer(self, ticket); },
+    [=](start_timer_atom, uint64_t ticket) { on_start_timer(self, ticket); },
     [=](start_child_atom, const std::string& id) {
       auto rp = self->make_response_promise<caf::actor>();
       start_child_from_template(self, id, rp);

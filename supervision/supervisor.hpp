@@ -14,6 +14,16 @@
 //   reverse) and exits with errc::start_failed naming the child: its parent
 //   sees that exit like any other failure. The supervisor monitors,
 //   never links: whatever way it dies, it kills the children it still has.
+//   A start may be pending (child_spec::start_pending): the start function
+//   names an actor and a message, and the supervisor awaits the answer, the
+//   child's handle, as a message, so that a start placed on another node
+//   never blocks its thread. Until the answer (or its error, or the spec's
+//   start_timeout on the tree's clock) the supervisor is busy as during any
+//   start: the next child in order waits, and downs, restarts and run-time
+//   requests that arrive are handled after it. An error answer or a timeout
+//   is a failed start, exactly as a start function's error; a handle that
+//   answers after the timeout is killed. A start function that blocks runs
+//   as a pending start on a thread of its own (own_thread_start.hpp).
 //
 // A child goes down. The supervisor reports event `down(reason)`, then
 //   decides by restart type: permanent children are always restarted,

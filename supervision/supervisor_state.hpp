@@ -44,6 +44,15 @@ struct stop_job {
   std::function<void()> then;
 };
 
+// A pending start (child_spec::start_pending) being awaited: what its
+// answer completes, and `then`, told the outcome.
+struct awaited_start {
+  uint64_t ticket = 0;
+  restart_context ctx;  // ctx.id: the child
+  snapshot_choice choice;
+  std::function<void(caf::error)> then;
+};
+
 // Children being started one at a time (a supervisor child must answer a
 // probe, i.e. have started its own children, before the next one starts).
 struct start_job {
@@ -61,6 +70,9 @@ struct supervisor_state {
   std::optional<start_job> starting;
   std::deque<std::function<void()>> deferred;  // arrived while busy()
   std::map<uint64_t, std::vector<std::string>> pending_restarts;  // ticket -> ids
+  // The pending start being awaited, if any: the supervisor is busy() until
+  // its answer, its error or its timeout.
+  std::optional<awaited_start> awaiting_start;
   uint64_t next_ticket = 1;
   bool terminating = false;
   bool exited = false;  // quit() was called
@@ -89,9 +101,15 @@ void drain_deferred(supervisor_actor* self);
 
 void erase_child(supervisor_actor* self, const std::string& id);
 
-// Starts the next incarnation of `c`: monitored, registered and announced on
-// success; on failure nothing changed but the error.
-caf::error start_one(supervisor_actor* self, child_record& c);
+// Starts the next incarnation of child `id` and calls `then` with the
+// outcome: monitored, registered and announced on success; on failure
+// nothing changed but the error. A start function's outcome comes at once; a
+// pending start's when its answer, error or timeout arrives (busy() until
+// then, so nothing else changes the children meanwhile).
+void start_one(supervisor_actor* self, const std::string& id, std::function<void(caf::error)> then);
+
+// The timer of pending start `ticket` fired (a failed start unless answered).
+void on_start_timer(supervisor_actor* self, uint64_t ticket);
 
 // Run-time requests (runtime_requests.cpp); each answers through its promise.
 void start_child_from_template(supervisor_actor* self, const std::string& id,

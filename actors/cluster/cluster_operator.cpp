@@ -15,34 +15,8 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
   caf::actor watcher;
   {
     std::lock_guard<std::mutex> guard(state_->mtx);
-    auto& p = state_->policy;
-    auto at = p.node_of(child);
-    if (!at || !(child.is(actor_kind::shard) || child.is(actor_kind::worker)))
-      return make_error(errc::invalid_argument, to_string(child) + " is not a shard or worker of this job");
-    if (node >= p.nodes() || state_->released[node])
-      return make_error(errc::invalid_argument, state_->node_name(node) + " is not a node of this job (any more)");
-    if (!p.eligible(node))
-      return make_error(errc::invalid_argument, state_->node_name(node) + " takes no children now (" +
-                                                  (p.draining(node) ? "draining" : "lost") + ")");
-    if (child.is(actor_kind::worker) && p.worker_slots() > 0 && !p.client(node) && !p.client(*at) &&
-        !p.takes(node, child))
-      return make_error(errc::invalid_argument, to_string(child) + " cannot move to " + state_->node_name(node) +
-                                                  ": it has no free worker slot (keel cluster --worker-slots " +
-                                                  std::to_string(p.worker_slots()) + ")");
-    if (!p.takes(node, child) || p.client(*at))
-      return make_error(errc::invalid_argument,
-                        to_string(child) + " cannot move " + (p.client(*at) ? "off " : "to ") +
-                          state_->node_name(p.client(*at) ? *at : node) + ": " +
-                          (p.client(*at) ? describe_client(p, *at) : std::string("it takes no ") +
-                                                                       (child.is(actor_kind::shard) ? "shards"
-                                                                                                    : "workers of keel's own")) +
-                          " (a client process runs only its workers' loops, and they stay there)");
-    if (*at == node)
-      return make_error(errc::invalid_argument, to_string(child) + " runs on " + state_->node_name(node) + " already");
-    if (!p.alive(*at))
-      return make_error(errc::invalid_argument, to_string(child) + "'s node " + state_->node_name(*at) +
-                                                  " is lost: it restarts by the policy");
-    state_->moves.push_back({child, node, "requested by an operator, to " + state_->node_name(node)});
+    if (auto why = state_->plan.request_move(state_->policy, child, node))
+      return make_error(errc::invalid_argument, *why);
     watcher = state_->watcher;
   }
   if (watcher)
@@ -94,16 +68,16 @@ std::string cluster_placement::status_json() const {
   json nodes = json::array();
   for (uint32_t i = 0; i < p.nodes(); ++i) {
     auto load = p.load(i);
-    std::string state = st.released[i]            ? "released"
+    std::string state = st.plan.released(i)       ? "released"
                         : p.draining(i)           ? "draining"
                         : !p.alive(i)             ? "lost"
-                        : st.pending_drains.count(i) ? "waiting to drain"
+                        : st.plan.drain_waits(i)  ? "waiting to drain"
                                                   : "live";
     std::string address;
     if (i < st.cfg.nodes.size())
       address = st.cfg.nodes[i].host + ":" + std::to_string(st.cfg.nodes[i].port);
     json children = json::array();
-    for (auto child : st.released[i] ? std::vector<actor_id>{} : p.children_of(i))
+    for (auto child : st.plan.released(i) ? std::vector<actor_id>{} : p.children_of(i))
       children.push_back(to_string(child));
     nodes.push_back({{"node", st.node_name(i)},
                      {"address", address},
@@ -115,9 +89,9 @@ std::string cluster_placement::status_json() const {
                      {"children", children}});
   }
   json status = {{"nodes", nodes},
-                 {"moving", st.moving ? json(to_string(*st.moving)) : json(nullptr)},
-                 {"queued_moves", st.moves.size()},
-                 {"committed_step", st.committed_step}};
+                 {"moving", st.plan.moving() ? json(to_string(*st.plan.moving())) : json(nullptr)},
+                 {"queued_moves", st.plan.queued()},
+                 {"committed_step", st.plan.committed_step()}};
   return status.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

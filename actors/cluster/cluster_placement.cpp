@@ -56,28 +56,6 @@ void tell_routes(caf::actor_system& sys, const state_ptr& st) {
     sender->send(a, node_routes_atom::value, routes);
 }
 
-std::string readable_bytes(uint64_t bytes) {
-  char buf[32];
-  if (bytes < 1000000)
-    std::snprintf(buf, sizeof(buf), "%.1f kB", static_cast<double>(bytes) / 1e3);
-  else
-    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return buf;
-}
-
-std::string describe_load(const node_load& load) {
-  return std::to_string(load.shards) + (load.shards == 1 ? " shard (" : " shards (") +
-         readable_bytes(load.shard_bytes) + ") and " + std::to_string(load.workers) +
-         (load.workers == 1 ? " worker" : " workers");
-}
-
-std::string describe_client(const placement_policy& p, uint32_t node) {
-  std::string out;
-  for (auto w : p.served(node))
-    out += (out.empty() ? "it runs the loops of " : ", ") + to_string(actor_id::worker(w));
-  return out;
-}
-
 namespace {
 
 // A child's placement, for the timeline (every start, so that where each
@@ -169,7 +147,9 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
     state_->policy.set_worker_slots(cfg_.worker_slots);
     for (uint32_t i = 0; i < state_->handles.size(); ++i)
       state_->policy.set_client(i, state_->handles[i].client_workers);
-    state_->released.assign(state_->handles.size(), false);
+    state_->plan = move_plan{};
+    for (size_t i = 0; i < state_->handles.size(); ++i)
+      state_->plan.add_node();
     state_->job = job;
     state_->sys = &sys;
     state_->detached = false;
@@ -260,8 +240,8 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       was = state_->policy.node_of(name);
       // A move's target first; else a restarted shard with copies goes
       // first to the node holding them.
-      if (auto pin = state_->pinned.find(name); pin != state_->pinned.end()) {
-        auto at = std::find(order.begin(), order.end(), pin->second);
+      if (auto pin = state_->plan.pin_of(name)) {
+        auto at = std::find(order.begin(), order.end(), *pin);
         if (at != order.end())
           std::rotate(order.begin(), at, at + 1);
       } else if (auto it = state_->peer_of.find(name);
@@ -301,7 +281,6 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
           std::lock_guard<std::mutex> guard(state_->mtx);
           if (copies)
             state_->peer_of[name] = peer;
-          state_->pinned.erase(name);
         }
         auto moved = move_started(state_, name);
         poke_if_left_drained(state_, was);
@@ -430,8 +409,8 @@ void cluster_placement::committed(const std::vector<committed_shard>& shards) {
       step = std::min(step, s.step);
     }
     if (!shards.empty())
-      state_->committed_step = std::max(state_->committed_step, step);
-    if (settle_move(*state_))
+      state_->plan.committed(step);
+    if (state_->plan.settle())
       watcher = state_->watcher;
   }
   if (watcher)

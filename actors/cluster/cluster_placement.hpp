@@ -28,7 +28,7 @@
 // (CAF's routing; automatic connections are off): the copies then pass
 // through the coordinator's process, which is why keel cluster leaves it off
 // unless asked.
-// Thread-safe: supervisors call start_* concurrently.
+// Thread-safe: supervisors' start threads call start_* concurrently.
 
 #include <chrono>
 #include <map>
@@ -120,6 +120,12 @@ class cluster_placement final : public child_placement {
   std::string where() const override;
   uint32_t application_loops() const override { return cfg_.client_workers; }
   std::chrono::milliseconds longest_wait() const override { return cfg_.node_wait; }
+  // A start's own bounds: its rounds until spawn_timeout, the last round's
+  // spawns (spawn_timeout a node), the job's answer for a worker that
+  // leaves; with room for nodes that join.
+  std::chrono::milliseconds longest_start() const override {
+    return (2 * nodes() + 4) * cfg_.spawn_timeout + cfg_.node_wait;
+  }
 
   // An operator's requests (keel admin, actors/cluster/cluster_admin.hpp).
   // Queues a move of `child` (a shard or worker) to `node`, which must take

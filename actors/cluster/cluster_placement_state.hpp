@@ -18,6 +18,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/cluster/cluster_placement.hpp"
+#include "actors/cluster/move_plan.hpp"
 #include "actors/cluster/placement_policy.hpp"
 #include "actors/core/job_event.hpp"
 
@@ -30,14 +31,6 @@ using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for
 using add_node_atom = caf::atom_constant<caf::atom("addnode")>;      // (ticket, host, port, tls name): add_node_to
 using pre_copy_done_atom = caf::atom_constant<caf::atom("precopied")>;  // (child, why): stop it for its move
 using ask_workers_atom = caf::atom_constant<caf::atom("askwrkrs")>;     // (ticket, item): change_workers
-
-// A child to stop so that it starts elsewhere: on `to` (a rebalance), or
-// wherever the policy says (a drain).
-struct pending_move {
-  actor_id child;
-  std::optional<uint32_t> to;
-  std::string why;
-};
 
 struct cluster_placement::state {
   mutable std::mutex mtx;
@@ -61,25 +54,9 @@ struct cluster_placement::state {
   caf::actor watcher;
   caf::actor discoverer;  // asks a member which nodes joined it (keel node --join)
   caf::actor_system* sys = nullptr;  // the job's, once attached
-  // Membership changes: moves run one at a time, in order.
-  std::deque<pending_move> moves;
-  // The move under way: its child is stopped, then started again, and the
-  // move ends once a checkpoint at or past the step the job stood at when
-  // it stopped the child has committed (settle_step; 0: the job has no
-  // checkpoints to wait for). Only then does the next move stop another
-  // child: a worker stopped while a moved shard still needs its log, or a
-  // shard restored from before a moved worker's restart, would force a
-  // rollback.
-  std::optional<actor_id> moving;
-  std::string moving_why;
-  bool moving_started = false;
-  std::optional<uint64_t> settle_step;
-  uint64_t committed_step = 0;  // the newest checkpoint committed (its slowest shard's step)
-  std::map<actor_id, uint32_t> pinned;   // a move's target, tried first by the next start
-  std::vector<bool> released;            // by node: drained and let go (never reconnected)
-  std::set<uint32_t> pending_drains;     // drains waiting for another node to move to
-  bool moved_since_balanced = false;     // a move ran since the last "balanced" event
-  bool rebalanced = false;               // the queue's final balancing pass was planned
+  // Membership changes (moves, drains, released nodes): a pure plan
+  // (move_plan.hpp) that cluster_membership.cpp carries out.
+  move_plan plan;
   // add_node's requests to the discoverer and their outcomes (`changed`
   // is notified when one is in).
   uint64_t last_add_ticket = 0;
@@ -108,13 +85,6 @@ struct cluster_placement::state {
 
 using state_ptr = std::shared_ptr<cluster_placement::state>;
 
-// "2 shards (3.1 kB) and 2 workers".
-std::string describe_load(const node_load& load);
-// "it runs the loops of worker:0, worker:2" for a client process.
-std::string describe_client(const placement_policy& p, uint32_t node);
-// "3.1 kB", "6.6 MB".
-std::string readable_bytes(uint64_t bytes);
-
 // An event about node `node` for the job's timeline.
 void tell_job(const state_ptr& st, event_kind kind, uint32_t node, std::string detail,
               std::string children = {});
@@ -136,7 +106,7 @@ caf::expected<uint64_t> ask_job_workers(const state_ptr& st, const std::string& 
 void start_next_move(caf::event_based_actor* self, const state_ptr& st);
 
 // A child started: if a move stopped it, returns why (any thread); the move
-// ends once settled (above).
+// ends once settled (move_plan).
 std::optional<std::string> move_started(const state_ptr& st, actor_id child);
 
 // Connects to the node at `address` (authenticated as every node), adds it
@@ -161,9 +131,6 @@ void resume_pending_drains(const state_ptr& st);
 // A child left `node` (or `node` came back): if it drains, the watcher
 // checks whether it can be let go now.
 void poke_if_left_drained(const state_ptr& st, std::optional<uint32_t> node);
-
-// Ends the move under way if it has settled (locked); true when it did.
-bool settle_move(cluster_placement::state& st);
 
 // cluster_membership.cpp, on the watcher: asks the job to stop the child of
 // move `m` (its pre-copy done); its restart ends the move.

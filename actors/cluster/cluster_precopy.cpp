@@ -111,7 +111,7 @@ std::optional<pre_copy> pre_copy_of(cluster_placement::state& st, const pending_
   }
   if (*to >= st.handles.size() || !st.handles[*to].agent || !st.policy.eligible(*to))
     return std::nullopt;
-  st.pinned[m.child] = *to;
+  st.plan.pin(m.child, *to);
   pre_copy p{*to, req->second};
   p.req.shard.restore_from = {ref->second};
   return p;

@@ -24,7 +24,7 @@ void reconnect(caf::actor_system& sys, const state_ptr& st, const std::vector<ui
     node_address addr;  // a copy: joins grow the list on another thread
     {
       std::lock_guard<std::mutex> guard(st->mtx);
-      if (i >= st->cfg.nodes.size() || st->policy.alive(i) || st->released[i])
+      if (i >= st->cfg.nodes.size() || st->policy.alive(i) || st->plan.released(i))
         continue;
       addr = st->cfg.nodes[i];
     }
@@ -99,7 +99,7 @@ caf::behavior node_watcher(caf::event_based_actor* self, state_ptr st) {
       {
         std::lock_guard<std::mutex> guard(st->mtx);
         for (uint32_t i = 0; i < st->policy.nodes(); ++i)
-          if (!st->policy.alive(i) && !st->released[i])
+          if (!st->policy.alive(i) && !st->plan.released(i))
             lost.push_back(i);
       }
       if (lost.empty())

@@ -1,6 +1,7 @@
 #include "actors/cluster/placement_policy.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <tuple>
 
 namespace keel {
@@ -193,6 +194,35 @@ uint64_t placement_policy::weight(actor_id child) const {
 
 uint64_t estimated_shard_bytes(uint64_t values, uint32_t slots) {
   return values * (1 + uint64_t{slots}) * sizeof(float);
+}
+
+std::string readable_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1000000)
+    std::snprintf(buf, sizeof(buf), "%.1f kB", static_cast<double>(bytes) / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+std::string describe_load(const node_load& load) {
+  return std::to_string(load.shards) + (load.shards == 1 ? " shard (" : " shards (") +
+         readable_bytes(load.shard_bytes) + ") and " + std::to_string(load.workers) +
+         (load.workers == 1 ? " worker" : " workers");
+}
+
+std::string describe_client(const placement_policy& p, uint32_t node) {
+  std::string out;
+  for (auto w : p.served(node))
+    out += (out.empty() ? "it runs the loops of " : ", ") + to_string(actor_id::worker(w));
+  return out;
+}
+
+std::string client_list(const placement_policy& p, uint32_t node) {
+  std::string out;
+  for (auto w : p.served(node))
+    out += (out.empty() ? "" : ", ") + std::to_string(w);
+  return out;
 }
 
 }  // namespace keel

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "actors/core/actor_id.hpp"
@@ -122,5 +123,15 @@ class placement_policy {
 // A shard's weight before its first checkpoint: `values` floats (dense and
 // sparse) with `slots` optimizer slots each, 4 bytes a float.
 uint64_t estimated_shard_bytes(uint64_t values, uint32_t slots);
+
+// Descriptions for the job's timeline and the operator's status.
+// "2 shards (3.1 kB) and 2 workers".
+std::string describe_load(const node_load& load);
+// "it runs the loops of worker:0, worker:2" for a client process.
+std::string describe_client(const placement_policy& p, uint32_t node);
+// "0, 2": the workers a client runs, for JSON.
+std::string client_list(const placement_policy& p, uint32_t node);
+// "3.1 kB", "6.6 MB".
+std::string readable_bytes(uint64_t bytes);
 
 }  // namespace keel

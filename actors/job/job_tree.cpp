@@ -31,6 +31,7 @@
 #include "messages/errors.hpp"
 #include "supervision/directory.hpp"
 #include "supervision/events.hpp"
+#include "supervision/own_thread_start.hpp"
 #include "storage/faulty_io.hpp"
 #include "storage/snapshot.hpp"
 
@@ -154,6 +155,8 @@ supervision::child_spec shard_spec(const controller_state& j, uint32_t i) {
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
   c.snapshots = [committed, i](const std::string&) { return committed->for_shard(i); };
   c.validate = validate;
+  if (placement)  // blocks for the node's answer: not on the supervisor's thread
+    c = supervision::start_on_own_thread(std::move(c), placement->longest_start());
   return c;
 }
 
@@ -200,6 +203,8 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   };
   c.restart = supervision::restart_type::transient;
   c.shutdown = supervision::shutdown_policy::after(std::chrono::seconds(5));
+  if (j.cfg.placement)  // blocks for the node's answer: not on the supervisor's thread
+    c = supervision::start_on_own_thread(std::move(c), j.cfg.placement->longest_start());
   return c;
 }
 

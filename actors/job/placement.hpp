@@ -11,9 +11,10 @@
 // job's process (the coordinator).
 //
 // Every call blocks its caller at most for the placement's own timeouts and
-// fails with an error naming the child and the node(s) it tried; it is
-// called on supervisor threads, concurrently, so implementations are
-// thread-safe.
+// fails with an error naming the child and the node(s) it tried; starts are
+// called on threads of their own (supervision/own_thread_start.hpp: never a
+// scheduler thread, which a supervisor runs on), concurrently, so
+// implementations are thread-safe.
 
 #include <chrono>
 #include <cstdint>
@@ -78,6 +79,12 @@ class child_placement {
 
   // Where each child runs now, as "name@node:N" lines, for errors and events.
   virtual std::string where() const = 0;
+
+  // The longest one start_shard or start_worker call may take: the job's
+  // supervisors run each on a thread of its own and give up on it after
+  // this (a failed start), so it lies above every bound of the placement's
+  // own.
+  virtual std::chrono::milliseconds longest_start() const = 0;
 
   // How many workers it starts in the processes of an application that
   // runs their loops (job_config::application_loop with a cluster:
