@@ -218,11 +218,4 @@ std::string describe_client(const placement_policy& p, uint32_t node) {
   return out;
 }
 
-std::string client_list(const placement_policy& p, uint32_t node) {
-  std::string out;
-  for (auto w : p.served(node))
-    out += (out.empty() ? "" : ", ") + std::to_string(w);
-  return out;
-}
-
 }  // namespace keel

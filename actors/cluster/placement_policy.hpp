@@ -129,8 +129,6 @@ uint64_t estimated_shard_bytes(uint64_t values, uint32_t slots);
 std::string describe_load(const node_load& load);
 // "it runs the loops of worker:0, worker:2" for a client process.
 std::string describe_client(const placement_policy& p, uint32_t node);
-// "0, 2": the workers a client runs, for JSON.
-std::string client_list(const placement_policy& p, uint32_t node);
 // "3.1 kB", "6.6 MB".
 std::string readable_bytes(uint64_t bytes);
 
