@@ -370,10 +370,12 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     },
     [=](workers_atom, const std::string& items) -> caf::result<uint64_t> {
       auto rp = promise();
-      if (items.rfind("lost:", 0) == 0)
-        lost_worker_request(self, items, rp);
-      else
-        change_workers_request(self, items, rp);
+      change_workers_request(self, items, rp);
+      return rp;
+    },
+    [=](worker_lost_atom, uint32_t worker) -> caf::result<uint64_t> {
+      auto rp = promise();
+      lost_worker_request(self, worker, rp);
       return rp;
     },
     [=](job_status_atom) { return progress_text(self->state); },

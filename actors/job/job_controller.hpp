@@ -74,6 +74,7 @@ class event_feed;
 //   (inject_atom, fault)       -> ok | error: injects the fault now
 //   (job_status_atom)          -> std::string: where the run stands
 //   (workers_atom, items)      -> uint64_t: workers changed at runtime from that step (job_workers.cpp)
+//   (worker_lost_atom, worker) -> uint64_t: the placement found no node for the worker (job_workers.cpp)
 // While the tree restarts (a rollback) params, kill, inject and stop wait for
 // it to run again; once the job has ended they fail with errc::shutting_down.
 using begin_atom = caf::atom_constant<caf::atom("job_begin")>;
@@ -344,11 +345,11 @@ caf::error write_worker_changes(const std::filesystem::path& dir, const worker_s
 caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::filesystem::path& dir, uint32_t slots,
                                                                   uint64_t steps);
 void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp);
-// "lost:worker:W" (from the placement, through workers_atom): no node could
-// run worker W for --node-wait-ms. With a minimum of workers that allows
-// it, W leaves: answered at once (0), then the job rolls back and W leaves
-// at the restored checkpoint's step; otherwise an error says why not.
-void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp);
+// (worker_lost_atom, W) from the placement: no node could run worker W for
+// --node-wait-ms. With a minimum of workers that allows it, W leaves:
+// answered at once (0), then the job rolls back and W leaves at the
+// restored checkpoint's step; otherwise an error says why not.
+void lost_worker_request(controller_actor* self, uint32_t worker, caf::response_promise rp);
 // A rollback's checkpoint at `step` is read: the leaving workers leave
 // there (the schedule recorded as a change at runtime is). Errors end the job.
 caf::error apply_leaving(controller_actor* self, uint64_t step);

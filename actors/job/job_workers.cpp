@@ -159,14 +159,12 @@ void change_workers_request(controller_actor* self, const std::string& items, ca
 // the checkpoint stay; those after it are undone with the rollback, as
 // every worker's are, and W does not make them again. The run is the one
 // with that leave planned, bit for bit.
-void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp) {
+void lost_worker_request(controller_actor* self, uint32_t w, caf::response_promise rp) {
   auto& st = self->state;
   auto& cfg = st.cfg;
-  auto id = parse_actor_id(item.substr(5));
-  if (!id || !id->is(actor_kind::worker) || id->index >= cfg.training.workers)
-    return rp.deliver(make_error(errc::invalid_argument, "'" + item + "' names no worker of the job"));
-  const uint32_t w = id->index;
-  const auto name = to_string(*id);
+  const auto name = to_string(actor_id::worker(w));
+  if (w >= cfg.training.workers)
+    return rp.deliver(make_error(errc::invalid_argument, "'" + name + "' names no worker of the job"));
   auto refuse = [&](const std::string& why) {
     rp.deliver(make_error(errc::invalid_argument, name + " cannot leave instead: " + why));
   };
