@@ -84,7 +84,7 @@ void schedule_tick(controller_actor* self) {
   auto now = steady_clock::now();
   if (auto due = st.progress.checkpoints->next_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
-  if (auto due = storage_deadline(st))
+  if (auto due = st.progress.checkpoints->storage_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (auto due = stall_deadline(st))
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
@@ -158,7 +158,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
   auto& layout = c.training_model->layout();
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
   st.run.shard_cfgs = shard_configs(c, st.run.parts);
-  st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);
+  st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout, c.checkpoints.storage_deadline);
   st.stall_timeout = stall_timeout_for(c, c.placement ? c.placement->longest_wait() : std::chrono::milliseconds{0},
                                        c.placement && c.placement->application_loops() > 0);
   st.run.rollbacks.emplace(c.recovery.max_restarts, c.recovery.restart_period);
@@ -244,16 +244,16 @@ void on_job_event(controller_actor* self, job_event& e) {
   if (e.kind == event_kind::checkpoint_failed)
     return on_checkpoint_failed(self, std::move(e));
   if (e.kind == event_kind::backpressure)
-    self->state.storage.paused.insert(e.actor);
+    self->state.progress.checkpoints->paused(e.actor);
   else if (e.kind == event_kind::resumed)
-    self->state.storage.paused.erase(e.actor);
+    self->state.progress.checkpoints->resumed(e.actor);
   record(self, std::move(e));
 }
 
 void on_supervision_event(controller_actor* self, const supervision::event& e) {
   if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start) {
     self->state.faults->back(e.child);
-    self->state.storage.paused.erase(e.child);  // a new incarnation starts unpaused
+    self->state.progress.checkpoints->resumed(e.child);  // a new incarnation starts unpaused
   }
   record(self, from_supervision(e));
 }

@@ -19,8 +19,9 @@
 //
 // Its state is in owned parts, each with its contract: run_state (which tree
 // runs, in which phase, how it got there), progress_state (how far the
-// workers are, the checkpoint window), readout_state (the result as it is
-// assembled, and reads of the parameters). The functions that act on them
+// workers are, the checkpoint window with its storage deadline:
+// checkpoint_window.hpp), readout_state (the result as it is assembled, and
+// reads of the parameters). The functions that act on them
 // are declared at the end, by the file that defines them; job_controller.cpp
 // is the top: the behaviour and the run's phases.
 
@@ -41,8 +42,6 @@
 
 #include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
-#include "actors/core/checkpoint_coordinator.hpp"
-#include "actors/core/failure_series.hpp"
 #include "actors/core/partition.hpp"
 #include "actors/core/replica_store.hpp"
 #include "actors/core/shard_core.hpp"
@@ -50,6 +49,7 @@
 #include "actors/core/worker_report.hpp"
 #include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_driver.hpp"
+#include "actors/job/checkpoint_window.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
@@ -142,13 +142,13 @@ struct run_state {
 };
 
 // progress_state: where the workers of the current epoch stand, and the
-// checkpoint window they run in. Reset (but for the coordinator and the
+// checkpoint window they run in. Reset (but for the window and the
 // progress points) whenever a tree starts.
 struct progress_state {
   std::vector<uint64_t> worker_step;           // by worker: global steps completed
   std::set<uint32_t> done;                     // workers that finished their steps
   std::map<uint32_t, worker_report> reports;   // the last report of each worker
-  std::optional<checkpoint_coordinator> checkpoints;
+  std::optional<checkpoint_window> checkpoints;  // and the checkpoints' storage
   uint64_t last_progress = 0;                  // the step of the last progress event
   double loss_sum = 0;                         // training losses since that event
   uint64_t loss_count = 0;
@@ -222,21 +222,6 @@ struct readout_state {
   std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 
-// storage_state: how the checkpoints' storage fares. Repeated identical
-// checkpoint failures reach the timeline summarised (failure_series); write
-// failures since the last commit that outlast checkpoint_config::
-// storage_deadline fail the job, naming the last good checkpoint. So do
-// lost checkpoints while a worker is paused by backpressure: it waits for a
-// commit that, with a snapshot lost, would never come.
-struct storage_state {
-  failure_series failures;
-  std::optional<std::chrono::steady_clock::time_point> failing_since;  // first write failure since the last commit
-  std::string last_failure;      // the newest failure's text
-  std::set<std::string> paused;  // workers paused by backpressure (their events say)
-  uint64_t last_good = 0;        // the newest committed checkpoint (0: none) and its step
-  uint64_t last_good_step = 0;
-};
-
 // job_shards.cpp: what each shard is configured with.
 // Shard i's configuration, its keys `parts[i]`, with its part of the
 // update rules by parameter (training_config::rules).
@@ -267,7 +252,6 @@ struct controller_state {
   run_state run;
   progress_state progress;
   readout_state readout;
-  storage_state storage;
   controller_hooks hooks;
   // recovery_config::stall_timeout as stall_timeout_for() resolves it (0: none).
   std::chrono::milliseconds stall_timeout{0};
@@ -354,15 +338,13 @@ void lost_worker_request(controller_actor* self, uint32_t worker, caf::response_
 // there (the schedule recorded as a change at runtime is). Errors end the job.
 caf::error apply_leaving(controller_actor* self, uint64_t step);
 
-// job_storage.cpp: failing checkpoints.
+// job_storage.cpp: the checkpoint window's decisions carried out.
 // A checkpoint failed: the window moves past it; the event reaches the
 // timeline summarised; a write failure may start the storage deadline.
 void on_checkpoint_failed(controller_actor* self, job_event e);
 // A checkpoint committed: a series of failures ends (its total is
-// recorded), the deadline is off.
-void storage_committed(controller_actor* self, const checkpoint_committed& c);
-// When the storage deadline passes, if it runs (for schedule_tick).
-std::optional<std::chrono::steady_clock::time_point> storage_deadline(const controller_state& st);
+// recorded), the deadline is off. True when the workers' window moved.
+bool window_committed(controller_actor* self, const checkpoint_committed& c);
 // Fails the job when the storage deadline has passed.
 void watch_storage(controller_actor* self);
 

@@ -57,8 +57,7 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
     record(self, make_job_event(event_kind::damaged, d.file, describe(d.reason)));
   start_from = refs_of(std::filesystem::absolute(cfg.checkpoints.dir), m);
   run.restored_checkpoint = m.checkpoint;
-  self->state.storage.last_good = m.checkpoint;  // the last good checkpoint a storage failure names
-  self->state.storage.last_good_step = m.step;
+  self->state.progress.checkpoints->restored(m.checkpoint, m.step);  // the last good checkpoint a storage failure names
   return m.step;
 }
 

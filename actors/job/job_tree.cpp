@@ -284,7 +284,7 @@ void launch_tree(controller_actor* self) {
   st.run.handles.clear();
   st.progress.done.clear();
   st.readout.final_checkpoint_since.reset();
-  st.storage.paused.clear();  // the new tree's workers start unpaused
+  st.progress.checkpoints->clear_paused();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
   if (auto& s = st.cfg.training.schedule; s.elastic())  // a worker that joins later has no step before it
@@ -412,10 +412,10 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
   ++result.checkpoints;
   result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
   result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
-  storage_committed(self, c);
+  bool moved = window_committed(self, c);
   if (st.cfg.placement)
     st.cfg.placement->committed(c.shards);
-  if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
+  if (moved)
     widen_window(self);
   for (auto& s : c.shards)
     for (uint32_t w = 0; w < st.cfg.training.workers; ++w)

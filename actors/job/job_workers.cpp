@@ -180,7 +180,7 @@ void lost_worker_request(controller_actor* self, uint32_t w, caf::response_promi
   auto& s = cfg.training.schedule;
   if (s.elastic() && s.reserved(w))
     return refuse("it is held in reserve");
-  if (st.storage.last_good_step == 0)
+  if (st.progress.checkpoints->last_good_step() == 0)
     return refuse("no checkpoint has committed yet, and a worker leaves at the newest checkpoint's step");
   uint32_t staying = 0;
   for (uint32_t v = 0; v < cfg.training.workers; ++v)
