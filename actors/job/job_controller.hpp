@@ -50,6 +50,7 @@
 #include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_driver.hpp"
 #include "actors/job/checkpoint_window.hpp"
+#include "actors/job/controller_core.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
@@ -96,23 +97,15 @@ caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg, r
 
 // ---------------------------------------------------------------------------
 // run_state: which supervision tree runs, in which phase, and how it came to
-// be there (the first start, a resume, rollbacks). The phase decides what the
-// controller does with a message: workers' reports count only for the
-// current epoch, requests wait while the tree restarts, and nothing is
-// recorded once the job has ended.
+// be there (the first start, a resume, rollbacks). The phase and the epoch
+// are the core's (controller_core.hpp), which decides what the controller
+// does with a message: workers' reports count only for the current epoch,
+// requests wait while the tree restarts, and nothing is recorded once the
+// job has ended.
 struct run_state {
-  enum class phase {
-    starting,      // a tree launched, not yet up
-    running,       // the tree runs; the workers train
-    rolling_back,  // the old tree goes down before the checkpoint is read
-    finishing,     // every shard read complete: evaluating, then draining
-    stopping,      // job::stop: the tree goes down, its events are drained
-    ended,         // the outcome is with the event feed
-  };
-  phase now = phase::starting;
+  controller_core core;
   std::optional<supervision::tree> tree;  // the current tree (none while it is replaced or gone)
   bool root_down = false;                 // the current tree's root has gone down
-  uint32_t epoch = 0;                     // stamps the workers' reports; +1 per rollback
   std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> its handle in the current tree
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
@@ -267,8 +260,6 @@ struct controller_state {
   static inline const char* name = "keel.job_controller";
 };
 
-using run_phase = run_state::phase;
-
 // job_controller.cpp: the run's phases and what follows each message.
 void record(controller_actor* self, job_event e);
 // Records an event stamped with the time it happened rather than now (a
@@ -290,6 +281,9 @@ void follow_up(controller_actor* self);
 // A request that needs a running tree: while the tree is (re)started it is
 // held (`again` runs once the tree is up, or the job has ended).
 bool held(controller_actor* self, std::function<void()> again);
+// A request the running tree serves (controller_core::request): true when
+// it runs now; else it is held (`again`) or refused (answered on `rp`).
+bool admitted(controller_actor* self, caf::response_promise& rp, std::function<void()> again);
 // What a request gets once the job is not running (errc::shutting_down).
 caf::error not_running();
 // Ends the job with `outcome` (a failure, or the result); stops what runs.

@@ -159,8 +159,7 @@ void roll_back(controller_actor* self, const std::string& why) {
   }
   // From here the old tree's reports are stale (the new tree is launched
   // with this epoch).
-  ++run.epoch;
-  run.now = run_phase::rolling_back;
+  run.core.rolling_back();
   // A killed root's children die asynchronously: the old checkpointer must
   // be gone before the store is read and cleaned, so that no write of the
   // old run races with the rollback's own reading and discarding.

@@ -45,7 +45,7 @@ bool window_committed(controller_actor* self, const checkpoint_committed& c) {
 
 void watch_storage(controller_actor* self) {
   auto& st = self->state;
-  if (st.run.now != run_phase::running)
+  if (!st.run.core.running())
     return;
   auto why = st.progress.checkpoints->storage_expired(std::chrono::steady_clock::now(), st.cfg.checkpoints.dir.string());
   if (!why)

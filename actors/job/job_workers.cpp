@@ -107,11 +107,9 @@ caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::fil
 }
 
 void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp) {
-  if (held(self, [=] { change_workers_request(self, items, rp); }))
+  if (!admitted(self, rp, [=] { change_workers_request(self, items, rp); }))
     return;
   auto& st = self->state;
-  if (st.run.now != run_phase::running)
-    return rp.deliver(not_running());
   auto bad = [&](const std::string& why) { rp.deliver(make_error(errc::invalid_argument, "change_workers: " + why)); };
   auto& window = *st.progress.checkpoints;
   if (!window.windowed())
@@ -168,8 +166,7 @@ void lost_worker_request(controller_actor* self, uint32_t w, caf::response_promi
   auto refuse = [&](const std::string& why) {
     rp.deliver(make_error(errc::invalid_argument, name + " cannot leave instead: " + why));
   };
-  auto now = st.run.now;
-  if (now != run_phase::starting && now != run_phase::running && now != run_phase::rolling_back)
+  if (st.run.core.worker_lost() == controller_action::refuse)
     return rp.deliver(not_running());
   const uint32_t min = cfg.training.min_workers;
   if (min == 0 || min >= cfg.training.workers)
@@ -192,7 +189,7 @@ void lost_worker_request(controller_actor* self, uint32_t w, caf::response_promi
                   std::to_string(cfg.training.workers) + ")");
   st.run.leaving.insert(w);
   rp.deliver(uint64_t{0});
-  if (now == run_phase::rolling_back)
+  if (st.run.core.phase() == run_phase::rolling_back)
     return;  // the rollback under way takes it
   roll_back(self, name + " leaves: no node could run it; the job goes on with " + std::to_string(staying) +
                     " workers (at least " + std::to_string(min) + ") from its newest checkpoint");
