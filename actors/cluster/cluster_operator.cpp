@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/cluster/cluster_placement_state.hpp"
+#include "actors/core/atoms.hpp"
 #include "messages/errors.hpp"
 
 namespace keel {
@@ -25,10 +26,10 @@ caf::error cluster_placement::move(actor_id child, uint32_t node) {
 }
 
 caf::expected<uint64_t> cluster_placement::change_workers(const std::string& item) {
-  return ask_job_workers(state_, item, std::chrono::minutes(2));
+  return ask_job_workers(state_, caf::make_message(workers_atom::value, item), item, std::chrono::minutes(2));
 }
 
-caf::expected<uint64_t> ask_job_workers(const state_ptr& state_, const std::string& item,
+caf::expected<uint64_t> ask_job_workers(const state_ptr& state_, caf::message request, const std::string& what,
                                         std::chrono::milliseconds timeout) {
   // As add_node: the discoverer asks the job, and leaves the answer in the
   // state (a request from a thread of no actor kept the system from
@@ -42,11 +43,11 @@ caf::expected<uint64_t> ask_job_workers(const state_ptr& state_, const std::stri
     discoverer = state_->discoverer;
     ticket = ++state_->last_add_ticket;
   }
-  caf::anon_send(discoverer, ask_workers_atom::value, ticket, item);
+  caf::anon_send(discoverer, ask_workers_atom::value, ticket, std::move(request));
   std::unique_lock<std::mutex> lock(state_->mtx);
   if (!state_->changed.wait_for(lock, timeout,
                                 [&] { return state_->workers_changed.count(ticket) > 0 || state_->detached; }))
-    return make_error(errc::timeout, "the job did not answer the change of workers '" + item + "' within " +
+    return make_error(errc::timeout, "the job did not answer the change of workers '" + what + "' within " +
                                        std::to_string(timeout.count()) + " ms");
   auto it = state_->workers_changed.find(ticket);
   if (it == state_->workers_changed.end())

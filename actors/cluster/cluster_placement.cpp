@@ -163,7 +163,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
         discover_joined(st);
         self->delayed_send(self, st->cfg.discover_every, discover_atom::value);
       },
-      [self, st](ask_workers_atom, uint64_t ticket, const std::string& item) {
+      [self, st](ask_workers_atom, uint64_t ticket, caf::message& request) {
         caf::actor job;
         {
           std::lock_guard<std::mutex> guard(st->mtx);
@@ -178,7 +178,7 @@ caf::error cluster_placement::attach(caf::actor_system& sys, const caf::actor& j
         };
         if (!job)
           return answer(make_error(errc::shutting_down, "the job has ended"));
-        self->request(job, std::chrono::minutes(1), workers_atom::value, item)
+        self->request(job, std::chrono::minutes(1), std::move(request))
           .then([answer](uint64_t at) { answer(at); }, [answer](caf::error& err) { answer(std::move(err)); });
       },
       [st](add_node_atom, uint64_t ticket, const std::string& host, uint16_t port, const std::string& tls_name) {
@@ -332,7 +332,8 @@ caf::expected<caf::actor> cluster_placement::start(uint32_t preferred, spawn_req
       if (name.is(actor_kind::worker)) {
         // It may leave the job instead (training_config::min_workers).
         lock.unlock();
-        auto left = ask_job_workers(state_, "lost:" + to_string(name), cfg_.spawn_timeout);
+        auto left = ask_job_workers(state_, caf::make_message(worker_lost_atom::value, name.index),
+                                    to_string(name) + " leaving", cfg_.spawn_timeout);
         if (!left) {
           tried += "; " + describe(left.error());
           break;

@@ -16,6 +16,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
+#include <caf/message.hpp>
 
 #include "actors/cluster/cluster_placement.hpp"
 #include "actors/cluster/move_plan.hpp"
@@ -30,7 +31,7 @@ using watch_node_atom = caf::atom_constant<caf::atom("watchnode")>;  // (agent):
 using discover_atom = caf::atom_constant<caf::atom("discover")>;     // look for nodes that joined a member
 using add_node_atom = caf::atom_constant<caf::atom("addnode")>;      // (ticket, host, port, tls name): add_node_to
 using pre_copy_done_atom = caf::atom_constant<caf::atom("precopied")>;  // (child, why): stop it for its move
-using ask_workers_atom = caf::atom_constant<caf::atom("askwrkrs")>;     // (ticket, item): change_workers
+using ask_workers_atom = caf::atom_constant<caf::atom("askwrkrs")>;     // (ticket, request): ask_job_workers
 
 struct cluster_placement::state {
   mutable std::mutex mtx;
@@ -94,10 +95,11 @@ std::vector<data_route> routes_of(const state_ptr& st);
 // Tells every live node where the others' data planes are now.
 void tell_routes(caf::actor_system& sys, const state_ptr& st);
 
-// Asks the job, through the discoverer, to change its workers (`item` as
-// job::change_workers takes it, or "lost:worker:W": no node can run W),
-// waiting up to `timeout` for its answer (any thread but the discoverer's).
-caf::expected<uint64_t> ask_job_workers(const state_ptr& st, const std::string& item,
+// Asks the job, through the discoverer, to change its workers: `request` is
+// (workers_atom, items) as job::change_workers takes them, or
+// (worker_lost_atom, W): no node can run W; `what` names it in errors.
+// Waits up to `timeout` for its answer (any thread but the discoverer's).
+caf::expected<uint64_t> ask_job_workers(const state_ptr& st, caf::message request, const std::string& what,
                                         std::chrono::milliseconds timeout);
 
 // cluster_membership.cpp: on the watcher's thread, starts the next pending

@@ -31,6 +31,9 @@ using move_atom = caf::atom_constant<caf::atom("move")>;          // (child, why
 using client_wake_atom = caf::atom_constant<caf::atom("clientwake")>;  // an application's loop asked its worker something
 // (items) -> uint64_t: a job's workers changed while it runs (job::change_workers, keel admin join/leave)
 using workers_atom = caf::atom_constant<caf::atom("job_wrkrs")>;
+// (worker index) -> uint64_t: no node could run that worker for
+// --node-wait-ms; it may leave the job instead (training_config::min_workers)
+using worker_lost_atom = caf::atom_constant<caf::atom("job_wlost")>;
 // (worker_schedule): the job changed its workers at runtime (worker_schedule::changed)
 using workers_changed_atom = caf::atom_constant<caf::atom("wchanged")>;
 using seal_atom = caf::atom_constant<caf::atom("seal")>;          // (streamed file): a shard's writer makes it durable

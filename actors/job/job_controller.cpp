@@ -43,7 +43,7 @@ job_event from_supervision(const supervision::event& e) {
 
 // When the running job has gone without a step for its stall timeout.
 std::optional<std::chrono::steady_clock::time_point> stall_deadline(const controller_state& st) {
-  if (st.stall_timeout.count() <= 0 || st.run.now != run_phase::running)
+  if (st.stall_timeout.count() <= 0 || !st.run.core.running())
     return std::nullopt;
   return st.progress.last_step_at + st.stall_timeout;
 }
@@ -84,7 +84,7 @@ void schedule_tick(controller_actor* self) {
   auto now = steady_clock::now();
   if (auto due = st.progress.checkpoints->next_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
-  if (auto due = storage_deadline(st))
+  if (auto due = st.progress.checkpoints->storage_deadline())
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
   if (auto due = stall_deadline(st))
     wait = std::min(wait, duration_cast<milliseconds>(*due - now) + milliseconds(1));
@@ -104,15 +104,15 @@ void schedule_tick(controller_actor* self) {
 // strike, the window is watched, the next deadline is scheduled.
 void follow_up(controller_actor* self) {
   auto& st = self->state;
-  if (st.run.now != run_phase::running)
+  if (!st.run.core.running())
     return;
   if (st.readout.scoring.empty())  // else once the score is in (readout_state)
     st.faults->fire_due(st.progress.slowest(), elapsed_ms(st));
   watch_window(self);
   watch_storage(self);
-  if (st.run.now == run_phase::running)
+  if (st.run.core.running())
     watch_stall(self);
-  if (st.run.now == run_phase::running)
+  if (st.run.core.running())
     schedule_tick(self);
 }
 
@@ -121,11 +121,18 @@ caf::error not_running() {
 }
 
 bool held(controller_actor* self, std::function<void()> again) {
-  auto now = self->state.run.now;
-  if (now != run_phase::starting && now != run_phase::rolling_back)
+  if (!self->state.run.core.restarting())
     return false;
   self->state.run.deferred.push_back(std::move(again));
   return true;
+}
+
+bool admitted(controller_actor* self, caf::response_promise& rp, std::function<void()> again) {
+  switch (self->state.run.core.request()) {
+    case controller_action::serve: return true;
+    case controller_action::hold: self->state.run.deferred.push_back(std::move(again)); return false;
+    default: rp.deliver(not_running()); return false;
+  }
 }
 
 namespace {
@@ -158,7 +165,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
   auto& layout = c.training_model->layout();
   st.run.parts = partition_keys(layout.dense_size(), layout.sparse_key_count(), c.training.shards);
   st.run.shard_cfgs = shard_configs(c, st.run.parts);
-  st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout);
+  st.progress.checkpoints.emplace(c.checkpoints.every, c.checkpoints.timeout, c.checkpoints.storage_deadline);
   st.stall_timeout = stall_timeout_for(c, c.placement ? c.placement->longest_wait() : std::chrono::milliseconds{0},
                                        c.placement && c.placement->application_loops() > 0);
   st.run.rollbacks.emplace(c.recovery.max_restarts, c.recovery.restart_period);
@@ -173,7 +180,7 @@ void init(controller_actor* self, placed_job_config cfg, run_identity run,
 
 caf::result<caf::ok_atom> begin(controller_actor* self) {
   auto& run = self->state.run;
-  if (run.tree || run.begun.pending() || run.now != run_phase::starting)
+  if (run.core.begin(run.tree || run.begun.pending()) != controller_action::launch)
     return make_error(errc::invalid_argument, "the job has begun already");
   run.begun = self->make_response_promise();
   auto rp = run.begun;
@@ -191,8 +198,7 @@ caf::result<caf::ok_atom> begin(controller_actor* self) {
 void on_step(controller_actor* self, const step_report& r) {
   auto& st = self->state;
   auto& p = st.progress;
-  bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
-  if (!live || r.epoch != st.run.epoch || r.worker >= p.worker_step.size())
+  if (!st.run.core.takes_report(r.epoch) || r.worker >= p.worker_step.size())
     return;
   if (r.step > p.worker_step[r.worker])
     p.last_step_at = std::chrono::steady_clock::now();
@@ -213,8 +219,7 @@ void on_step(controller_actor* self, const step_report& r) {
 
 void on_done(controller_actor* self, const worker_report& r) {
   auto& st = self->state;
-  bool live = st.run.now == run_phase::running || st.run.now == run_phase::starting;
-  if (!live || r.epoch != st.run.epoch)
+  if (!st.run.core.takes_report(r.epoch))
     return;
   // The last word of a worker's incarnation held in reserve, which a change
   // let join since (job_workers.cpp): its next incarnation runs the steps.
@@ -234,26 +239,29 @@ void on_done(controller_actor* self, const worker_report& r) {
 }
 
 void on_rollback_request(controller_actor* self, uint32_t epoch, const std::string& why) {
-  if (held(self, [=] { on_rollback_request(self, epoch, why); }))
-    return;
-  if (epoch == self->state.run.epoch && self->state.run.now == run_phase::running)
-    roll_back(self, why);
+  switch (self->state.run.core.rollback_requested(epoch)) {
+    case controller_action::hold:
+      self->state.run.deferred.push_back([=] { on_rollback_request(self, epoch, why); });
+      return;
+    case controller_action::roll_back: roll_back(self, why); return;
+    default: return;
+  }
 }
 
 void on_job_event(controller_actor* self, job_event& e) {
   if (e.kind == event_kind::checkpoint_failed)
     return on_checkpoint_failed(self, std::move(e));
   if (e.kind == event_kind::backpressure)
-    self->state.storage.paused.insert(e.actor);
+    self->state.progress.checkpoints->paused(e.actor);
   else if (e.kind == event_kind::resumed)
-    self->state.storage.paused.erase(e.actor);
+    self->state.progress.checkpoints->resumed(e.actor);
   record(self, std::move(e));
 }
 
 void on_supervision_event(controller_actor* self, const supervision::event& e) {
   if (e.kind == supervision::event_kind::restart || e.kind == supervision::event_kind::start) {
     self->state.faults->back(e.child);
-    self->state.storage.paused.erase(e.child);  // a new incarnation starts unpaused
+    self->state.progress.checkpoints->resumed(e.child);  // a new incarnation starts unpaused
   }
   record(self, from_supervision(e));
 }
@@ -261,17 +269,16 @@ void on_supervision_event(controller_actor* self, const supervision::event& e) {
 // The current tree's root went down: it escalated (the job fails), or it
 // was killed (the job rolls back), or it could not start its children.
 void on_root_down(controller_actor* self, const caf::error& reason) {
-  switch (self->state.run.now) {
-    case run_phase::starting:
+  switch (self->state.run.core.root_down(is(reason, errc::escalated))) {
+    case controller_action::fail:
       end_job(self, reason ? reason
                            : make_error(errc::start_failed, "the supervision tree stopped while starting"));
       return;
-    case run_phase::running:
-      if (is(reason, errc::escalated)) {
-        record(self, make_job_event(event_kind::escalate, "root", describe(reason)));
-        end_job(self, reason);
-        return;
-      }
+    case controller_action::escalate:
+      record(self, make_job_event(event_kind::escalate, "root", describe(reason)));
+      end_job(self, reason);
+      return;
+    case controller_action::roll_back:
       roll_back(self, "the root supervisor went down: " + self->system().render(reason));
       return;
     default:
@@ -370,10 +377,12 @@ caf::behavior job_controller(controller_actor* self, placed_job_config cfg, run_
     },
     [=](workers_atom, const std::string& items) -> caf::result<uint64_t> {
       auto rp = promise();
-      if (items.rfind("lost:", 0) == 0)
-        lost_worker_request(self, items, rp);
-      else
-        change_workers_request(self, items, rp);
+      change_workers_request(self, items, rp);
+      return rp;
+    },
+    [=](worker_lost_atom, uint32_t worker) -> caf::result<uint64_t> {
+      auto rp = promise();
+      lost_worker_request(self, worker, rp);
       return rp;
     },
     [=](job_status_atom) { return progress_text(self->state); },
@@ -462,7 +471,7 @@ void release_held(controller_actor* self) {
 
 void append_event(controller_actor* self, job_event e, std::chrono::steady_clock::time_point at) {
   auto& st = self->state;
-  if (st.run.now == run_phase::ended)
+  if (st.run.core.ended())
     return;  // the timeline closed with the outcome
   e.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - st.started).count();
   e.at_us = std::chrono::duration_cast<std::chrono::microseconds>(at - st.started).count();
@@ -477,7 +486,7 @@ void append_event(controller_actor* self, job_event e, std::chrono::steady_clock
 
 void tree_up(controller_actor* self) {
   auto& run = self->state.run;
-  run.now = run_phase::running;
+  run.core.up();
   self->state.progress.last_step_at = std::chrono::steady_clock::now();
   // Faults due at once strike before job::start returns: a short run may
   // be over before its caller looks again.
@@ -490,9 +499,8 @@ void tree_up(controller_actor* self) {
 
 void end_job(controller_actor* self, caf::expected<job_result> outcome) {
   auto& run = self->state.run;
-  if (run.now == run_phase::ended)
+  if (run.core.ended())
     return;
-  bool stopped = run.now == run_phase::stopping;
   // The timeline closes in order: progress events still waiting for their
   // score go unscored, with the events held behind them.
   auto& readout = self->state.readout;
@@ -505,7 +513,7 @@ void end_job(controller_actor* self, caf::expected<job_result> outcome) {
     release_held(self);
   }
   release_held(self);
-  run.now = run_phase::ended;
+  const bool stopped = run.core.end().stopped;
   // An application's loops (ps_client) hear it at once, whatever they wait
   // on, and before job::stop returns: after it, every request fails.
   auto why = make_error(errc::shutting_down,

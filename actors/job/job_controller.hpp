@@ -19,8 +19,9 @@
 //
 // Its state is in owned parts, each with its contract: run_state (which tree
 // runs, in which phase, how it got there), progress_state (how far the
-// workers are, the checkpoint window), readout_state (the result as it is
-// assembled, and reads of the parameters). The functions that act on them
+// workers are, the checkpoint window with its storage deadline:
+// checkpoint_window.hpp), readout_state (the result as it is assembled, and
+// reads of the parameters). The functions that act on them
 // are declared at the end, by the file that defines them; job_controller.cpp
 // is the top: the behaviour and the run's phases.
 
@@ -41,8 +42,6 @@
 
 #include "actors/core/actor_id.hpp"
 #include "actors/core/atoms.hpp"
-#include "actors/core/checkpoint_coordinator.hpp"
-#include "actors/core/failure_series.hpp"
 #include "actors/core/partition.hpp"
 #include "actors/core/replica_store.hpp"
 #include "actors/core/shard_core.hpp"
@@ -50,6 +49,8 @@
 #include "actors/core/worker_report.hpp"
 #include "actors/core/worker_schedule.hpp"
 #include "actors/faults/fault_driver.hpp"
+#include "actors/job/checkpoint_window.hpp"
+#include "actors/job/controller_core.hpp"
 #include "actors/job/job.hpp"
 #include "actors/job/placed_job.hpp"
 #include "actors/job/rollback_policy.hpp"
@@ -74,6 +75,7 @@ class event_feed;
 //   (inject_atom, fault)       -> ok | error: injects the fault now
 //   (job_status_atom)          -> std::string: where the run stands
 //   (workers_atom, items)      -> uint64_t: workers changed at runtime from that step (job_workers.cpp)
+//   (worker_lost_atom, worker) -> uint64_t: the placement found no node for the worker (job_workers.cpp)
 // While the tree restarts (a rollback) params, kill, inject and stop wait for
 // it to run again; once the job has ended they fail with errc::shutting_down.
 using begin_atom = caf::atom_constant<caf::atom("job_begin")>;
@@ -95,23 +97,15 @@ caf::actor spawn_job_controller(caf::actor_system& sys, placed_job_config cfg, r
 
 // ---------------------------------------------------------------------------
 // run_state: which supervision tree runs, in which phase, and how it came to
-// be there (the first start, a resume, rollbacks). The phase decides what the
-// controller does with a message: workers' reports count only for the
-// current epoch, requests wait while the tree restarts, and nothing is
-// recorded once the job has ended.
+// be there (the first start, a resume, rollbacks). The phase and the epoch
+// are the core's (controller_core.hpp), which decides what the controller
+// does with a message: workers' reports count only for the current epoch,
+// requests wait while the tree restarts, and nothing is recorded once the
+// job has ended.
 struct run_state {
-  enum class phase {
-    starting,      // a tree launched, not yet up
-    running,       // the tree runs; the workers train
-    rolling_back,  // the old tree goes down before the checkpoint is read
-    finishing,     // every shard read complete: evaluating, then draining
-    stopping,      // job::stop: the tree goes down, its events are drained
-    ended,         // the outcome is with the event feed
-  };
-  phase now = phase::starting;
+  controller_core core;
   std::optional<supervision::tree> tree;  // the current tree (none while it is replaced or gone)
   bool root_down = false;                 // the current tree's root has gone down
-  uint32_t epoch = 0;                     // stamps the workers' reports; +1 per rollback
   std::map<actor_id, caf::actor> handles;  // the directory's names, parsed -> its handle in the current tree
   std::vector<shard_keys> parts;
   std::vector<shard_config> shard_cfgs;
@@ -141,13 +135,13 @@ struct run_state {
 };
 
 // progress_state: where the workers of the current epoch stand, and the
-// checkpoint window they run in. Reset (but for the coordinator and the
+// checkpoint window they run in. Reset (but for the window and the
 // progress points) whenever a tree starts.
 struct progress_state {
   std::vector<uint64_t> worker_step;           // by worker: global steps completed
   std::set<uint32_t> done;                     // workers that finished their steps
   std::map<uint32_t, worker_report> reports;   // the last report of each worker
-  std::optional<checkpoint_coordinator> checkpoints;
+  std::optional<checkpoint_window> checkpoints;  // and the checkpoints' storage
   uint64_t last_progress = 0;                  // the step of the last progress event
   double loss_sum = 0;                         // training losses since that event
   uint64_t loss_count = 0;
@@ -221,21 +215,6 @@ struct readout_state {
   std::chrono::steady_clock::time_point evaluating_since;  // the end of the run's scoring began
 };
 
-// storage_state: how the checkpoints' storage fares. Repeated identical
-// checkpoint failures reach the timeline summarised (failure_series); write
-// failures since the last commit that outlast checkpoint_config::
-// storage_deadline fail the job, naming the last good checkpoint. So do
-// lost checkpoints while a worker is paused by backpressure: it waits for a
-// commit that, with a snapshot lost, would never come.
-struct storage_state {
-  failure_series failures;
-  std::optional<std::chrono::steady_clock::time_point> failing_since;  // first write failure since the last commit
-  std::string last_failure;      // the newest failure's text
-  std::set<std::string> paused;  // workers paused by backpressure (their events say)
-  uint64_t last_good = 0;        // the newest committed checkpoint (0: none) and its step
-  uint64_t last_good_step = 0;
-};
-
 // job_shards.cpp: what each shard is configured with.
 // Shard i's configuration, its keys `parts[i]`, with its part of the
 // update rules by parameter (training_config::rules).
@@ -266,7 +245,6 @@ struct controller_state {
   run_state run;
   progress_state progress;
   readout_state readout;
-  storage_state storage;
   controller_hooks hooks;
   // recovery_config::stall_timeout as stall_timeout_for() resolves it (0: none).
   std::chrono::milliseconds stall_timeout{0};
@@ -281,8 +259,6 @@ struct controller_state {
   bool workers_changed = false;
   static inline const char* name = "keel.job_controller";
 };
-
-using run_phase = run_state::phase;
 
 // job_controller.cpp: the run's phases and what follows each message.
 void record(controller_actor* self, job_event e);
@@ -305,6 +281,9 @@ void follow_up(controller_actor* self);
 // A request that needs a running tree: while the tree is (re)started it is
 // held (`again` runs once the tree is up, or the job has ended).
 bool held(controller_actor* self, std::function<void()> again);
+// A request the running tree serves (controller_core::request): true when
+// it runs now; else it is held (`again`) or refused (answered on `rp`).
+bool admitted(controller_actor* self, caf::response_promise& rp, std::function<void()> again);
 // What a request gets once the job is not running (errc::shutting_down).
 caf::error not_running();
 // Ends the job with `outcome` (a failure, or the result); stops what runs.
@@ -344,24 +323,22 @@ caf::error write_worker_changes(const std::filesystem::path& dir, const worker_s
 caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::filesystem::path& dir, uint32_t slots,
                                                                   uint64_t steps);
 void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp);
-// "lost:worker:W" (from the placement, through workers_atom): no node could
-// run worker W for --node-wait-ms. With a minimum of workers that allows
-// it, W leaves: answered at once (0), then the job rolls back and W leaves
-// at the restored checkpoint's step; otherwise an error says why not.
-void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp);
+// (worker_lost_atom, W) from the placement: no node could run worker W for
+// --node-wait-ms. With a minimum of workers that allows it, W leaves:
+// answered at once (0), then the job rolls back and W leaves at the
+// restored checkpoint's step; otherwise an error says why not.
+void lost_worker_request(controller_actor* self, uint32_t worker, caf::response_promise rp);
 // A rollback's checkpoint at `step` is read: the leaving workers leave
 // there (the schedule recorded as a change at runtime is). Errors end the job.
 caf::error apply_leaving(controller_actor* self, uint64_t step);
 
-// job_storage.cpp: failing checkpoints.
+// job_storage.cpp: the checkpoint window's decisions carried out.
 // A checkpoint failed: the window moves past it; the event reaches the
 // timeline summarised; a write failure may start the storage deadline.
 void on_checkpoint_failed(controller_actor* self, job_event e);
 // A checkpoint committed: a series of failures ends (its total is
-// recorded), the deadline is off.
-void storage_committed(controller_actor* self, const checkpoint_committed& c);
-// When the storage deadline passes, if it runs (for schedule_tick).
-std::optional<std::chrono::steady_clock::time_point> storage_deadline(const controller_state& st);
+// recorded), the deadline is off. True when the workers' window moved.
+bool window_committed(controller_actor* self, const checkpoint_committed& c);
 // Fails the job when the storage deadline has passed.
 void watch_storage(controller_actor* self);
 

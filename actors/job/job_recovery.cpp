@@ -57,8 +57,7 @@ caf::expected<uint64_t> load_newest_checkpoint(controller_actor* self) {
     record(self, make_job_event(event_kind::damaged, d.file, describe(d.reason)));
   start_from = refs_of(std::filesystem::absolute(cfg.checkpoints.dir), m);
   run.restored_checkpoint = m.checkpoint;
-  self->state.storage.last_good = m.checkpoint;  // the last good checkpoint a storage failure names
-  self->state.storage.last_good_step = m.step;
+  self->state.progress.checkpoints->restored(m.checkpoint, m.step);  // the last good checkpoint a storage failure names
   return m.step;
 }
 
@@ -160,8 +159,7 @@ void roll_back(controller_actor* self, const std::string& why) {
   }
   // From here the old tree's reports are stale (the new tree is launched
   // with this epoch).
-  ++run.epoch;
-  run.now = run_phase::rolling_back;
+  run.core.rolling_back();
   // A killed root's children die asynchronously: the old checkpointer must
   // be gone before the store is read and cleaned, so that no write of the
   // old run races with the rollback's own reading and discarding.

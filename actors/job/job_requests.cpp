@@ -26,19 +26,18 @@ caf::expected<uint32_t> table_index(controller_actor* self, const std::string& n
 }  // namespace
 
 void stop_now(controller_actor* self, caf::response_promise rp) {
-  if (held(self, [=] { stop_now(self, rp); }))
-    return;
   auto& run = self->state.run;
-  switch (run.now) {
-    case run_phase::running:
+  switch (run.core.stop()) {
+    case controller_action::hold:
+      run.deferred.push_back([=] { stop_now(self, rp); });
+      return;
+    case controller_action::stop_tree:
       run.stoppers.push_back(rp);
-      run.now = run_phase::stopping;
       stop_tree_and_drain(self, [self] {
         end_job(self, make_error(errc::shutting_down, "the job was stopped"));
       });
       return;
-    case run_phase::stopping:
-    case run_phase::finishing:
+    case controller_action::join_stop:
       run.stoppers.push_back(rp);  // answered when it ends
       return;
     default:
@@ -47,10 +46,8 @@ void stop_now(controller_actor* self, caf::response_promise rp) {
 }
 
 void read_now(controller_actor* self, caf::response_promise rp) {
-  if (held(self, [=] { read_now(self, rp); }))
+  if (!admitted(self, rp, [=] { read_now(self, rp); }))
     return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
   read_parameters(self, false, [rp](caf::expected<parameters_read> r) mutable {
     if (!r)
       return rp.deliver(r.error());
@@ -61,10 +58,8 @@ void read_now(controller_actor* self, caf::response_promise rp) {
 // job::rows (with `keys`) and job::table (without), once the run runs.
 void table_request(controller_actor* self, std::string table, std::optional<std::vector<uint64_t>> keys,
                    caf::response_promise rp) {
-  if (held(self, [=] { table_request(self, table, keys, rp); }))
+  if (!admitted(self, rp, [=] { table_request(self, table, keys, rp); }))
     return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
   auto t = table_index(self, table);
   if (!t)
     return rp.deliver(t.error());
@@ -80,24 +75,22 @@ void table_request(controller_actor* self, std::string table, std::optional<std:
 }
 
 void kill_request(controller_actor* self, const fault& f, caf::response_promise rp) {
-  if (!held(self, [=] { kill_request(self, f, rp); }))
+  if (self->state.run.core.kill() == controller_action::hold)
+    self->state.run.deferred.push_back([=] { kill_request(self, f, rp); });
+  else
     kill_now(self, f, rp);
 }
 
 void move_request(controller_actor* self, const std::string& name, const std::string& why,
                   caf::response_promise rp) {
-  if (held(self, [=] { move_request(self, name, why, rp); }))
+  if (!admitted(self, rp, [=] { move_request(self, name, why, rp); }))
     return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
   move_now(self, name, why, rp);
 }
 
 void inject_request(controller_actor* self, const fault& f, caf::response_promise rp) {
-  if (held(self, [=] { inject_request(self, f, rp); }))
+  if (!admitted(self, rp, [=] { inject_request(self, f, rp); }))
     return;
-  if (self->state.run.now != run_phase::running)
-    return rp.deliver(not_running());
   inject_now(self, f, rp);
 }
 

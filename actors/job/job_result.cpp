@@ -238,7 +238,7 @@ void finish(controller_actor* self, parameters_read read) {
   auto& st = self->state;
   auto& cfg = st.cfg;
   auto& result = st.readout.result;
-  st.run.now = run_phase::finishing;
+  st.run.core.finishing();
   // The run's time ends here, with every shard's parameters read: scoring
   // them on the held-out set below is not training (the plain trainer does
   // not count its evaluation either).
@@ -409,7 +409,7 @@ bool awaiting_final_checkpoint(controller_actor* self) {
 void maybe_finish(controller_actor* self) {
   auto& st = self->state;
   auto& readout = st.readout;
-  if (st.run.now != run_phase::running || st.progress.done.size() != st.cfg.training.workers ||
+  if (!st.run.core.running() || st.progress.done.size() != st.cfg.training.workers ||
       readout.final_reading || !readout.scoring.empty() || !readout.node_fault_marks.empty())
     return;
   if (awaiting_final_checkpoint(self))
@@ -419,11 +419,11 @@ void maybe_finish(controller_actor* self) {
   // root dies and the job rolls back), so an incomplete read is tried again
   // a little later, and a read a rollback overtook counts for nothing.
   readout.final_reading = true;
-  auto epoch = st.run.epoch;
+  auto epoch = st.run.core.epoch();
   read_parameters(self, true, [self, epoch](caf::expected<parameters_read> read) {
     auto& st = self->state;
     st.readout.final_reading = false;
-    if (st.run.now != run_phase::running || st.run.epoch != epoch)
+    if (!st.run.core.read_counts(epoch))
       return maybe_finish(self);
     if (!read)
       return end_job(self, read.error());  // a shard's state failed validation

@@ -166,7 +166,7 @@ supervision::child_spec worker_spec(const controller_state& j, const caf::actor&
   c.id = to_string(actor_id::worker(i));
   worker_config o;
   o.core.worker = i;
-  o.core.epoch = j.run.epoch;
+  o.core.epoch = j.run.core.epoch();
   o.core.parts = j.run.parts;
   for (uint32_t s = 0; s < j.cfg.training.shards; ++s)
     o.core.shard_names.push_back(to_string(actor_id::shard(s)));
@@ -289,7 +289,7 @@ void launch_tree(controller_actor* self) {
   st.run.handles.clear();
   st.progress.done.clear();
   st.readout.final_checkpoint_since.reset();
-  st.storage.paused.clear();  // the new tree's workers start unpaused
+  st.progress.checkpoints->clear_paused();  // the new tree's workers start unpaused
   st.progress.reports.clear();
   st.progress.worker_step.assign(st.cfg.training.workers, 0);
   if (auto& s = st.cfg.training.schedule; s.elastic())  // a worker that joins later has no step before it
@@ -302,7 +302,7 @@ void launch_tree(controller_actor* self) {
       st.progress.done.insert(w);
       st.progress.worker_step[w] = st.cfg.training.steps;
     }
-  st.run.now = run_phase::starting;
+  st.run.core.launched();
   st.run.tree.emplace(supervision::tree::launch(self->system(), root_spec(self)));
   st.run.root_down = false;
   auto root = st.run.tree->root();
@@ -313,12 +313,13 @@ void launch_tree(controller_actor* self) {
     .then(
       [=](const std::vector<supervision::child_info>&) {
         auto& run = self->state.run;
-        if (run.now == run_phase::starting && run.tree && run.tree->root() == root)
+        if (run.core.tree_answered(run.tree && run.tree->root() == root) == controller_action::follow_tree)
           follow_tree(self);
       },
       [=](caf::error& err) {
         auto& run = self->state.run;
-        bool current = run.now == run_phase::starting && run.tree && run.tree->root() == root;
+        bool current =
+          run.core.tree_answered(run.tree && run.tree->root() == root) == controller_action::follow_tree;
         if (current && err == caf::sec::request_timeout)
           end_job(self, make_error(errc::timeout, "the supervision tree did not start within 10 s"));
       });
@@ -352,7 +353,7 @@ std::string progress_text(const controller_state& st) {
     text += (w ? ", " : " ") + std::to_string(p.worker_step[w]) +
             (p.done.count(static_cast<uint32_t>(w)) ? " (done)" : "");
   text += " of " + std::to_string(st.cfg.training.steps) + "; checkpoint window released to step " +
-          std::to_string(p.checkpoints->released()) + "; epoch " + std::to_string(st.run.epoch);
+          std::to_string(p.checkpoints->released()) + "; epoch " + std::to_string(st.run.core.epoch());
   std::string missing;
   std::vector<actor_id> ids = {actor_id::checkpointer(), actor_id::shards(), actor_id::workers()};
   for (uint32_t i = 0; i < st.cfg.training.shards; ++i) ids.push_back(actor_id::shard(i));
@@ -417,10 +418,10 @@ void on_committed(controller_actor* self, const checkpoint_committed& c) {
   ++result.checkpoints;
   result.checkpoint_write_seconds += static_cast<double>(c.write_us) / 1e6;
   result.checkpoint_write_cpu_seconds += static_cast<double>(c.write_cpu_us) / 1e6;
-  storage_committed(self, c);
+  bool moved = window_committed(self, c);
   if (st.cfg.placement)
     st.cfg.placement->committed(c.shards);
-  if (st.progress.checkpoints->committed(c.checkpoint, c.step, c.shards))
+  if (moved)
     widen_window(self);
   for (auto& s : c.shards)
     for (uint32_t w = 0; w < st.cfg.training.workers; ++w)

@@ -107,11 +107,9 @@ caf::expected<std::optional<worker_schedule>> read_worker_changes(const std::fil
 }
 
 void change_workers_request(controller_actor* self, const std::string& items, caf::response_promise rp) {
-  if (held(self, [=] { change_workers_request(self, items, rp); }))
+  if (!admitted(self, rp, [=] { change_workers_request(self, items, rp); }))
     return;
   auto& st = self->state;
-  if (st.run.now != run_phase::running)
-    return rp.deliver(not_running());
   auto bad = [&](const std::string& why) { rp.deliver(make_error(errc::invalid_argument, "change_workers: " + why)); };
   auto& window = *st.progress.checkpoints;
   if (!window.windowed())
@@ -159,19 +157,16 @@ void change_workers_request(controller_actor* self, const std::string& items, ca
 // the checkpoint stay; those after it are undone with the rollback, as
 // every worker's are, and W does not make them again. The run is the one
 // with that leave planned, bit for bit.
-void lost_worker_request(controller_actor* self, const std::string& item, caf::response_promise rp) {
+void lost_worker_request(controller_actor* self, uint32_t w, caf::response_promise rp) {
   auto& st = self->state;
   auto& cfg = st.cfg;
-  auto id = parse_actor_id(item.substr(5));
-  if (!id || !id->is(actor_kind::worker) || id->index >= cfg.training.workers)
-    return rp.deliver(make_error(errc::invalid_argument, "'" + item + "' names no worker of the job"));
-  const uint32_t w = id->index;
-  const auto name = to_string(*id);
+  const auto name = to_string(actor_id::worker(w));
+  if (w >= cfg.training.workers)
+    return rp.deliver(make_error(errc::invalid_argument, "'" + name + "' names no worker of the job"));
   auto refuse = [&](const std::string& why) {
     rp.deliver(make_error(errc::invalid_argument, name + " cannot leave instead: " + why));
   };
-  auto now = st.run.now;
-  if (now != run_phase::starting && now != run_phase::running && now != run_phase::rolling_back)
+  if (st.run.core.worker_lost() == controller_action::refuse)
     return rp.deliver(not_running());
   const uint32_t min = cfg.training.min_workers;
   if (min == 0 || min >= cfg.training.workers)
@@ -182,7 +177,7 @@ void lost_worker_request(controller_actor* self, const std::string& item, caf::r
   auto& s = cfg.training.schedule;
   if (s.elastic() && s.reserved(w))
     return refuse("it is held in reserve");
-  if (st.storage.last_good_step == 0)
+  if (st.progress.checkpoints->last_good_step() == 0)
     return refuse("no checkpoint has committed yet, and a worker leaves at the newest checkpoint's step");
   uint32_t staying = 0;
   for (uint32_t v = 0; v < cfg.training.workers; ++v)
@@ -194,7 +189,7 @@ void lost_worker_request(controller_actor* self, const std::string& item, caf::r
                   std::to_string(cfg.training.workers) + ")");
   st.run.leaving.insert(w);
   rp.deliver(uint64_t{0});
-  if (now == run_phase::rolling_back)
+  if (st.run.core.phase() == run_phase::rolling_back)
     return;  // the rollback under way takes it
   roll_back(self, name + " leaves: no node could run it; the job goes on with " + std::to_string(staying) +
                     " workers (at least " + std::to_string(min) + ") from its newest checkpoint");
