@@ -182,10 +182,11 @@ TEST_CASE("with TLS on, a recording of one node's connections holds no pushed fl
   const std::string data_frame("KDP1\x01\x00\x00\x00", 8);  // a data-plane header of a push
   for (bool tls : {false, true}) {
     CAPTURE(tls);
-    recording_proxy proxy;
-    auto data_port = proxy.relay(0, "127.0.0.2", 0);  // reserve the port; its relay is replaced below
-    proxy.stop();
+    // The proxy's port is the node's data port too, on 127.0.0.2: held by
+    // the proxy from the start, so no other process can take it between
+    // choosing it and listening on it.
     recording_proxy rec;
+    auto data_port = rec.relay(0, "127.0.0.2", 0);
     std::vector<std::string> a_flags{"--data-port", std::to_string(data_port)};
     std::vector<std::string> b_flags;
     if (tls) {
@@ -198,7 +199,6 @@ TEST_CASE("with TLS on, a recording of one node's connections holds no pushed fl
       return args;
     }());
     auto b = f.start_node(b_flags);
-    rec.relay(data_port, "127.0.0.2", data_port);
     auto gate = rec.relay(0, "127.0.0.2", a->port());
     std::string connect = "--connect " + std::string(tls ? "node-a@" : "") + "127.0.0.1:" + std::to_string(gate) +
                           "," + (tls ? "node-b@" : "") + "127.0.0.1:" + std::to_string(b->port()) +

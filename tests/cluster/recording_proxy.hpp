@@ -25,7 +25,8 @@ class recording_proxy {
   ~recording_proxy() { stop(); }
 
   // Listens on 127.0.0.1:`port` (0: any; the port is returned) and relays
-  // to target_host:target_port.
+  // to target_host:target_port (0: the port it listens on). The target is
+  // connected to when a connection comes, so it may start listening later.
   uint16_t relay(uint16_t port, const std::string& target_host, uint16_t target_port) {
     int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(l >= 0);
@@ -36,6 +37,8 @@ class recording_proxy {
     REQUIRE(::listen(l, 16) == 0);
     socklen_t len = sizeof addr;
     ::getsockname(l, reinterpret_cast<sockaddr*>(&addr), &len);
+    if (target_port == 0)
+      target_port = ntohs(addr.sin_port);
     std::lock_guard<std::mutex> guard(mtx_);
     fds_.push_back(l);
     threads_.emplace_back([this, l, target_host, target_port] { accept_loop(l, target_host, target_port); });
