@@ -6,17 +6,12 @@
 #include <cmath>
 
 #include "actors/job/job_summary.hpp"
+#include "built_by_hand.hpp"
 
 using namespace keel;
+using keel::test::at;
 
 namespace {
-
-job_event at(int64_t us, event_kind kind, std::string actor, std::string detail) {
-  auto e = make_job_event(kind, std::move(actor), std::move(detail));
-  e.at_us = us;
-  e.at_ms = us / 1000;
-  return e;
-}
 
 job_event progress(int64_t us, uint64_t step, double loss, double accuracy) {
   auto e = at(us, event_kind::progress, "job", "step " + std::to_string(step));

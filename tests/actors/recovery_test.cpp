@@ -5,17 +5,12 @@
 #include <doctest/doctest.h>
 
 #include "actors/faults/recovery.hpp"
+#include "built_by_hand.hpp"
 
 using namespace keel;
+using keel::test::at;
 
 namespace {
-
-job_event at(int64_t us, event_kind kind, std::string actor, std::string detail) {
-  auto e = make_job_event(kind, std::move(actor), std::move(detail));
-  e.at_us = us;
-  e.at_ms = us / 1000;
-  return e;
-}
 
 job_event kill(int64_t us, const std::string& victim) {
   auto e = at(us, event_kind::fault, victim, "killed (exit_reason::kill)");

@@ -14,23 +14,15 @@
 #include "actors/job/rollback_policy.hpp"
 #include "messages/errors.hpp"
 #include "messages/protocol.hpp"
+#include "built_by_hand.hpp"
 
 using namespace keel;
+using keel::test::part;
 using namespace std::chrono_literals;
 
 namespace {
 
 using tp = std::chrono::steady_clock::time_point;
-
-committed_shard part(uint32_t shard, uint64_t step) {
-  snapshot_ref ref;
-  ref.dir = "/ckpt";
-  ref.checkpoint = step / 10;
-  ref.step = step;
-  ref.entry.shard = shard;
-  ref.entry.file = "shard-" + std::to_string(shard) + "-step-" + std::to_string(step);
-  return {shard, step, ref};
-}
 
 // Hooks that remember what the driver asked for.
 struct recording_hooks : fault_hooks {
